@@ -1,0 +1,111 @@
+"""The exception tree. Every error agentkit raises on purpose is an :class:`AgentkitError`.
+
+::
+
+    AgentkitError
+    ├── UsageError                 the caller asked for something invalid (nothing was written)
+    │   ├── InvalidIdError         an id that is not [A-Za-z0-9][A-Za-z0-9_-]{0,63}
+    │   ├── AgentNotFoundError
+    │   ├── ConversationNotFoundError
+    │   └── ConfigError            an agent's config.json is invalid (names file and field)
+    ├── ConversationBusyError      another writer holds the conversation (bounded wait expired)
+    └── StoreError                 the store could not do its job
+        └── CorruptJournalError    a damaged record in the middle of a journal (never dropped)
+
+Errors carry the fields a caller needs (agent_id, conversation_id, path, offset); they never
+log and never print.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "AgentNotFoundError",
+    "AgentkitError",
+    "ConfigError",
+    "ConversationBusyError",
+    "ConversationNotFoundError",
+    "CorruptJournalError",
+    "InvalidIdError",
+    "StoreError",
+    "UsageError",
+]
+
+
+class AgentkitError(Exception):
+    """Base of every error agentkit raises on purpose."""
+
+
+class UsageError(AgentkitError):
+    """The request itself is invalid; nothing was written."""
+
+
+class InvalidIdError(UsageError, ValueError):
+    """An id failed the full-match rule; it was never used to build a path."""
+
+    def __init__(self, kind: str, value: object) -> None:
+        self.kind = kind
+        self.value = value
+        super().__init__(
+            f"invalid {kind} id {value!r}: ids are 1-64 ASCII letters, digits, '-' or '_', "
+            "starting with a letter or digit"
+        )
+
+
+class AgentNotFoundError(UsageError, LookupError):
+    def __init__(self, agent_id: str) -> None:
+        self.agent_id = agent_id
+        super().__init__(f"no agent {agent_id!r}")
+
+
+class ConversationNotFoundError(UsageError, LookupError):
+    def __init__(self, agent_id: str, conversation_id: str) -> None:
+        self.agent_id = agent_id
+        self.conversation_id = conversation_id
+        super().__init__(f"agent {agent_id!r} has no conversation {conversation_id!r}")
+
+
+class ConfigError(UsageError):
+    """A configuration file is invalid. ``path`` names the file, ``field`` the offending key."""
+
+    def __init__(self, path: Path, field: str, problem: str) -> None:
+        self.path = path
+        self.field = field
+        self.problem = problem
+        where = f" field {field!r}" if field else ""
+        super().__init__(f"{path}:{where} {problem}")
+
+
+class ConversationBusyError(AgentkitError):
+    """Another writer (thread or process) held the conversation for longer than we waited."""
+
+    def __init__(self, agent_id: str, conversation_id: str, waited: float) -> None:
+        self.agent_id = agent_id
+        self.conversation_id = conversation_id
+        self.waited = waited
+        super().__init__(
+            f"conversation {agent_id}/{conversation_id} is busy: another writer held it "
+            f"for {waited:.1f}s; retry when its turn has finished"
+        )
+
+
+class StoreError(AgentkitError):
+    """The store failed (I/O error, unreadable file). Nothing was acknowledged."""
+
+
+class CorruptJournalError(StoreError):
+    """A journal record failed its checksum and valid records follow it.
+
+    That is damage, not a crash (a crash only tears the tail), so nothing is truncated: a copy
+    of the journal is kept at ``quarantine`` and the conversation refuses writes until a person
+    looks at it.
+    """
+
+    def __init__(self, path: Path, offset: int, reason: str, quarantine: Path | None) -> None:
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+        self.quarantine = quarantine
+        kept = f"; a copy was kept at {quarantine}" if quarantine else ""
+        super().__init__(f"corrupt journal record at byte {offset} of {path}: {reason}{kept}")

@@ -1,0 +1,167 @@
+"""Journal records and the fold that turns them into a conversation's views.
+
+Every record is a versioned JSON object with a literal ``kind``. Folding the records in order
+gives ``meta.json``, ``history.json`` and the per-turn ``messages.log`` files; recovery and
+``verify()`` both use this fold, so the views have exactly one definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
+
+from agentkit.types import (
+    ConversationMeta,
+    ConversationStats,
+    ConversationStatus,
+    IdStr,
+    Message,
+    Role,
+    Timestamp,
+    format_timestamp,
+)
+
+__all__ = [
+    "AnnotationRecord",
+    "CreatedRecord",
+    "JournalRecord",
+    "Label",
+    "MessageRecord",
+    "StatusRecord",
+    "Views",
+    "decode_record",
+    "encode_record",
+    "fold",
+    "render_block",
+    "role_label",
+]
+
+Label = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z_]{0,15}$")]
+"""An upper-case block label in ``messages.log`` (``USER``, ``AGENT``, ``SESSION``, …)."""
+
+_ROLE_LABELS: dict[Role, str] = {
+    "user": "USER",
+    "assistant": "AGENT",
+    "system": "SYSTEM",
+    "tool": "TOOL",
+}
+
+
+def role_label(role: Role) -> str:
+    return _ROLE_LABELS[role]
+
+
+def render_block(label: str, at: datetime, text: str) -> str:
+    """One ``messages.log`` block: ``[ISO-time] [LABEL]``, the text, a blank line."""
+    return f"[{format_timestamp(at)}] [{label}]\n{text}\n\n"
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    v: Literal[1] = 1
+    seq: int = Field(ge=1)
+
+
+class CreatedRecord(_Record):
+    kind: Literal["created"] = "created"
+    conversation_id: IdStr
+    agent_id: IdStr
+    title: str
+    at: Timestamp
+
+
+class MessageRecord(_Record):
+    kind: Literal["message"] = "message"
+    message: Message
+
+
+class StatusRecord(_Record):
+    kind: Literal["status"] = "status"
+    status: ConversationStatus
+    at: Timestamp
+
+
+class AnnotationRecord(_Record):
+    """A block in a turn's ``messages.log`` that is not a chat message (e.g. which scenario)."""
+
+    kind: Literal["annotation"] = "annotation"
+    message_id: IdStr
+    label: Label
+    text: str
+    at: Timestamp
+
+
+JournalRecord = Annotated[
+    CreatedRecord | MessageRecord | StatusRecord | AnnotationRecord,
+    Field(discriminator="kind"),
+]
+_RECORD_ADAPTER: TypeAdapter[JournalRecord] = TypeAdapter(JournalRecord)
+
+
+def encode_record(record: JournalRecord) -> bytes:
+    return _RECORD_ADAPTER.dump_json(record, by_alias=True)
+
+
+def decode_record(payload: bytes) -> JournalRecord:
+    """Parse one payload; raises ``pydantic.ValidationError`` when it is not a record."""
+    return _RECORD_ADAPTER.validate_json(payload)
+
+
+@dataclass
+class Views:
+    """The fold of a journal: everything the view files show."""
+
+    meta: ConversationMeta
+    messages: list[Message] = field(default_factory=list)
+    turn_logs: dict[str, list[str]] = field(default_factory=dict)
+    records: int = 0
+
+    def apply(self, record: JournalRecord) -> None:
+        self.records += 1
+        match record:
+            case MessageRecord(message=message):
+                self.messages.append(message)
+                self.meta = self.meta.model_copy(
+                    update={
+                        "updated_at": message.timestamp,
+                        "stats": self.meta.stats.counting(message),
+                    }
+                )
+                self.turn_logs.setdefault(message.message_id, []).append(
+                    render_block(role_label(message.role), message.timestamp, message.content)
+                )
+            case StatusRecord(status=status, at=at):
+                self.meta = self.meta.model_copy(update={"status": status, "updated_at": at})
+            case AnnotationRecord(message_id=message_id, label=label, text=text, at=at):
+                self.turn_logs.setdefault(message_id, []).append(render_block(label, at, text))
+            case CreatedRecord():
+                raise ValueError(f"record {record.seq}: a second 'created' record")
+
+
+def fold(records: Iterable[JournalRecord]) -> Views:
+    """Replay *records* (the first must be ``created``) into :class:`Views`."""
+    iterator = iter(records)
+    first = next(iterator, None)
+    if not isinstance(first, CreatedRecord):
+        raise ValueError("a journal must start with a 'created' record")
+    views = Views(
+        meta=ConversationMeta(
+            conversation_id=first.conversation_id,
+            agent_id=first.agent_id,
+            title=first.title,
+            created_at=first.at,
+            updated_at=first.at,
+            status="idle",
+            stats=ConversationStats(),
+        ),
+        records=1,
+    )
+    for record in iterator:
+        if record.seq != views.records + 1:
+            raise ValueError(f"record {record.seq} follows record {views.records}")
+        views.apply(record)
+    return views

@@ -1,0 +1,128 @@
+"""The conversation store interface, and the report ``verify()`` returns.
+
+Two implementations pass the same contract suite (tests/store_contract.py): the file store
+(the seed's on-disk layout, crash-safe) and an in-memory reference. Everything above the store
+(the Agent, the HTTP API, the workbench) talks to this interface only.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentkit.ids import check_id
+from agentkit.types import ConversationMeta, ConversationStatus, Message
+
+__all__ = ["ConversationKey", "ConversationStore", "Problem", "ProblemKind", "VerifyReport"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationKey:
+    """Which conversation: ``(agent_id, conversation_id)``, both checked on construction."""
+
+    agent_id: str
+    conversation_id: str
+
+    def __post_init__(self) -> None:
+        check_id(self.agent_id, "agent")
+        check_id(self.conversation_id, "conversation")
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}/{self.conversation_id}"
+
+
+ProblemKind = Literal[
+    "busy",
+    "corrupt-record",
+    "history-mismatch",
+    "leftover",
+    "meta-mismatch",
+    "missing-file",
+    "orphan-turn",
+    "temp-file",
+    "torn-tail",
+    "turn-log-mismatch",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One inconsistency ``verify()`` found. ``conversation_id`` is empty for agent-level ones."""
+
+    agent_id: str
+    conversation_id: str
+    kind: ProblemKind
+    detail: str
+
+    def __str__(self) -> str:
+        where = f"{self.agent_id}/{self.conversation_id}" if self.conversation_id else self.agent_id
+        return f"{where}: {self.kind}: {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    conversations: int = 0
+    problems: tuple[Problem, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class ConversationStore(ABC):
+    """Conversations of agents: create, append, read, delete, and one writer at a time.
+
+    Writes are acknowledged (the method returns) only once they are durable. Writers on one
+    conversation are serialised across threads and processes; a writer that waits longer than
+    the store's lock timeout gets :class:`~agentkit.errors.ConversationBusyError`.
+    """
+
+    @abstractmethod
+    def create(self, key: ConversationKey, title: str) -> ConversationMeta:
+        """Create an empty conversation (status ``idle``). Fails if it exists."""
+
+    @abstractmethod
+    def exists(self, key: ConversationKey) -> bool: ...
+
+    @abstractmethod
+    def conversations(self, agent_id: str) -> list[ConversationMeta]:
+        """Every conversation of *agent_id*, most recently updated first."""
+
+    @abstractmethod
+    def meta(self, key: ConversationKey) -> ConversationMeta: ...
+
+    @abstractmethod
+    def messages(self, key: ConversationKey) -> list[Message]:
+        """The whole history, oldest first."""
+
+    @abstractmethod
+    def recent(self, key: ConversationKey, limit: int) -> list[Message]:
+        """The last *limit* messages, oldest first, without reading the whole history."""
+
+    @abstractmethod
+    def append(self, key: ConversationKey, message: Message) -> ConversationMeta:
+        """Append one message durably; return the updated metadata."""
+
+    @abstractmethod
+    def set_status(self, key: ConversationKey, status: ConversationStatus) -> ConversationMeta: ...
+
+    @abstractmethod
+    def annotate(self, key: ConversationKey, message_id: str, label: str, text: str) -> None:
+        """Add a ``[LABEL]`` block to the turn's ``messages.log`` (not part of the history)."""
+
+    @abstractmethod
+    def turn_log(self, key: ConversationKey, message_id: str) -> str:
+        """The text of the turn's ``messages.log``."""
+
+    @abstractmethod
+    def delete(self, key: ConversationKey) -> None: ...
+
+    @abstractmethod
+    def hold(self, key: ConversationKey, timeout: float | None = None) -> AbstractContextManager[None]:
+        """Hold the conversation's writer lock across several writes (re-entrant)."""
+
+    @abstractmethod
+    def verify(self, agent_id: str | None = None) -> VerifyReport:
+        """Check every conversation (of one agent, or all) without changing anything."""

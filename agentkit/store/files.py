@@ -1,0 +1,634 @@
+"""The file store: the seed's conversation layout under a data root, crash-safe.
+
+::
+
+    {root}/agents/{agentId}/conversations/
+      .{conversationId}.lock        the writer lock (beside the data, never replaced)
+      {conversationId}/
+        journal.log                 append-only framed records: the source of truth
+        meta.json                   view, replaced atomically; carries the views checkpoint
+        history.json                view, a JSON array updated in place
+        {messageId}/messages.log    view, one per turn
+
+Why it is built this way (figures in reference/reliability.md):
+
+* One source of truth. Every write appends one checksummed record to ``journal.log`` and
+  fsyncs it; only then are the views updated, in the order turn log → ``history.json`` →
+  ``meta.json``, each fsynced. A write is acknowledged (the method returns) after all of them.
+* ``meta.json`` carries a checkpoint ``{journalBytes, journalRecords, historyBytes}`` saying
+  the views match the journal's first ``journalBytes`` bytes. When the files disagree with
+  it, a write was interrupted: the next writer (or a reader that finds the lock free)
+  *recovers* — truncates a torn journal tail, removes stale temp files, rebuilds the views
+  from the journal, writes a new checkpoint. A damaged record in the middle is reported with
+  :class:`CorruptJournalError` and a quarantined copy, never truncated away.
+* Readers read only the checkpointed prefix of the journal, so they never see a record that
+  is still being written, and never take the lock in the common case.
+* ``history.json`` stays a valid JSON array: one entry per line, and an append rewrites only
+  the closing ``\\n]\\n``. Appending costs O(1) however long the history is; the last N
+  messages are read backwards from the journal's end.
+* One writer per conversation across threads and processes: a ``flock`` on a separate lock
+  file (locking the file that gets replaced loses updates). Creation goes through a temp
+  directory renamed into place; deletion renames to a tombstone first. Leftovers of either
+  are cleaned by :meth:`FileConversationStore.recover`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import threading
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import filelock
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.alias_generators import to_camel
+
+from agentkit.errors import (
+    ConversationBusyError,
+    ConversationNotFoundError,
+    CorruptJournalError,
+    StoreError,
+    UsageError,
+)
+from agentkit.ids import check_id, is_valid_id
+from agentkit.store._fsio import append_durable, atomic_write, fsync_dir, is_temp_name, write_at
+from agentkit.store._journal import encode_frame, read_tail_frames, scan_frames
+from agentkit.store._records import (
+    AnnotationRecord,
+    CreatedRecord,
+    JournalRecord,
+    MessageRecord,
+    StatusRecord,
+    Views,
+    decode_record,
+    encode_record,
+    fold,
+)
+from agentkit.store.base import (
+    ConversationKey,
+    ConversationStore,
+    Problem,
+    ProblemKind,
+    VerifyReport,
+)
+from agentkit.types import ConversationMeta, ConversationStatus, Message, utc_now
+
+__all__ = ["FileConversationStore"]
+
+JOURNAL = "journal.log"
+HISTORY = "history.json"
+META = "meta.json"
+TURN_LOG = "messages.log"
+_CREATING = ".creating-"
+_DELETED = ".deleted-"
+_EMPTY_HISTORY = b"[]\n"
+_HISTORY_CLOSE = b"\n]\n"
+
+
+class _Checkpoint(BaseModel):
+    """How far the views in a conversation folder are known to match its journal."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    journal_bytes: int
+    journal_records: int
+    history_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class _State:
+    meta: ConversationMeta
+    checkpoint: _Checkpoint
+
+
+def _history_entry(message: Message) -> bytes:
+    return json.dumps(message.to_json_dict(), ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _render_history(messages: list[Message]) -> bytes:
+    if not messages:
+        return _EMPTY_HISTORY
+    return b"[\n" + b",\n".join(_history_entry(m) for m in messages) + _HISTORY_CLOSE
+
+
+def _meta_bytes(state: _State) -> bytes:
+    data: dict[str, Any] = {"v": 1, **state.meta.to_json_dict()}
+    data["views"] = state.checkpoint.model_dump(by_alias=True)
+    return json.dumps(data, ensure_ascii=False, indent=2).encode() + b"\n"
+
+
+def _parse_meta(raw: bytes) -> _State:
+    data = json.loads(raw)
+    if not isinstance(data, dict) or data.pop("v", None) != 1:
+        raise ValueError("meta.json has no schema version 1")
+    checkpoint = _Checkpoint.model_validate(data.pop("views", None))
+    return _State(ConversationMeta.model_validate(data), checkpoint)
+
+
+class FileConversationStore(ConversationStore):
+    """Conversations as folders under ``{root}/agents/{agentId}/conversations``."""
+
+    def __init__(self, root: Path | str, *, lock_timeout: float = 10.0) -> None:
+        self.root = Path(os.path.realpath(root))
+        self.lock_timeout = lock_timeout
+        self._locks: dict[ConversationKey, filelock.FileLock] = {}
+        self._locks_guard = threading.Lock()
+
+    # ------------------------------------------------------------------ paths
+
+    def _under_root(self, path: Path) -> Path:
+        resolved = os.path.realpath(path)
+        if os.path.commonpath([resolved, self.root]) != str(self.root):
+            raise UsageError(f"{path} resolves outside the data root {self.root}")
+        return path
+
+    def _conversations_dir(self, agent_id: str) -> Path:
+        check_id(agent_id, "agent")
+        return self._under_root(self.root / "agents" / agent_id / "conversations")
+
+    def _dir(self, key: ConversationKey) -> Path:
+        return self._under_root(self._conversations_dir(key.agent_id) / key.conversation_id)
+
+    def _existing_dir(self, key: ConversationKey) -> Path:
+        directory = self._dir(key)
+        if not (directory / JOURNAL).is_file():
+            raise ConversationNotFoundError(key.agent_id, key.conversation_id)
+        return directory
+
+    # ------------------------------------------------------------------ locking
+
+    def _lock_for(self, key: ConversationKey) -> filelock.FileLock:
+        with self._locks_guard:
+            lock = self._locks.get(key)
+            if lock is None:
+                path = self._conversations_dir(key.agent_id) / f".{key.conversation_id}.lock"
+                lock = filelock.FileLock(path, preserve_lock_file=True)
+                self._locks[key] = lock
+            return lock
+
+    @contextmanager
+    def hold(self, key: ConversationKey, timeout: float | None = None) -> Iterator[None]:
+        self._existing_dir(key)  # never create a lock file for a conversation that is not there
+        wait = self.lock_timeout if timeout is None else timeout
+        lock = self._lock_for(key)
+        try:
+            lock.acquire(timeout=wait)
+        except filelock.Timeout:
+            raise ConversationBusyError(key.agent_id, key.conversation_id, wait) from None
+        try:
+            self._existing_dir(key)  # it may have been deleted while we waited
+            yield
+        finally:
+            lock.release()
+
+    # ------------------------------------------------------------------ state
+
+    def _read_state(self, directory: Path) -> _State | None:
+        try:
+            return _parse_meta((directory / META).read_bytes())
+        except (OSError, ValueError, ValidationError):
+            return None
+
+    @staticmethod
+    def _is_clean(directory: Path, checkpoint: _Checkpoint) -> bool:
+        try:
+            journal = os.stat(directory / JOURNAL).st_size
+            history = os.stat(directory / HISTORY).st_size
+        except FileNotFoundError:
+            return False
+        return journal == checkpoint.journal_bytes and history == checkpoint.history_bytes
+
+    def _writable_state(self, key: ConversationKey) -> _State:
+        """The conversation's state, recovered first if a write was interrupted. Hold the lock."""
+        directory = self._existing_dir(key)
+        state = self._read_state(directory)
+        if state is not None and self._is_clean(directory, state.checkpoint):
+            return state
+        return self._recover_conversation(key)
+
+    def _snapshot(self, key: ConversationKey) -> _State:
+        """The last checkpointed state, for readers; repairs it when nobody is writing."""
+        directory = self._existing_dir(key)
+        state = self._read_state(directory)
+        if state is not None and self._is_clean(directory, state.checkpoint):
+            return state
+        try:
+            with self.hold(key, timeout=0 if state is not None else None):
+                return self._writable_state(key)
+        except ConversationBusyError:
+            if state is None:
+                raise
+            return state  # a writer is mid-write: its record is not acknowledged yet
+
+    # ------------------------------------------------------------------ recovery
+
+    def _corrupt(self, journal: Path, data: bytes, offset: int, reason: str) -> CorruptJournalError:
+        quarantine = journal.with_name(f"journal.corrupt-{zlib.crc32(data):08x}.log")
+        try:
+            if not quarantine.exists():
+                atomic_write(quarantine, data)
+        except OSError:
+            return CorruptJournalError(journal, offset, reason, None)
+        return CorruptJournalError(journal, offset, reason, quarantine)
+
+    def _load_journal(
+        self, directory: Path, *, end: int | None = None, repair: bool = False
+    ) -> tuple[Views, int, list[tuple[int, JournalRecord]]]:
+        """Fold the journal (its first *end* bytes). Returns views, good end, records+offsets."""
+        journal = directory / JOURNAL
+        with open(journal, "rb") as handle:
+            data = handle.read() if end is None else handle.read(end)
+        scan = scan_frames(data)
+        if scan.damage or (scan.bad_offset is not None and end is not None):
+            raise self._corrupt(journal, data, scan.bad_offset or 0, scan.bad_reason)
+        located: list[tuple[int, JournalRecord]] = []
+        for frame in scan.frames:
+            try:
+                located.append((frame.offset, decode_record(frame.payload)))
+            except ValidationError as error:
+                reason = f"not a journal record: {error.errors()[0]['msg']}"
+                raise self._corrupt(journal, data, frame.offset, reason) from None
+        try:
+            views = fold(record for _, record in located)
+        except ValueError as error:
+            raise self._corrupt(journal, data, 0, str(error)) from None
+        if repair and scan.bad_offset is not None:
+            os.truncate(journal, scan.good_end)  # a torn tail: no good record follows it
+            fd = os.open(journal, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return views, scan.good_end, located
+
+    def _recover_conversation(self, key: ConversationKey) -> _State:
+        directory = self._existing_dir(key)
+        previous = self._read_state(directory)
+        try:
+            views, good_end, located = self._load_journal(directory, repair=True)
+            for folder in (directory, *(p for p in directory.iterdir() if p.is_dir())):
+                for entry in folder.iterdir():
+                    if is_temp_name(entry.name):
+                        entry.unlink()
+            history = _render_history(views.messages)
+            atomic_write(directory / HISTORY, history)
+            # Turn logs can only be stale for records after the old checkpoint.
+            offsets = {offset for offset, _ in located}
+            start = 0
+            if previous is not None and previous.checkpoint.journal_bytes in offsets:
+                start = previous.checkpoint.journal_bytes
+            touched = {
+                r.message.message_id if isinstance(r, MessageRecord) else r.message_id
+                for offset, r in located
+                if offset >= start and isinstance(r, MessageRecord | AnnotationRecord)
+            }
+            for message_id in touched:
+                expected = "".join(views.turn_logs[message_id]).encode()
+                log = directory / message_id / TURN_LOG
+                if not log.is_file() or log.read_bytes() != expected:
+                    self._make_turn_dir(directory, message_id)
+                    atomic_write(log, expected)
+            checkpoint = _Checkpoint(
+                journal_bytes=good_end,
+                journal_records=views.records,
+                history_bytes=len(history),
+            )
+            state = _State(views.meta, checkpoint)
+            atomic_write(directory / META, _meta_bytes(state))
+        except OSError as error:
+            raise StoreError(f"could not recover {key}: {error}") from error
+        return state
+
+    def recover(self, agent_id: str | None = None) -> list[ConversationKey]:
+        """Repair every conversation (of one agent, or all) left inconsistent by a crash.
+
+        Removes leftovers of interrupted creates and deletes; returns the conversations whose
+        views were rebuilt. Conversations busy with a live writer are left to that writer.
+        """
+        repaired: list[ConversationKey] = []
+        for conversations in self._conversation_dirs(agent_id):
+            for entry in conversations.iterdir():
+                if entry.name.startswith(".") and (_CREATING in entry.name or _DELETED in entry.name):
+                    shutil.rmtree(entry, ignore_errors=True)
+                    continue
+                if not is_valid_id(entry.name) or not (entry / JOURNAL).is_file():
+                    continue
+                key = ConversationKey(conversations.parent.name, entry.name)
+                state = self._read_state(entry)
+                if state is not None and self._is_clean(entry, state.checkpoint):
+                    continue
+                with contextlib.suppress(ConversationBusyError), self.hold(key, timeout=0):
+                    self._writable_state(key)
+                    repaired.append(key)
+        return repaired
+
+    def _conversation_dirs(self, agent_id: str | None) -> list[Path]:
+        if agent_id is not None:
+            directory = self._conversations_dir(agent_id)
+            return [directory] if directory.is_dir() else []
+        agents = self.root / "agents"
+        if not agents.is_dir():
+            return []
+        return sorted(
+            path / "conversations"
+            for path in agents.iterdir()
+            if is_valid_id(path.name) and (path / "conversations").is_dir()
+        )
+
+    # ------------------------------------------------------------------ writes
+
+    @staticmethod
+    def _make_turn_dir(directory: Path, message_id: str) -> Path:
+        turn = directory / message_id
+        try:
+            turn.mkdir()
+        except FileExistsError:
+            return turn
+        fsync_dir(directory)
+        return turn
+
+    def _commit(self, key: ConversationKey, record: JournalRecord) -> ConversationMeta:
+        """Append *record* and bring the views along. Hold the lock."""
+        state = self._writable_state(key)
+        if record.seq != state.checkpoint.journal_records + 1:
+            raise StoreError(f"record {record.seq} out of sequence in {key}")
+        directory = self._dir(key)
+        frame = encode_frame(encode_record(record))
+        views = Views(meta=state.meta, records=state.checkpoint.journal_records)
+        views.apply(record)
+        try:
+            journal_bytes = append_durable(directory / JOURNAL, frame)
+            if journal_bytes != state.checkpoint.journal_bytes + len(frame):
+                raise StoreError(f"the journal of {key} changed under its lock")
+            if views.turn_logs:
+                [(message_id, [block])] = views.turn_logs.items()
+                turn = self._make_turn_dir(directory, message_id)
+                append_durable(turn / TURN_LOG, block.encode())
+            history_bytes = state.checkpoint.history_bytes
+            if isinstance(record, MessageRecord):
+                entry = _history_entry(record.message)
+                if state.meta.stats.message_count == 0:
+                    history_bytes = write_at(directory / HISTORY, 1, b"\n" + entry + _HISTORY_CLOSE)
+                else:
+                    history_bytes = write_at(
+                        directory / HISTORY,
+                        history_bytes - len(_HISTORY_CLOSE),
+                        b",\n" + entry + _HISTORY_CLOSE,
+                    )
+            new_state = _State(
+                views.meta,
+                _Checkpoint(
+                    journal_bytes=journal_bytes,
+                    journal_records=views.records,
+                    history_bytes=history_bytes,
+                ),
+            )
+            atomic_write(directory / META, _meta_bytes(new_state))
+        except OSError as error:
+            raise StoreError(f"could not write to {key}: {error}; nothing acknowledged") from error
+        return new_state.meta
+
+    def _next_seq(self, key: ConversationKey) -> int:
+        return self._writable_state(key).checkpoint.journal_records + 1
+
+    def create(self, key: ConversationKey, title: str) -> ConversationMeta:
+        conversations = self._conversations_dir(key.agent_id)
+        self._make_dirs(conversations)
+        final = self._dir(key)
+        if final.exists():
+            raise UsageError(f"conversation {key} already exists")
+        record = CreatedRecord(
+            seq=1,
+            conversation_id=key.conversation_id,
+            agent_id=key.agent_id,
+            title=title,
+            at=utc_now(),
+        )
+        views = fold([record])
+        frame = encode_frame(encode_record(record))
+        state = _State(
+            views.meta,
+            _Checkpoint(
+                journal_bytes=len(frame),
+                journal_records=1,
+                history_bytes=len(_EMPTY_HISTORY),
+            ),
+        )
+        staging = conversations / f".{key.conversation_id}{_CREATING}{secrets.token_hex(4)}"
+        try:
+            staging.mkdir()
+            append_durable(staging / JOURNAL, frame)
+            append_durable(staging / HISTORY, _EMPTY_HISTORY)
+            atomic_write(staging / META, _meta_bytes(state))
+            try:
+                staging.rename(final)
+            except OSError:
+                raise UsageError(f"conversation {key} already exists") from None
+            fsync_dir(conversations)
+        except OSError as error:
+            raise StoreError(f"could not create {key}: {error}") from error
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+        return state.meta
+
+    def _make_dirs(self, directory: Path) -> None:
+        missing: list[Path] = []
+        path = directory
+        while not path.exists():
+            missing.append(path)
+            path = path.parent
+        for path in reversed(missing):
+            with contextlib.suppress(FileExistsError):
+                path.mkdir()
+            fsync_dir(path.parent)
+
+    def append(self, key: ConversationKey, message: Message) -> ConversationMeta:
+        with self.hold(key):
+            return self._commit(key, MessageRecord(seq=self._next_seq(key), message=message))
+
+    def set_status(self, key: ConversationKey, status: ConversationStatus) -> ConversationMeta:
+        with self.hold(key):
+            record = StatusRecord(seq=self._next_seq(key), status=status, at=utc_now())
+            return self._commit(key, record)
+
+    def annotate(self, key: ConversationKey, message_id: str, label: str, text: str) -> None:
+        check_id(message_id, "message")
+        with self.hold(key):
+            record = AnnotationRecord(
+                seq=self._next_seq(key),
+                message_id=message_id,
+                label=label,
+                text=text,
+                at=utc_now(),
+            )
+            self._commit(key, record)
+
+    def delete(self, key: ConversationKey) -> None:
+        with self.hold(key):
+            directory = self._existing_dir(key)
+            conversations = directory.parent
+            tombstone = conversations / f".{key.conversation_id}{_DELETED}{secrets.token_hex(4)}"
+            try:
+                directory.rename(tombstone)
+                fsync_dir(conversations)
+                shutil.rmtree(tombstone)
+            except OSError as error:
+                raise StoreError(f"could not delete {key}: {error}") from error
+            # Waiters on the old lock file find the conversation gone once they get it.
+            with contextlib.suppress(FileNotFoundError):
+                (conversations / f".{key.conversation_id}.lock").unlink()
+        with self._locks_guard:
+            self._locks.pop(key, None)
+
+    # ------------------------------------------------------------------ reads
+
+    def exists(self, key: ConversationKey) -> bool:
+        return (self._dir(key) / JOURNAL).is_file()
+
+    def conversations(self, agent_id: str) -> list[ConversationMeta]:
+        directory = self._conversations_dir(agent_id)
+        if not directory.is_dir():
+            return []
+        metas: list[ConversationMeta] = []
+        for entry in directory.iterdir():
+            if not is_valid_id(entry.name):
+                continue
+            key = ConversationKey(agent_id, entry.name)
+            try:
+                metas.append(self._snapshot(key).meta)
+            except ConversationNotFoundError:
+                continue  # deleted meanwhile, or not a conversation folder
+            except StoreError:
+                state = self._read_state(entry)  # damaged: show what meta.json last said
+                if state is not None:
+                    metas.append(state.meta)
+        return sorted(metas, key=lambda m: (m.updated_at, m.conversation_id), reverse=True)
+
+    def meta(self, key: ConversationKey) -> ConversationMeta:
+        return self._snapshot(key).meta
+
+    def messages(self, key: ConversationKey) -> list[Message]:
+        state = self._snapshot(key)
+        try:
+            views, _, _ = self._load_journal(self._dir(key), end=state.checkpoint.journal_bytes)
+        except FileNotFoundError:
+            raise ConversationNotFoundError(key.agent_id, key.conversation_id) from None
+        return views.messages
+
+    def recent(self, key: ConversationKey, limit: int) -> list[Message]:
+        if limit < 0:
+            raise UsageError("limit must be >= 0")
+        state = self._snapshot(key)
+        found: list[Message] = []
+        if limit == 0:
+            return found
+        journal = self._dir(key) / JOURNAL
+        try:
+            for payload in read_tail_frames(journal, state.checkpoint.journal_bytes):
+                record = decode_record(payload)
+                if isinstance(record, MessageRecord):
+                    found.append(record.message)
+                    if len(found) == limit:
+                        break
+        except FileNotFoundError:
+            raise ConversationNotFoundError(key.agent_id, key.conversation_id) from None
+        except (ValueError, ValidationError) as error:
+            raise CorruptJournalError(journal, -1, str(error), None) from None
+        found.reverse()
+        return found
+
+    def turn_log(self, key: ConversationKey, message_id: str) -> str:
+        check_id(message_id, "message")
+        self._snapshot(key)
+        try:
+            return (self._dir(key) / message_id / TURN_LOG).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UsageError(f"conversation {key} has no turn {message_id!r}") from None
+
+    # ------------------------------------------------------------------ verify
+
+    def verify(self, agent_id: str | None = None) -> VerifyReport:
+        problems: list[Problem] = []
+        checked = 0
+        for conversations in self._conversation_dirs(agent_id):
+            agent = conversations.parent.name
+            for entry in sorted(conversations.iterdir()):
+                name = entry.name
+                if name.startswith(".") and (_CREATING in name or _DELETED in name):
+                    problems.append(Problem(agent, "", "leftover", f"{name} (interrupted)"))
+                    continue
+                if not is_valid_id(name) or not entry.is_dir():
+                    continue
+                checked += 1
+                key = ConversationKey(agent, name)
+                try:
+                    with self.hold(key, timeout=min(1.0, self.lock_timeout)):
+                        problems.extend(self._verify_conversation(key, entry))
+                except ConversationBusyError:
+                    problems.append(Problem(agent, name, "busy", "a writer held it; not checked"))
+                except ConversationNotFoundError:
+                    problems.append(Problem(agent, name, "missing-file", f"no {JOURNAL}"))
+        return VerifyReport(conversations=checked, problems=tuple(problems))
+
+    def _verify_conversation(self, key: ConversationKey, directory: Path) -> list[Problem]:
+        def problem(kind: ProblemKind, detail: str) -> Problem:
+            return Problem(key.agent_id, key.conversation_id, kind, detail)
+
+        journal = directory / JOURNAL
+        data = journal.read_bytes()
+        scan = scan_frames(data)
+        found: list[Problem] = []
+        if scan.damage:
+            return [problem("corrupt-record", f"byte {scan.bad_offset}: {scan.bad_reason}")]
+        if scan.bad_offset is not None:
+            found.append(problem("torn-tail", f"{len(data) - scan.good_end} bytes after the last record"))
+        try:
+            views = fold(decode_record(frame.payload) for frame in scan.frames)
+        except (ValidationError, ValueError) as error:
+            return [*found, problem("corrupt-record", str(error).splitlines()[0])]
+        for folder in (directory, *(p for p in directory.iterdir() if p.is_dir())):
+            found.extend(
+                problem("temp-file", str(entry.relative_to(directory)))
+                for entry in folder.iterdir()
+                if is_temp_name(entry.name)
+            )
+        history = _render_history(views.messages)
+        state = self._read_state(directory)
+        expected = _Checkpoint(
+            journal_bytes=scan.good_end, journal_records=views.records, history_bytes=len(history)
+        )
+        if state is None:
+            found.append(problem("missing-file", f"{META} is missing or unreadable"))
+        elif state.meta != views.meta or state.checkpoint != expected:
+            found.append(problem("meta-mismatch", f"{META} does not match the journal"))
+        try:
+            actual = (directory / HISTORY).read_bytes()
+        except FileNotFoundError:
+            found.append(problem("missing-file", f"{HISTORY} is missing"))
+        else:
+            if actual != history:
+                try:
+                    json.loads(actual)
+                    detail = f"{HISTORY} does not match the journal"
+                except ValueError:
+                    detail = f"{HISTORY} is not valid JSON"
+                found.append(problem("history-mismatch", detail))
+        for message_id, blocks in views.turn_logs.items():
+            log = directory / message_id / TURN_LOG
+            if not log.is_file() or log.read_bytes() != "".join(blocks).encode():
+                found.append(problem("turn-log-mismatch", f"{message_id}/{TURN_LOG}"))
+        found.extend(
+            problem("orphan-turn", entry.name)
+            for entry in directory.iterdir()
+            if entry.is_dir() and entry.name not in views.turn_logs
+        )
+        return found
+

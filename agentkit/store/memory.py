@@ -1,0 +1,155 @@
+"""The in-memory reference store: the contract's meaning, without files.
+
+Used by tests and notebooks that want no disk, and as the reference the file store is checked
+against (both pass tests/store_contract.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from agentkit.errors import ConversationBusyError, ConversationNotFoundError, UsageError
+from agentkit.ids import check_id
+from agentkit.store._records import (
+    AnnotationRecord,
+    CreatedRecord,
+    JournalRecord,
+    MessageRecord,
+    StatusRecord,
+    Views,
+    fold,
+)
+from agentkit.store.base import ConversationKey, ConversationStore, Problem, VerifyReport
+from agentkit.types import ConversationMeta, ConversationStatus, Message, utc_now
+
+__all__ = ["InMemoryConversationStore"]
+
+
+@dataclass
+class _Conversation:
+    views: Views
+    records: list[JournalRecord]
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+
+class InMemoryConversationStore(ConversationStore):
+    def __init__(self, *, lock_timeout: float = 10.0) -> None:
+        self.lock_timeout = lock_timeout
+        self._conversations: dict[ConversationKey, _Conversation] = {}
+        self._guard = threading.Lock()
+
+    def _get(self, key: ConversationKey) -> _Conversation:
+        with self._guard:
+            conversation = self._conversations.get(key)
+        if conversation is None:
+            raise ConversationNotFoundError(key.agent_id, key.conversation_id)
+        return conversation
+
+    def create(self, key: ConversationKey, title: str) -> ConversationMeta:
+        record = CreatedRecord(
+            seq=1,
+            conversation_id=key.conversation_id,
+            agent_id=key.agent_id,
+            title=title,
+            at=utc_now(),
+        )
+        with self._guard:
+            if key in self._conversations:
+                raise UsageError(f"conversation {key} already exists")
+            self._conversations[key] = _Conversation(views=fold([record]), records=[record])
+            return self._conversations[key].views.meta
+
+    def exists(self, key: ConversationKey) -> bool:
+        with self._guard:
+            return key in self._conversations
+
+    def conversations(self, agent_id: str) -> list[ConversationMeta]:
+        check_id(agent_id, "agent")
+        with self._guard:
+            metas = [c.views.meta for k, c in self._conversations.items() if k.agent_id == agent_id]
+        return sorted(metas, key=lambda m: (m.updated_at, m.conversation_id), reverse=True)
+
+    def meta(self, key: ConversationKey) -> ConversationMeta:
+        return self._get(key).views.meta
+
+    def messages(self, key: ConversationKey) -> list[Message]:
+        return list(self._get(key).views.messages)
+
+    def recent(self, key: ConversationKey, limit: int) -> list[Message]:
+        if limit < 0:
+            raise UsageError("limit must be >= 0")
+        messages = self._get(key).views.messages
+        return list(messages[len(messages) - limit :]) if limit else []
+
+    def _write(self, key: ConversationKey, record: JournalRecord) -> ConversationMeta:
+        conversation = self._get(key)
+        with self.hold(key):
+            conversation.records.append(record)
+            conversation.views.apply(record)
+            return conversation.views.meta
+
+    def _next_seq(self, key: ConversationKey) -> int:
+        return self._get(key).views.records + 1
+
+    def append(self, key: ConversationKey, message: Message) -> ConversationMeta:
+        with self.hold(key):
+            return self._write(key, MessageRecord(seq=self._next_seq(key), message=message))
+
+    def set_status(self, key: ConversationKey, status: ConversationStatus) -> ConversationMeta:
+        with self.hold(key):
+            record = StatusRecord(seq=self._next_seq(key), status=status, at=utc_now())
+            return self._write(key, record)
+
+    def annotate(self, key: ConversationKey, message_id: str, label: str, text: str) -> None:
+        check_id(message_id, "message")
+        with self.hold(key):
+            record = AnnotationRecord(
+                seq=self._next_seq(key),
+                message_id=message_id,
+                label=label,
+                text=text,
+                at=utc_now(),
+            )
+            self._write(key, record)
+
+    def turn_log(self, key: ConversationKey, message_id: str) -> str:
+        check_id(message_id, "message")
+        blocks = self._get(key).views.turn_logs.get(message_id)
+        if blocks is None:
+            raise UsageError(f"conversation {key} has no turn {message_id!r}")
+        return "".join(blocks)
+
+    def delete(self, key: ConversationKey) -> None:
+        with self.hold(key), self._guard:
+            del self._conversations[key]
+
+    @contextmanager
+    def hold(self, key: ConversationKey, timeout: float | None = None) -> Iterator[None]:
+        conversation = self._get(key)
+        wait = self.lock_timeout if timeout is None else timeout
+        if not conversation.lock.acquire(timeout=wait):
+            raise ConversationBusyError(key.agent_id, key.conversation_id, wait)
+        try:
+            with self._guard:
+                deleted = self._conversations.get(key) is not conversation
+            if deleted:  # deleted while we waited
+                raise ConversationNotFoundError(key.agent_id, key.conversation_id)
+            yield
+        finally:
+            conversation.lock.release()
+
+    def verify(self, agent_id: str | None = None) -> VerifyReport:
+        if agent_id is not None:
+            check_id(agent_id, "agent")
+        with self._guard:
+            keys = [k for k in self._conversations if agent_id in (None, k.agent_id)]
+        # The views are kept by applying records one by one; re-folding checks that invariant.
+        problems = [
+            Problem(key.agent_id, key.conversation_id, "meta-mismatch", "views differ from records")
+            for key in keys
+            if fold(self._conversations[key].records).meta != self._conversations[key].views.meta
+        ]
+        return VerifyReport(conversations=len(keys), problems=tuple(problems))

@@ -1,0 +1,181 @@
+"""Conversation values: messages, conversation metadata, and their JSON forms.
+
+These are the records the seed's files hold (``history.json`` entries, ``meta.json``), written
+with the seed's camelCase keys. Python code uses snake_case attributes; ``to_json_dict()`` gives
+the on-disk shape. Persisted wrappers carry a schema version ``v``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+)
+from pydantic.alias_generators import to_camel
+
+from agentkit.ids import ID_PATTERN, new_message_id
+
+__all__ = [
+    "Conversation",
+    "ConversationMeta",
+    "ConversationStats",
+    "ConversationStatus",
+    "IdStr",
+    "Message",
+    "Role",
+    "Timestamp",
+    "ToolCallRecord",
+    "format_timestamp",
+    "utc_now",
+]
+
+
+def utc_now() -> datetime:
+    """Now, in UTC, truncated to milliseconds (the precision the files keep)."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def format_timestamp(moment: datetime) -> str:
+    """``2026-03-23T10:12:11.993Z``: the seed's ISO form, UTC, milliseconds."""
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _require_aware(moment: datetime) -> datetime:
+    if moment.tzinfo is None:
+        raise ValueError("timestamps must carry a time zone")
+    moment = moment.astimezone(UTC)
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+Timestamp = Annotated[
+    datetime,
+    AfterValidator(_require_aware),
+    PlainSerializer(format_timestamp, return_type=str, when_used="json"),
+]
+"""A UTC datetime with millisecond precision, serialised as ``…T…Z``."""
+
+IdStr = Annotated[str, StringConstraints(pattern=f"^{ID_PATTERN}$", max_length=64)]
+Role = Literal["user", "assistant", "system", "tool"]
+ConversationStatus = Literal["running", "completed", "failed", "idle"]
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The on-disk/JSON shape: camelCase keys, defaults left out where they carry nothing."""
+        return self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+
+
+class ToolCallRecord(_Value):
+    """One tool call made while producing an assistant message (counted in stats)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    ok: bool = True
+
+
+class Message(_Value):
+    """One entry of ``history.json``.
+
+    A user message and the assistant reply to it share ``message_id``: the id names the turn,
+    and the turn's folder ``{messageId}/messages.log`` holds both.
+    """
+
+    role: Role
+    content: str
+    message_id: IdStr
+    timestamp: Timestamp
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+
+    @classmethod
+    def user(cls, content: str, *, message_id: str | None = None) -> Self:
+        """A user message opening a new turn (a fresh ``msg-…`` id unless one is given)."""
+        return cls(
+            role="user",
+            content=content,
+            message_id=message_id or new_message_id(),
+            timestamp=utc_now(),
+        )
+
+    @classmethod
+    def assistant(
+        cls,
+        content: str,
+        *,
+        message_id: str,
+        tool_calls: tuple[ToolCallRecord, ...] = (),
+    ) -> Self:
+        """The assistant's reply in the turn ``message_id``."""
+        return cls(
+            role="assistant",
+            content=content,
+            message_id=message_id,
+            timestamp=utc_now(),
+            tool_calls=tool_calls,
+        )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json", by_alias=True, exclude={"tool_calls"})
+        if self.tool_calls:
+            data["toolCalls"] = [call.to_json_dict() for call in self.tool_calls]
+        return data
+
+
+class ConversationStats(_Value):
+    message_count: int = 0
+    tool_call_count: int = 0
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+    def counting(self, message: Message) -> ConversationStats:
+        return ConversationStats(
+            message_count=self.message_count + 1,
+            tool_call_count=self.tool_call_count + len(message.tool_calls),
+        )
+
+
+class ConversationMeta(_Value):
+    """``meta.json``: what a conversation list shows."""
+
+    conversation_id: IdStr
+    agent_id: IdStr
+    title: str
+    created_at: Timestamp
+    updated_at: Timestamp
+    status: ConversationStatus = "idle"
+    stats: ConversationStats = ConversationStats()
+
+    def to_json_dict(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json", by_alias=True, exclude={"stats"})
+        data["stats"] = self.stats.to_json_dict()
+        return data
+
+
+class Conversation(_Value):
+    """A conversation's metadata together with its messages, oldest first."""
+
+    meta: ConversationMeta
+    messages: tuple[Message, ...]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "meta": self.meta.to_json_dict(),
+            "messages": [message.to_json_dict() for message in self.messages],
+        }
