@@ -1,0 +1,68 @@
+"""agentkit: build, run and study conversational planning agents.
+
+The public surface is what ``__all__`` lists; modules starting with ``_`` are internal.
+Importing agentkit loads no Jupyter, widget, web or dataframe library.
+"""
+
+from agentkit.agent import Agent
+from agentkit.config import AgentConfig, CompressionConfig, PlannerConfig
+from agentkit.errors import (
+    AgentkitError,
+    AgentNotFoundError,
+    ConfigError,
+    ConversationBusyError,
+    ConversationNotFoundError,
+    CorruptJournalError,
+    InvalidIdError,
+    StoreError,
+    UsageError,
+)
+from agentkit.ids import new_conversation_id, new_message_id
+from agentkit.store import (
+    ConversationKey,
+    ConversationStore,
+    FileConversationStore,
+    InMemoryConversationStore,
+    VerifyReport,
+)
+from agentkit.types import (
+    Conversation,
+    ConversationMeta,
+    ConversationStats,
+    Message,
+    ToolCallRecord,
+)
+from agentkit.workspace import AgentFolder, list_agent_ids, resolve_data_dir
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AgentConfig",
+    "AgentFolder",
+    "AgentNotFoundError",
+    "AgentkitError",
+    "CompressionConfig",
+    "ConfigError",
+    "Conversation",
+    "ConversationBusyError",
+    "ConversationKey",
+    "ConversationMeta",
+    "ConversationNotFoundError",
+    "ConversationStats",
+    "ConversationStore",
+    "CorruptJournalError",
+    "FileConversationStore",
+    "InMemoryConversationStore",
+    "InvalidIdError",
+    "Message",
+    "PlannerConfig",
+    "StoreError",
+    "ToolCallRecord",
+    "UsageError",
+    "VerifyReport",
+    "list_agent_ids",
+    "new_conversation_id",
+    "new_message_id",
+    "resolve_data_dir",
+]

@@ -16,7 +16,14 @@ from typing import Literal
 
 from agentkit.errors import InvalidIdError
 
-__all__ = ["ID_PATTERN", "IdKind", "check_id", "is_valid_id", "new_conversation_id", "new_message_id"]
+__all__ = [
+    "ID_PATTERN",
+    "IdKind",
+    "check_id",
+    "is_valid_id",
+    "new_conversation_id",
+    "new_message_id",
+]
 
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
 _ID_RE = re.compile(ID_PATTERN, re.ASCII)

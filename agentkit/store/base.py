@@ -120,7 +120,9 @@ class ConversationStore(ABC):
     def delete(self, key: ConversationKey) -> None: ...
 
     @abstractmethod
-    def hold(self, key: ConversationKey, timeout: float | None = None) -> AbstractContextManager[None]:
+    def hold(
+        self, key: ConversationKey, timeout: float | None = None
+    ) -> AbstractContextManager[None]:
         """Hold the conversation's writer lock across several writes (re-entrant)."""
 
     @abstractmethod

@@ -315,7 +315,9 @@ class FileConversationStore(ConversationStore):
         repaired: list[ConversationKey] = []
         for conversations in self._conversation_dirs(agent_id):
             for entry in conversations.iterdir():
-                if entry.name.startswith(".") and (_CREATING in entry.name or _DELETED in entry.name):
+                if entry.name.startswith(".") and (
+                    _CREATING in entry.name or _DELETED in entry.name
+                ):
                     shutil.rmtree(entry, ignore_errors=True)
                     continue
                 if not is_valid_id(entry.name) or not (entry / JOURNAL).is_file():
@@ -589,7 +591,9 @@ class FileConversationStore(ConversationStore):
         if scan.damage:
             return [problem("corrupt-record", f"byte {scan.bad_offset}: {scan.bad_reason}")]
         if scan.bad_offset is not None:
-            found.append(problem("torn-tail", f"{len(data) - scan.good_end} bytes after the last record"))
+            found.append(
+                problem("torn-tail", f"{len(data) - scan.good_end} bytes after the last record")
+            )
         try:
             views = fold(decode_record(frame.payload) for frame in scan.frames)
         except (ValidationError, ValueError) as error:
@@ -631,4 +635,3 @@ class FileConversationStore(ConversationStore):
             if entry.is_dir() and entry.name not in views.turn_logs
         )
         return found
-

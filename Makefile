@@ -1,0 +1,54 @@
+# agentkit — `make help` lists the targets. `make lab` and `make test` are all a newcomer needs.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
+
+.DEFAULT_GOAL := help
+.PHONY: help setup lab test lint typecheck pytest bench chat serve fuzz clean
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[lab,dev]'
+	@mkdir -p $(LAB_SETTINGS)
+	@printf '%s\n' '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' > $(LAB_SETTINGS)/overrides.json
+	@touch $(STAMP)
+
+setup: $(STAMP) ## Create .venv and install agentkit with the workbench and dev tools
+
+lab: $(STAMP) ## Start JupyterLab on notebooks/ (127.0.0.1; prints the URL with its token)
+	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --allow-root \
+		--ServerApp.root_dir=notebooks
+
+test: $(STAMP) lint typecheck pytest ## Set up, then run lint, type checks and every test
+
+lint: $(STAMP) ## Ruff (lint + format check)
+	$(BIN)/ruff check agentkit lab tests bench
+	$(BIN)/ruff format --check agentkit lab tests bench
+
+typecheck: $(STAMP) ## mypy --strict on agentkit/
+	$(BIN)/mypy
+
+pytest: $(STAMP) ## The test suite only
+	$(BIN)/pytest
+
+bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under bench/results/
+	$(BIN)/python bench/bench_store.py
+
+chat: $(STAMP) ## Chat with an agent in the terminal (arrives with issue #3)
+	@echo "make chat: the chat REPL arrives with issue #3 (model backends and send_message)." >&2; exit 2
+
+serve: $(STAMP) ## Serve agents over HTTP with SSE (arrives with issue #5)
+	@echo "make serve: the HTTP API arrives with issue #5." >&2; exit 2
+
+fuzz: $(STAMP) ## Long API fuzzing run (arrives with issue #5)
+	@echo "make fuzz: API fuzzing arrives with issue #5." >&2; exit 2
+
+clean: ## Remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,247 @@
+"""The ``agentkit`` command line.
+
+Every command takes the data root from ``--data-dir`` (else ``$AGENTKIT_DATA_DIR``, else
+``./data``). Bad input (an invalid id, an unknown agent or conversation) prints one line on
+stderr and exits with status 2, having written nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from agentkit.agent import Agent
+from agentkit.errors import AgentkitError, UsageError
+from agentkit.store import FileConversationStore
+from agentkit.types import ConversationMeta, format_timestamp
+from agentkit.workspace import PROMPT_FILES, AgentFolder, list_agent_ids, resolve_data_dir
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="agentkit",
+    help="Build, run and study conversational planning agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@dataclass(frozen=True)
+class _Context:
+    data_dir: Path
+
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+AgentArg = Annotated[str, typer.Argument(help="Agent id, e.g. innovator-001.")]
+ConversationArg = Annotated[str, typer.Argument(help="Conversation id, e.g. conv-….")]
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="Data root (default: $AGENTKIT_DATA_DIR, else ./data).",
+            file_okay=False,
+        ),
+    ] = None,
+) -> None:
+    ctx.obj = _Context(resolve_data_dir(data_dir))
+
+
+def _data_dir(ctx: typer.Context) -> Path:
+    context = ctx.obj
+    assert isinstance(context, _Context)
+    return context.data_dir
+
+
+@contextmanager
+def _clean_errors() -> Iterator[None]:
+    """Turn agentkit's errors into one line on stderr and exit status 2 (1 for failures)."""
+    try:
+        yield
+    except UsageError as error:
+        typer.echo(f"agentkit: error: {error}", err=True)
+        raise typer.Exit(2) from None
+    except AgentkitError as error:
+        typer.echo(f"agentkit: error: {error}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _print_json(value: object) -> None:
+    typer.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def _open(ctx: typer.Context, agent_id: str) -> Agent:
+    return Agent.open(agent_id, data_dir=_data_dir(ctx))
+
+
+def _agent_info(agent: Agent) -> dict[str, Any]:
+    config = agent.config
+    return {
+        "agentId": agent.id,
+        "name": agent.folder.name,
+        "description": config.description,
+        "engine": config.engine,
+        "model": config.model,
+        "path": str(agent.folder.path),
+        "promptFiles": [p.name for p in agent.folder.prompt_files()],
+        "conversationCount": len(agent.list_conversations()),
+        "config": config.model_dump(mode="json"),
+    }
+
+
+@app.command("agents")
+def agents_command(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """List the agents under the data root."""
+    with _clean_errors():
+        root = _data_dir(ctx)
+        rows: list[dict[str, Any]] = []
+        for agent_id in list_agent_ids(root):
+            try:
+                folder = AgentFolder.load(root, agent_id)
+            except AgentkitError as error:
+                rows.append({"agentId": agent_id, "error": str(error)})
+                continue
+            config = folder.config
+            rows.append(
+                {
+                    "agentId": agent_id,
+                    "name": folder.name,
+                    "engine": config.engine,
+                    "model": config.model,
+                    "description": config.description,
+                }
+            )
+        if as_json:
+            _print_json(rows)
+            return
+        if not rows:
+            typer.echo(f"no agents under {root / 'agents'}")
+        for row in rows:
+            if "error" in row:
+                typer.echo(f"{row['agentId']:<24} (invalid: {row['error']})")
+            else:
+                typer.echo(
+                    f"{row['agentId']:<24} {row['engine']:<8} {row['model']:<16} {row['name']}"
+                )
+
+
+@app.command("info")
+def info_command(ctx: typer.Context, agent_id: AgentArg, as_json: JsonFlag = False) -> None:
+    """Show an agent's configuration, prompt files and conversation count."""
+    with _clean_errors():
+        info = _agent_info(_open(ctx, agent_id))
+        if as_json:
+            _print_json(info)
+            return
+        typer.echo(f"{info['agentId']} — {info['name']}")
+        if info["description"]:
+            typer.echo(info["description"])
+        typer.echo(f"engine:        {info['engine']}")
+        typer.echo(f"model:         {info['model']}")
+        typer.echo(f"path:          {info['path']}")
+        present = set(info["promptFiles"])
+        order = ", ".join(name if name in present else f"({name})" for name in PROMPT_FILES)
+        typer.echo(f"system prompt: {order}")
+        typer.echo(f"conversations: {info['conversationCount']}")
+
+
+@app.command("new")
+def new_command(
+    ctx: typer.Context,
+    agent_id: AgentArg,
+    title: Annotated[str, typer.Option("--title", help="Conversation title.")] = "New conversation",
+) -> None:
+    """Create a conversation; prints its id alone on stdout."""
+    with _clean_errors():
+        meta = _open(ctx, agent_id).create_conversation(title)
+        typer.echo(meta.conversation_id)
+
+
+def _meta_line(meta: ConversationMeta) -> str:
+    return (
+        f"{meta.conversation_id:<32} {meta.status:<9} {meta.stats.message_count:>5} msgs  "
+        f"{format_timestamp(meta.updated_at)}  {meta.title}"
+    )
+
+
+@app.command("conversations")
+def conversations_command(
+    ctx: typer.Context, agent_id: AgentArg, as_json: JsonFlag = False
+) -> None:
+    """List an agent's conversations, most recently updated first."""
+    with _clean_errors():
+        metas = _open(ctx, agent_id).list_conversations()
+        if as_json:
+            _print_json([meta.to_json_dict() for meta in metas])
+            return
+        for meta in metas:
+            typer.echo(_meta_line(meta))
+
+
+@app.command("history")
+def history_command(
+    ctx: typer.Context,
+    agent_id: AgentArg,
+    conversation_id: ConversationArg,
+    as_json: JsonFlag = False,
+) -> None:
+    """Print a conversation's messages (with --json: a JSON array)."""
+    with _clean_errors():
+        messages = _open(ctx, agent_id).load_conversation_history(conversation_id)
+        if as_json:
+            _print_json([message.to_json_dict() for message in messages])
+            return
+        for message in messages:
+            typer.echo(f"[{format_timestamp(message.timestamp)}] {message.role}: {message.content}")
+
+
+@app.command("delete")
+def delete_command(
+    ctx: typer.Context, agent_id: AgentArg, conversation_id: ConversationArg
+) -> None:
+    """Delete a conversation and its folder."""
+    with _clean_errors():
+        _open(ctx, agent_id).delete_conversation(conversation_id)
+        typer.echo(f"deleted {agent_id}/{conversation_id}")
+
+
+@app.command("verify")
+def verify_command(
+    ctx: typer.Context,
+    agent_id: Annotated[str | None, typer.Argument(help="Only this agent.")] = None,
+    repair: Annotated[
+        bool, typer.Option("--repair", help="First recover what crashes left behind.")
+    ] = False,
+) -> None:
+    """Check conversations for inconsistencies; exit 1 when any are found."""
+    with _clean_errors():
+        root = _data_dir(ctx)
+        if agent_id is not None:
+            AgentFolder.load(root, agent_id)  # an unknown agent is an error, not "0 checked"
+        store = FileConversationStore(root)
+        if repair:
+            for key in store.recover(agent_id):
+                typer.echo(f"recovered {key}")
+        report = store.verify(agent_id)
+        for problem in report.problems:
+            typer.echo(str(problem))
+        typer.echo(f"{report.conversations} conversations checked, {len(report.problems)} problems")
+        if not report.ok:
+            raise typer.Exit(1)
+
+
+def main() -> None:
+    """Entry point of the ``agentkit`` script."""
+    sys.exit(app())
