@@ -242,6 +242,16 @@ def verify_command(
             raise typer.Exit(1)
 
 
-def main() -> None:
-    """Entry point of the ``agentkit`` script."""
-    sys.exit(app())
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``agentkit`` script: usage errors too are one line on stderr."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        code = app(args=args or ["--help"], prog_name="agentkit", standalone_mode=False)
+    except typer.Abort:
+        typer.echo("agentkit: aborted", err=True)
+        code = 130
+    except typer.TyperException as error:  # usage errors: unknown option, missing argument, …
+        format_message = getattr(error, "format_message", error.__str__)
+        typer.echo(f"agentkit: error: {format_message()}", err=True)
+        code = getattr(error, "exit_code", 2)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -119,6 +119,10 @@ def read_tail_frames(path: Path, end: int | None = None) -> Iterator[bytes]:
             start = max(0, position - _TAIL_BLOCK)
             lines = (os.pread(fd, position - start, start) + carry).split(b"\n")
             if first:
+                if len(lines) == 1 and start > 0:
+                    # No newline in this block: all of it belongs to the torn / in-flight tail.
+                    position = start
+                    continue
                 lines.pop()  # after the last newline: empty, or a torn / in-flight record
                 first = False
             # Unless this block starts the file, its first piece may begin in an earlier block.

@@ -1,0 +1,116 @@
+"""The agentkit command line, run as the installed script (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import run_cli, tree
+
+SCRIPT = Path(sys.executable).with_name("agentkit")
+
+
+def agentkit(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), "--data-dir", str(data_dir), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def test_a_conversation_through_the_cli(data_dir: Path) -> None:
+    agents = json.loads(agentkit(data_dir, "agents", "--json").stdout)
+    assert [a["agentId"] for a in agents] == ["desk-001", "innovator-001"]
+    assert {a["agentId"]: a["engine"] for a in agents}["desk-001"] == "planner"
+
+    info = json.loads(agentkit(data_dir, "info", "innovator-001", "--json").stdout)
+    assert info["engine"] == "chat" and info["conversationCount"] == 0
+    assert info["promptFiles"][0] == "identity.md"
+
+    created = agentkit(data_dir, "new", "innovator-001", "--title", "你好 world")
+    assert created.returncode == 0, created.stderr
+    cid = created.stdout.strip()
+    assert created.stdout == f"{cid}\n" and cid.startswith("conv-")
+
+    # Messages arrive with send_message (issue 3); append through the API meanwhile.
+    from agentkit import Agent, Message
+
+    agent = Agent.open("innovator-001", data_dir=data_dir)
+    question = Message.user("第一个问题\nline 2")
+    agent.append_message(cid, question)
+    agent.append_message(cid, Message.assistant("答案", message_id=question.message_id))
+
+    listed = json.loads(agentkit(data_dir, "conversations", "innovator-001", "--json").stdout)
+    assert [(c["conversationId"], c["title"]) for c in listed] == [(cid, "你好 world")]
+    assert listed[0]["stats"]["messageCount"] == 2
+    text = agentkit(data_dir, "conversations", "innovator-001").stdout
+    assert cid in text and "2 msgs" in text
+
+    history = agentkit(data_dir, "history", "innovator-001", cid, "--json")
+    messages = json.loads(history.stdout)
+    assert [m["content"] for m in messages] == ["第一个问题\nline 2", "答案"]
+    assert messages[0]["messageId"] == question.message_id
+    assert "assistant: 答案" in agentkit(data_dir, "history", "innovator-001", cid).stdout
+
+    verified = agentkit(data_dir, "verify")
+    assert verified.returncode == 0
+    assert "1 conversations checked, 0 problems" in verified.stdout
+
+    deleted = agentkit(data_dir, "delete", "innovator-001", cid)
+    assert deleted.returncode == 0
+    assert json.loads(agentkit(data_dir, "conversations", "innovator-001", "--json").stdout) == []
+
+
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(data_dir: Path) -> None:
+    before = tree(data_dir.parent)
+    cases = [
+        (("info", "nobody"), "no agent 'nobody'"),
+        (("new", "nobody"), "no agent 'nobody'"),
+        (("history", "innovator-001", "conv-missing"), "no conversation 'conv-missing'"),
+        (("delete", "innovator-001", "conv-missing"), "no conversation 'conv-missing'"),
+        (("verify", "nobody"), "no agent 'nobody'"),
+        (("new", "../innovator-001"), "invalid agent id"),
+        (("history", "innovator-001"), "Missing argument"),
+        (("frobnicate",), "No such command"),
+    ]
+    for args, message in cases:
+        result = agentkit(data_dir, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stdout == ""
+        assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert tree(data_dir.parent) == before
+
+
+def test_verify_reports_damage_and_repair_fixes_it(data_dir: Path) -> None:
+    cid = run_cli("--data-dir", str(data_dir), "new", "innovator-001").stdout.strip()
+    folder = data_dir / "agents" / "innovator-001" / "conversations" / cid
+    (folder / "history.json").write_text("[{broken")
+    result = run_cli("--data-dir", str(data_dir), "verify", "innovator-001")
+    assert result.exit_code == 1
+    assert "history-mismatch" in result.stdout and "not valid JSON" in result.stdout
+    repaired = run_cli("--data-dir", str(data_dir), "verify", "--repair")
+    assert repaired.exit_code == 0, repaired.stdout
+    assert f"recovered innovator-001/{cid}" in repaired.stdout
+    assert json.loads((folder / "history.json").read_text()) == []
+
+
+def test_data_dir_comes_from_the_environment(data_dir: Path) -> None:
+    env = {**os.environ, "AGENTKIT_DATA_DIR": str(data_dir)}
+    result = subprocess.run(
+        [str(SCRIPT), "agents", "--json"], capture_output=True, text=True, env=env, check=True
+    )
+    assert len(json.loads(result.stdout)) == 2
+
+
+def test_an_invalid_agent_config_is_listed_not_fatal(data_dir: Path) -> None:
+    (data_dir / "agents" / "desk-001" / "config.json").write_text('{"engine": "rocket"}')
+    result = run_cli("--data-dir", str(data_dir), "agents")
+    assert result.exit_code == 0
+    assert "desk-001" in result.stdout and "invalid" in result.stdout and "engine" in result.stdout
+    info = run_cli("--data-dir", str(data_dir), "info", "desk-001")
+    assert info.exit_code == 2 and "'engine'" in info.stderr

@@ -1,0 +1,66 @@
+"""The public surface is deliberate, and importing agentkit stays light."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import agentkit
+
+
+def test_all_is_sorted_and_pinned() -> None:
+    assert agentkit.__all__ == sorted(agentkit.__all__)
+    assert set(agentkit.__all__) == {
+        "Agent",
+        "AgentConfig",
+        "AgentFolder",
+        "AgentNotFoundError",
+        "AgentkitError",
+        "CompressionConfig",
+        "ConfigError",
+        "Conversation",
+        "ConversationBusyError",
+        "ConversationKey",
+        "ConversationMeta",
+        "ConversationNotFoundError",
+        "ConversationStats",
+        "ConversationStore",
+        "CorruptJournalError",
+        "FileConversationStore",
+        "InMemoryConversationStore",
+        "InvalidIdError",
+        "Message",
+        "PlannerConfig",
+        "StoreError",
+        "ToolCallRecord",
+        "UsageError",
+        "VerifyReport",
+        "list_agent_ids",
+        "new_conversation_id",
+        "new_message_id",
+        "resolve_data_dir",
+    }
+    for name in agentkit.__all__:
+        assert hasattr(agentkit, name), name
+
+
+def test_import_agentkit_loads_no_ui_web_or_dataframe_library() -> None:
+    code = (
+        "import json, sys; import agentkit; "
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    loaded = set(json.loads(subprocess.check_output([sys.executable, "-c", code])))
+    forbidden = {"ipywidgets", "IPython", "jupyter_client", "jupyterlab", "fastapi", "starlette"}
+    forbidden |= {"pandas", "typer", "rich", "uvicorn"}
+    assert loaded & forbidden == set()
+    assert "agentkit" in loaded
+
+
+def test_errors_form_one_tree() -> None:
+    for name in agentkit.__all__:
+        value = getattr(agentkit, name)
+        if isinstance(value, type) and name.endswith("Error") and name != "AgentkitError":
+            assert issubclass(value, agentkit.AgentkitError), name
+    assert issubclass(agentkit.InvalidIdError, agentkit.UsageError)
+    assert issubclass(agentkit.CorruptJournalError, agentkit.StoreError)
