@@ -5,6 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
+LAB_PORT ?= 8888
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lab test lint typecheck pytest bench chat serve fuzz clean
@@ -23,7 +24,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP) ## Create .venv and install agentkit with the workbench and dev tools
 
 lab: $(STAMP) ## Start JupyterLab on notebooks/ (127.0.0.1; prints the URL with its token)
-	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --allow-root \
+	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(LAB_PORT) --allow-root \
 		--ServerApp.root_dir=notebooks
 
 test: $(STAMP) lint typecheck pytest ## Set up, then run lint, type checks and every test
@@ -35,8 +36,12 @@ lint: $(STAMP) ## Ruff (lint + format check)
 typecheck: $(STAMP) ## mypy --strict on agentkit/
 	$(BIN)/mypy
 
-pytest: $(STAMP) ## The test suite only
+pytest: $(STAMP) ## The test suite, then every notebook under nbval (on a scratch data root)
 	$(BIN)/pytest
+	@scratch=$$(mktemp -d) && \
+	$(BIN)/python -c "import shutil, sys; shutil.copytree('data/agents', sys.argv[1] + '/agents', ignore=shutil.ignore_patterns('conversations', '.*.lock'))" $$scratch && \
+	AGENTKIT_DATA_DIR=$$scratch $(BIN)/pytest --nbval-lax notebooks -p no:cacheprovider -q; \
+	status=$$?; rm -rf $$scratch; exit $$status
 
 bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under bench/results/
 	$(BIN)/python bench/bench_store.py
