@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from agentkit import (
     Agent,
     AgentNotFoundError,
@@ -77,7 +76,7 @@ def test_bad_config_names_the_file_and_field(
     error = caught.value
     assert error.path == folder / "config.json"
     assert str(folder / "config.json") in str(error)
-    assert field == "" or error.field == field
+    assert error.field == field
     assert problem in str(error)
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from pydantic import ValidationError
-
 from agentkit import Agent, InvalidIdError, Message, UsageError
 from agentkit.ids import is_valid_id, new_conversation_id, new_message_id
 from agentkit.store import ConversationKey, FileConversationStore
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from .conftest import run_cli, tree
 

@@ -23,7 +23,10 @@ def test_conversations_notebook_runs_and_leaves_a_checked_conversation(
         progress_bar=False,
     )
     summary = json.loads(summary_path.read_text())
-    assert summary["messages"] == ["你好, what can you do?", "我可以帮你整理想法 / I help you plan."]
+    assert summary["messages"] == [
+        "你好, what can you do?",
+        "我可以帮你整理想法 / I help you plan.",
+    ]
     assert summary["message_count"] == 2
     assert summary["verify_ok"] is True
     folder = data_dir / "agents" / "innovator-001" / "conversations" / summary["conversation_id"]

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from agentkit.errors import (
     ConversationBusyError,
     ConversationNotFoundError,
@@ -41,14 +40,20 @@ def at(second: int) -> datetime:
 def turn(index: int, text: str = "") -> tuple[Message, Message]:
     mid = f"msg-{index:04d}"
     return (
-        Message(role="user", content=text or f"question {index}", message_id=mid, timestamp=at(index)),
+        Message(
+            role="user", content=text or f"question {index}", message_id=mid, timestamp=at(index)
+        ),
         Message(role="assistant", content=f"answer {index}", message_id=mid, timestamp=at(index)),
     )
 
 
 def test_create_gives_an_idle_empty_conversation(store: ConversationStore) -> None:
     meta = store.create(KEY, "创建 Master Agent")
-    assert (meta.conversation_id, meta.agent_id, meta.title) == ("conv-1", "agent-1", "创建 Master Agent")
+    assert (meta.conversation_id, meta.agent_id, meta.title) == (
+        "conv-1",
+        "agent-1",
+        "创建 Master Agent",
+    )
     assert meta.status == "idle"
     assert (meta.stats.message_count, meta.stats.tool_call_count) == (0, 0)
     assert meta.created_at == meta.updated_at
@@ -146,9 +151,11 @@ def test_conversations_are_listed_per_agent_newest_first(store: ConversationStor
         store.create(key, key.conversation_id)
     store.create(ConversationKey("agent-2", "conv-x"), "other agent")
     question, _ = turn(1)
-    store.append(keys[0], question.model_copy(update={"timestamp": datetime.now(UTC) + timedelta(1)}))
+    store.append(
+        keys[0], question.model_copy(update={"timestamp": datetime.now(UTC) + timedelta(1)})
+    )
     listed = store.conversations("agent-1")
-    assert [m.conversation_id for m in listed][0] == "conv-0"
+    assert listed[0].conversation_id == "conv-0"
     assert {m.conversation_id for m in listed} == {"conv-0", "conv-1", "conv-2"}
     assert [m.conversation_id for m in store.conversations("agent-2")] == ["conv-x"]
     assert store.conversations("agent-3") == []
@@ -176,9 +183,8 @@ def test_missing_conversations_are_reported(store: ConversationStore) -> None:
         store.recent(missing, 3)
     with pytest.raises(ConversationNotFoundError):
         store.set_status(missing, "running")
-    with pytest.raises(ConversationNotFoundError):
-        with store.hold(missing):
-            pass
+    with pytest.raises(ConversationNotFoundError), store.hold(missing):
+        pass
     assert not store.exists(missing)
 
 
@@ -204,9 +210,11 @@ def test_hold_is_reentrant_and_excludes_other_threads(store: ConversationStore) 
     thread.start()
     try:
         assert held.wait(10)
-        with pytest.raises(ConversationBusyError, match="busy") as caught:
-            with store.hold(KEY, timeout=0.1):
-                pass
+        with (
+            pytest.raises(ConversationBusyError, match="busy") as caught,
+            store.hold(KEY, timeout=0.1),
+        ):
+            pass
         assert caught.value.conversation_id == "conv-1"
     finally:
         release.set()

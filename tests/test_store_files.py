@@ -32,7 +32,9 @@ def test_files_follow_the_seed_layout(tmp_path: Path) -> None:
         "status": "idle",
     }
     assert meta["stats"] == {"messageCount": 2, "toolCallCount": 1}
-    assert meta["createdAt"].endswith("Z") and meta["updatedAt"] == reply.to_json_dict()["timestamp"]
+    assert (
+        meta["createdAt"].endswith("Z") and meta["updatedAt"] == reply.to_json_dict()["timestamp"]
+    )
 
     history = json.loads((folder / "history.json").read_text())
     assert history[0] == {
@@ -70,11 +72,13 @@ def test_a_new_store_instance_sees_the_same_conversation(tmp_path: Path) -> None
 def test_history_json_is_a_valid_array_after_every_append(tmp_path: Path) -> None:
     store = FileConversationStore(tmp_path)
     store.create(KEY, "t")
-    history = tmp_path / "agents" / KEY.agent_id / "conversations" / KEY.conversation_id / "history.json"
+    history = (
+        tmp_path / "agents" / KEY.agent_id / "conversations" / KEY.conversation_id / "history.json"
+    )
     assert json.loads(history.read_text()) == []
     for index in range(5):
-        store.append(KEY, Message.user(f"line {index}\n\"quoted\" ]"))
+        store.append(KEY, Message.user(f'line {index}\n"quoted" ]'))
         parsed = json.loads(history.read_text())
         assert [entry["content"] for entry in parsed] == [
-            f"line {i}\n\"quoted\" ]" for i in range(index + 1)
+            f'line {i}\n"quoted" ]' for i in range(index + 1)
         ]

@@ -268,21 +268,34 @@ class FileConversationStore(ConversationStore):
                 os.close(fd)
         return views, scan.good_end, located
 
-    def _recover_conversation(self, key: ConversationKey) -> _State:
+    def _recover_conversation(self, key: ConversationKey, *, full: bool = False) -> _State:
         directory = self._existing_dir(key)
         previous = self._read_state(directory)
         try:
             views, good_end, located = self._load_journal(directory, repair=True)
-            for folder in (directory, *(p for p in directory.iterdir() if p.is_dir())):
+            turns = [p for p in directory.iterdir() if p.is_dir()]
+            for folder in (directory, *turns):
                 for entry in folder.iterdir():
                     if is_temp_name(entry.name):
                         entry.unlink()
+            # A turn folder that no record names outlived its record: the journal lost its tail
+            # after the views were written. Only folders holding just a turn log are ours.
+            orphans = [
+                folder
+                for folder in turns
+                if folder.name not in views.turn_logs
+                and {entry.name for entry in folder.iterdir()} <= {TURN_LOG}
+            ]
+            for folder in orphans:
+                shutil.rmtree(folder)
+            if orphans:
+                fsync_dir(directory)
             history = _render_history(views.messages)
             atomic_write(directory / HISTORY, history)
             # Turn logs can only be stale for records after the old checkpoint.
             offsets = {offset for offset, _ in located}
             start = 0
-            if previous is not None and previous.checkpoint.journal_bytes in offsets:
+            if not full and previous is not None and previous.checkpoint.journal_bytes in offsets:
                 start = previous.checkpoint.journal_bytes
             touched = {
                 r.message.message_id if isinstance(r, MessageRecord) else r.message_id
@@ -306,11 +319,17 @@ class FileConversationStore(ConversationStore):
             raise StoreError(f"could not recover {key}: {error}") from error
         return state
 
-    def recover(self, agent_id: str | None = None) -> list[ConversationKey]:
+    def recover(self, agent_id: str | None = None, *, full: bool = False) -> list[ConversationKey]:
         """Repair every conversation (of one agent, or all) left inconsistent by a crash.
 
         Removes leftovers of interrupted creates and deletes; returns the conversations whose
         views were rebuilt. Conversations busy with a live writer are left to that writer.
+
+        By default only conversations whose checkpoint disagrees with the sizes of
+        ``journal.log`` and ``history.json`` are rebuilt (what a crash leaves). ``full=True``
+        rebuilds every view of every conversation from its journal, which also repairs damage
+        that check cannot see: a turn log or ``history.json`` edited in place, an edited
+        ``meta.json``, a stray temp file (what :meth:`verify` reports).
         """
         repaired: list[ConversationKey] = []
         for conversations in self._conversation_dirs(agent_id):
@@ -324,10 +343,13 @@ class FileConversationStore(ConversationStore):
                     continue
                 key = ConversationKey(conversations.parent.name, entry.name)
                 state = self._read_state(entry)
-                if state is not None and self._is_clean(entry, state.checkpoint):
+                if not full and state is not None and self._is_clean(entry, state.checkpoint):
                     continue
                 with contextlib.suppress(ConversationBusyError), self.hold(key, timeout=0):
-                    self._writable_state(key)
+                    if full:
+                        self._recover_conversation(key, full=True)
+                    else:
+                        self._writable_state(key)
                     repaired.append(key)
         return repaired
 
