@@ -222,7 +222,8 @@ def verify_command(
     ctx: typer.Context,
     agent_id: Annotated[str | None, typer.Argument(help="Only this agent.")] = None,
     repair: Annotated[
-        bool, typer.Option("--repair", help="First recover what crashes left behind.")
+        bool,
+        typer.Option("--repair", help="First rebuild every view file from its journal."),
     ] = False,
 ) -> None:
     """Check conversations for inconsistencies; exit 1 when any are found."""
@@ -232,7 +233,7 @@ def verify_command(
             AgentFolder.load(root, agent_id)  # an unknown agent is an error, not "0 checked"
         store = FileConversationStore(root)
         if repair:
-            for key in store.recover(agent_id):
+            for key in store.recover(agent_id, full=True):
                 typer.echo(f"recovered {key}")
         report = store.verify(agent_id)
         for problem in report.problems:

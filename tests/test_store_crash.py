@@ -508,3 +508,33 @@ def test_io_error_in_append_is_reported_and_recovered(
     how = f"{errno.errorcode[error]}{' after writing half' if partial else ''}"
     print(f"\nos.{name} -> {how}: {calls} calls per append, outcomes {dict(outcomes)}")
     assert outcomes["error, kept"] + outcomes["error, dropped"] > 0  # the faults were reported
+
+
+def test_after_a_failed_fsync_the_journal_is_rewritten_before_the_next_write(
+    tmp_path: Path,
+) -> None:
+    """fsyncgate (reliability.md R6): a failed fsync may drop pages the kernel still shows us,
+    so the store does not fsync the same file again and trust it: it rewrites the journal from
+    the bytes it validated (a new file, fsynced, renamed into place)."""
+    root = tmp_path / "data"
+    key = ConversationKey(AGENT, "conv-fsyncgate")
+    store = FileConversationStore(root)
+    store.create(key, "fsyncgate")
+    store.append(key, _msg("user", "t0", "before the fault"))
+    journal = root / "agents" / AGENT / "conversations" / "conv-fsyncgate" / "journal.log"
+    inode_before = journal.stat().st_ino
+    failed = _msg("user", "t1", "its fsync fails")
+    with _failing("fsync", 1, errno.EIO), pytest.raises(StoreError, match="nothing acknowledged"):
+        store.append(key, failed)
+    assert journal.stat().st_ino == inode_before  # nothing rewritten yet
+    follow = _msg("assistant", "t1", "after the fault")
+    store.append(key, follow)
+    assert journal.stat().st_ino != inode_before  # rewritten from validated bytes, then appended
+    messages = store.messages(key)
+    assert messages[0].content == "before the fault"
+    assert messages[-1] == follow
+    assert store.verify().ok
+    # Once rewritten, later writes append to the same file again.
+    inode_after = journal.stat().st_ino
+    store.append(key, _msg("user", "t2", "normal again"))
+    assert journal.stat().st_ino == inode_after

@@ -129,10 +129,10 @@ def test_journal_cut_at_every_byte_of_the_last_records(tmp_path: Path) -> None:
         meta = store.meta(KEY)
         assert meta.status == expected.meta.status
         assert meta.stats == expected.meta.stats
-        for message_id, blocks in expected.turn_logs.items():
-            assert store.turn_log(KEY, message_id) == "".join(blocks)
+        for message_id in expected.turns:
+            assert store.turn_log(KEY, message_id) == expected.turn_log(message_id)
         # Nothing of a cut-off turn survives in the views, and the journal takes appends again.
-        assert {p.name for p in _dir(work).iterdir() if p.is_dir()} == set(expected.turn_logs)
+        assert {p.name for p in _dir(work).iterdir() if p.is_dir()} == set(expected.turns)
         again = _msg("user", "t9", f"after a cut at byte {cut}", 9)
         store.append(KEY, again)
         _assert_views_match(FileConversationStore(work), [*kept, again])
@@ -219,13 +219,14 @@ def test_damage_in_the_middle_is_reported_and_never_truncated(tmp_path: Path, fl
     assert f"byte {offset}" in report.problems[0].detail
     assert journal.read_bytes() == damaged
 
-    # When the views are stale too, recovery (and a writer, which recovers first) refuses.
+    # When the views are stale too, recovery leaves it for a person (verify reports it) and
+    # a writer, which recovers first, refuses.
     (_dir(root) / "meta.json").unlink()
+    assert store.recover() == []
+    assert [p.kind for p in store.verify().problems] == ["corrupt-record"]
     with pytest.raises(CorruptJournalError) as again:
-        store.recover()
-    assert again.value.offset == offset
-    with pytest.raises(CorruptJournalError):
         store.append(KEY, _msg("user", "t9", "must not be written", 9))
+    assert again.value.offset == offset
     assert journal.read_bytes() == damaged
     assert {p.name for p in _dir(root).glob("journal.corrupt-*.log")} == {error.quarantine.name}
 
@@ -408,3 +409,21 @@ def test_damaged_views_are_reported_and_rebuilt(tmp_path: Path, damage: str) -> 
     }
     assert rebuilt == pristine
     assert not list(directory.parent.glob(".*.creating-*"))
+
+
+def test_one_corrupt_conversation_does_not_stop_recovery_of_the_others(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    _build(root)
+    other = ConversationKey(KEY.agent_id, "conv-healthy")
+    store = FileConversationStore(root)
+    store.create(other, "healthy")
+    store.append(other, _msg("user", "h1", "still here", 1))
+    _damage(root, _flip_payload)
+    for key in (KEY, other):  # a crash left both dirty
+        folder = root / "agents" / key.agent_id / "conversations" / key.conversation_id
+        (folder / "meta.json").unlink()
+    repaired = FileConversationStore(root).recover()
+    assert repaired == [other]
+    assert [m.content for m in store.messages(other)] == ["still here"]
+    kinds = {(p.conversation_id, p.kind) for p in store.verify().problems}
+    assert kinds == {(KEY.conversation_id, "corrupt-record")}

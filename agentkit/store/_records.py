@@ -32,8 +32,10 @@ __all__ = [
     "Label",
     "MessageRecord",
     "StatusRecord",
+    "TurnEntry",
     "Views",
     "decode_record",
+    "decode_records",
     "encode_record",
     "fold",
     "render_block",
@@ -100,6 +102,7 @@ JournalRecord = Annotated[
     Field(discriminator="kind"),
 ]
 _RECORD_ADAPTER: TypeAdapter[JournalRecord] = TypeAdapter(JournalRecord)
+_RECORDS_ADAPTER: TypeAdapter[list[JournalRecord]] = TypeAdapter(list[JournalRecord])
 
 
 def encode_record(record: JournalRecord) -> bytes:
@@ -111,33 +114,88 @@ def decode_record(payload: bytes) -> JournalRecord:
     return _RECORD_ADAPTER.validate_json(payload)
 
 
+def decode_records(payloads: list[bytes]) -> list[JournalRecord]:
+    """Parse many payloads in one validation pass (much faster than one call each).
+
+    Raises ``pydantic.ValidationError``; the first error's ``loc[0]`` is the payload's index.
+    """
+    return _RECORDS_ADAPTER.validate_json(b"[" + b",".join(payloads) + b"]")
+
+
+TurnEntry = tuple[str, datetime, str]
+"""One block of a turn log: (label, time, text)."""
+
+
 @dataclass
 class Views:
-    """The fold of a journal: everything the view files show."""
+    """The fold of a journal: everything the view files show.
 
-    meta: ConversationMeta
-    messages: list[Message] = field(default_factory=list)
-    turn_logs: dict[str, list[str]] = field(default_factory=dict)
+    Counters, not copies: applying a record is O(1), and the metadata value is built on
+    demand, so folding a long journal stays cheap.
+    """
+
+    conversation_id: str
+    agent_id: str
+    title: str
+    created_at: datetime
+    updated_at: datetime
+    status: ConversationStatus = "idle"
+    message_count: int = 0
+    tool_call_count: int = 0
     records: int = 0
+    messages: list[Message] = field(default_factory=list)
+    turns: dict[str, list[TurnEntry]] = field(default_factory=dict)
+
+    @classmethod
+    def resume(cls, meta: ConversationMeta, records: int) -> Views:
+        """Views that continue from *meta* (without the earlier messages)."""
+        return cls(
+            conversation_id=meta.conversation_id,
+            agent_id=meta.agent_id,
+            title=meta.title,
+            created_at=meta.created_at,
+            updated_at=meta.updated_at,
+            status=meta.status,
+            message_count=meta.stats.message_count,
+            tool_call_count=meta.stats.tool_call_count,
+            records=records,
+        )
+
+    @property
+    def meta(self) -> ConversationMeta:
+        return ConversationMeta(
+            conversation_id=self.conversation_id,
+            agent_id=self.agent_id,
+            title=self.title,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            status=self.status,
+            stats=ConversationStats(
+                message_count=self.message_count,
+                tool_call_count=self.tool_call_count,
+            ),
+        )
+
+    def turn_log(self, message_id: str) -> str:
+        """The text of ``{message_id}/messages.log``."""
+        return "".join(render_block(*entry) for entry in self.turns[message_id])
 
     def apply(self, record: JournalRecord) -> None:
         self.records += 1
         match record:
             case MessageRecord(message=message):
                 self.messages.append(message)
-                self.meta = self.meta.model_copy(
-                    update={
-                        "updated_at": message.timestamp,
-                        "stats": self.meta.stats.counting(message),
-                    }
-                )
-                self.turn_logs.setdefault(message.message_id, []).append(
-                    render_block(role_label(message.role), message.timestamp, message.content)
+                self.message_count += 1
+                self.tool_call_count += len(message.tool_calls)
+                self.updated_at = message.timestamp
+                self.turns.setdefault(message.message_id, []).append(
+                    (role_label(message.role), message.timestamp, message.content)
                 )
             case StatusRecord(status=status, at=at):
-                self.meta = self.meta.model_copy(update={"status": status, "updated_at": at})
+                self.status = status
+                self.updated_at = at
             case AnnotationRecord(message_id=message_id, label=label, text=text, at=at):
-                self.turn_logs.setdefault(message_id, []).append(render_block(label, at, text))
+                self.turns.setdefault(message_id, []).append((label, at, text))
             case CreatedRecord():
                 raise ValueError(f"record {record.seq}: a second 'created' record")
 
@@ -149,15 +207,11 @@ def fold(records: Iterable[JournalRecord]) -> Views:
     if not isinstance(first, CreatedRecord):
         raise ValueError("a journal must start with a 'created' record")
     views = Views(
-        meta=ConversationMeta(
-            conversation_id=first.conversation_id,
-            agent_id=first.agent_id,
-            title=first.title,
-            created_at=first.at,
-            updated_at=first.at,
-            status="idle",
-            stats=ConversationStats(),
-        ),
+        conversation_id=first.conversation_id,
+        agent_id=first.agent_id,
+        title=first.title,
+        created_at=first.at,
+        updated_at=first.at,
         records=1,
     )
     for record in iterator:

@@ -41,7 +41,7 @@ import secrets
 import shutil
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +69,7 @@ from agentkit.store._records import (
     StatusRecord,
     Views,
     decode_record,
+    decode_records,
     encode_record,
     fold,
 )
@@ -139,6 +140,7 @@ class FileConversationStore(ConversationStore):
         self.root = Path(os.path.realpath(root))
         self.lock_timeout = lock_timeout
         self._locks: dict[ConversationKey, filelock.FileLock] = {}
+        self._suspect: set[Path] = set()  # conversations whose last write failed with an I/O error
         self._locks_guard = threading.Lock()
 
     # ------------------------------------------------------------------ paths
@@ -209,7 +211,9 @@ class FileConversationStore(ConversationStore):
         """The conversation's state, recovered first if a write was interrupted. Hold the lock."""
         directory = self._existing_dir(key)
         state = self._read_state(directory)
-        if state is not None and self._is_clean(directory, state.checkpoint):
+        clean = state is not None and self._is_clean(directory, state.checkpoint)
+        if clean and directory not in self._suspect:
+            assert state is not None
             return state
         return self._recover_conversation(key)
 
@@ -241,31 +245,43 @@ class FileConversationStore(ConversationStore):
     def _load_journal(
         self, directory: Path, *, end: int | None = None, repair: bool = False
     ) -> tuple[Views, int, list[tuple[int, JournalRecord]]]:
-        """Fold the journal (its first *end* bytes). Returns views, good end, records+offsets."""
+        """Fold the journal (its first *end* bytes). Returns views, good end, records+offsets.
+
+        With *repair*, a torn tail is cut off; and when an earlier write to this journal failed
+        (a failed fsync may have dropped pages the kernel still shows us), the journal is
+        rewritten from what was read, so the bytes on disk are the bytes we validated.
+        """
         journal = directory / JOURNAL
         with open(journal, "rb") as handle:
             data = handle.read() if end is None else handle.read(end)
         scan = scan_frames(data)
         if scan.damage or (scan.bad_offset is not None and end is not None):
             raise self._corrupt(journal, data, scan.bad_offset or 0, scan.bad_reason)
-        located: list[tuple[int, JournalRecord]] = []
-        for frame in scan.frames:
-            try:
-                located.append((frame.offset, decode_record(frame.payload)))
-            except ValidationError as error:
-                reason = f"not a journal record: {error.errors()[0]['msg']}"
-                raise self._corrupt(journal, data, frame.offset, reason) from None
         try:
-            views = fold(record for _, record in located)
+            records = decode_records([frame.payload for frame in scan.frames])
+        except ValidationError as error:
+            first = error.errors()[0]
+            index = first["loc"][0] if first["loc"] else 0
+            offset = scan.frames[index].offset if isinstance(index, int) else 0
+            reason = f"not a journal record: {first['msg']}"
+            raise self._corrupt(journal, data, offset, reason) from None
+        try:
+            views = fold(records)
         except ValueError as error:
             raise self._corrupt(journal, data, 0, str(error)) from None
-        if repair and scan.bad_offset is not None:
+        if repair and directory in self._suspect:
+            atomic_write(journal, data[: scan.good_end])
+            self._suspect.discard(directory)
+        elif repair and scan.bad_offset is not None:
             os.truncate(journal, scan.good_end)  # a torn tail: no good record follows it
             fd = os.open(journal, os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+        located = [
+            (frame.offset, record) for frame, record in zip(scan.frames, records, strict=True)
+        ]
         return views, scan.good_end, located
 
     def _recover_conversation(self, key: ConversationKey, *, full: bool = False) -> _State:
@@ -283,7 +299,7 @@ class FileConversationStore(ConversationStore):
             orphans = [
                 folder
                 for folder in turns
-                if folder.name not in views.turn_logs
+                if folder.name not in views.turns
                 and {entry.name for entry in folder.iterdir()} <= {TURN_LOG}
             ]
             for folder in orphans:
@@ -303,7 +319,7 @@ class FileConversationStore(ConversationStore):
                 if offset >= start and isinstance(r, MessageRecord | AnnotationRecord)
             }
             for message_id in touched:
-                expected = "".join(views.turn_logs[message_id]).encode()
+                expected = views.turn_log(message_id).encode()
                 log = directory / message_id / TURN_LOG
                 if not log.is_file() or log.read_bytes() != expected:
                     self._make_turn_dir(directory, message_id)
@@ -345,7 +361,12 @@ class FileConversationStore(ConversationStore):
                 state = self._read_state(entry)
                 if not full and state is not None and self._is_clean(entry, state.checkpoint):
                     continue
-                with contextlib.suppress(ConversationBusyError), self.hold(key, timeout=0):
+                # A busy conversation is left to its writer; a corrupt one is left for a
+                # person (verify() reports it) and does not stop the others' recovery.
+                with (
+                    contextlib.suppress(ConversationBusyError, StoreError),
+                    self.hold(key, timeout=0),
+                ):
                     if full:
                         self._recover_conversation(key, full=True)
                     else:
@@ -378,49 +399,52 @@ class FileConversationStore(ConversationStore):
         fsync_dir(directory)
         return turn
 
-    def _commit(self, key: ConversationKey, record: JournalRecord) -> ConversationMeta:
-        """Append *record* and bring the views along. Hold the lock."""
-        state = self._writable_state(key)
-        if record.seq != state.checkpoint.journal_records + 1:
-            raise StoreError(f"record {record.seq} out of sequence in {key}")
-        directory = self._dir(key)
-        frame = encode_frame(encode_record(record))
-        views = Views(meta=state.meta, records=state.checkpoint.journal_records)
-        views.apply(record)
-        try:
-            journal_bytes = append_durable(directory / JOURNAL, frame)
-            if journal_bytes != state.checkpoint.journal_bytes + len(frame):
-                raise StoreError(f"the journal of {key} changed under its lock")
-            if views.turn_logs:
-                [(message_id, [block])] = views.turn_logs.items()
-                turn = self._make_turn_dir(directory, message_id)
-                append_durable(turn / TURN_LOG, block.encode())
-            history_bytes = state.checkpoint.history_bytes
-            if isinstance(record, MessageRecord):
-                entry = _history_entry(record.message)
-                if state.meta.stats.message_count == 0:
-                    history_bytes = write_at(directory / HISTORY, 1, b"\n" + entry + _HISTORY_CLOSE)
-                else:
-                    history_bytes = write_at(
-                        directory / HISTORY,
-                        history_bytes - len(_HISTORY_CLOSE),
-                        b",\n" + entry + _HISTORY_CLOSE,
-                    )
-            new_state = _State(
-                views.meta,
-                _Checkpoint(
-                    journal_bytes=journal_bytes,
-                    journal_records=views.records,
-                    history_bytes=history_bytes,
-                ),
-            )
-            atomic_write(directory / META, _meta_bytes(new_state))
-        except OSError as error:
-            raise StoreError(f"could not write to {key}: {error}; nothing acknowledged") from error
-        return new_state.meta
+    def _commit(
+        self, key: ConversationKey, build: Callable[[int], JournalRecord]
+    ) -> ConversationMeta:
+        """Append the record ``build(seq)`` and bring the views along. Holds the lock."""
+        with self.hold(key):
+            state = self._writable_state(key)
+            record = build(state.checkpoint.journal_records + 1)
+            directory = self._dir(key)
+            frame = encode_frame(encode_record(record))
+            views = Views.resume(state.meta, state.checkpoint.journal_records)
+            views.apply(record)
+            try:
+                journal_bytes = append_durable(directory / JOURNAL, frame)
+                if journal_bytes != state.checkpoint.journal_bytes + len(frame):
+                    raise StoreError(f"the journal of {key} changed under its lock")
+                for message_id in views.turns:  # at most one: this record's turn
+                    turn = self._make_turn_dir(directory, message_id)
+                    append_durable(turn / TURN_LOG, views.turn_log(message_id).encode())
+                history_bytes = state.checkpoint.history_bytes
+                if isinstance(record, MessageRecord):
+                    history_bytes = self._append_history(directory / HISTORY, record.message, state)
+                new_state = _State(
+                    views.meta,
+                    _Checkpoint(
+                        journal_bytes=journal_bytes,
+                        journal_records=views.records,
+                        history_bytes=history_bytes,
+                    ),
+                )
+                atomic_write(directory / META, _meta_bytes(new_state))
+            except OSError as error:
+                # Whatever reached the disk is recovered (and the journal rewritten) before
+                # the next write; this one is not acknowledged.
+                self._suspect.add(directory)
+                reason = f"could not write to {key}: {error}; nothing acknowledged"
+                raise StoreError(reason) from error
+            return new_state.meta
 
-    def _next_seq(self, key: ConversationKey) -> int:
-        return self._writable_state(key).checkpoint.journal_records + 1
+    @staticmethod
+    def _append_history(path: Path, message: Message, state: _State) -> int:
+        """Add one entry to ``history.json`` in place: only the closing bracket is rewritten."""
+        entry = _history_entry(message)
+        if state.meta.stats.message_count == 0:
+            return write_at(path, 1, b"\n" + entry + _HISTORY_CLOSE)
+        offset = state.checkpoint.history_bytes - len(_HISTORY_CLOSE)
+        return write_at(path, offset, b",\n" + entry + _HISTORY_CLOSE)
 
     def create(self, key: ConversationKey, title: str) -> ConversationMeta:
         conversations = self._conversations_dir(key.agent_id)
@@ -475,25 +499,19 @@ class FileConversationStore(ConversationStore):
             fsync_dir(path.parent)
 
     def append(self, key: ConversationKey, message: Message) -> ConversationMeta:
-        with self.hold(key):
-            return self._commit(key, MessageRecord(seq=self._next_seq(key), message=message))
+        return self._commit(key, lambda seq: MessageRecord(seq=seq, message=message))
 
     def set_status(self, key: ConversationKey, status: ConversationStatus) -> ConversationMeta:
-        with self.hold(key):
-            record = StatusRecord(seq=self._next_seq(key), status=status, at=utc_now())
-            return self._commit(key, record)
+        return self._commit(key, lambda seq: StatusRecord(seq=seq, status=status, at=utc_now()))
 
     def annotate(self, key: ConversationKey, message_id: str, label: str, text: str) -> None:
         check_id(message_id, "message")
-        with self.hold(key):
-            record = AnnotationRecord(
-                seq=self._next_seq(key),
-                message_id=message_id,
-                label=label,
-                text=text,
-                at=utc_now(),
-            )
-            self._commit(key, record)
+        self._commit(
+            key,
+            lambda seq: AnnotationRecord(
+                seq=seq, message_id=message_id, label=label, text=text, at=utc_now()
+            ),
+        )
 
     def delete(self, key: ConversationKey) -> None:
         with self.hold(key):
@@ -617,7 +635,7 @@ class FileConversationStore(ConversationStore):
                 problem("torn-tail", f"{len(data) - scan.good_end} bytes after the last record")
             )
         try:
-            views = fold(decode_record(frame.payload) for frame in scan.frames)
+            views = fold(decode_records([frame.payload for frame in scan.frames]))
         except (ValidationError, ValueError) as error:
             return [*found, problem("corrupt-record", str(error).splitlines()[0])]
         for folder in (directory, *(p for p in directory.iterdir() if p.is_dir())):
@@ -647,13 +665,13 @@ class FileConversationStore(ConversationStore):
                 except ValueError:
                     detail = f"{HISTORY} is not valid JSON"
                 found.append(problem("history-mismatch", detail))
-        for message_id, blocks in views.turn_logs.items():
+        for message_id in views.turns:
             log = directory / message_id / TURN_LOG
-            if not log.is_file() or log.read_bytes() != "".join(blocks).encode():
+            if not log.is_file() or log.read_bytes() != views.turn_log(message_id).encode():
                 found.append(problem("turn-log-mismatch", f"{message_id}/{TURN_LOG}"))
         found.extend(
             problem("orphan-turn", entry.name)
             for entry in directory.iterdir()
-            if entry.is_dir() and entry.name not in views.turn_logs
+            if entry.is_dir() and entry.name not in views.turns
         )
         return found

@@ -117,10 +117,10 @@ class InMemoryConversationStore(ConversationStore):
 
     def turn_log(self, key: ConversationKey, message_id: str) -> str:
         check_id(message_id, "message")
-        blocks = self._get(key).views.turn_logs.get(message_id)
-        if blocks is None:
+        views = self._get(key).views
+        if message_id not in views.turns:
             raise UsageError(f"conversation {key} has no turn {message_id!r}")
-        return "".join(blocks)
+        return views.turn_log(message_id)
 
     def delete(self, key: ConversationKey) -> None:
         with self.hold(key), self._guard:
