@@ -37,10 +37,16 @@ class Agent:
         data_dir: Path | str | None = None,
         store: ConversationStore | None = None,
     ) -> Agent:
-        """Load ``{data_dir}/agents/{agent_id}``; the store defaults to the file store there."""
+        """Load ``{data_dir}/agents/{agent_id}``; the store defaults to the file store there.
+
+        Opening recovers the agent's conversations that a crash left inconsistent (a cheap
+        size check per conversation; only damaged ones are rebuilt).
+        """
         root = resolve_data_dir(data_dir)
         folder = AgentFolder.load(root, agent_id)
-        return cls(folder, store if store is not None else FileConversationStore(root))
+        store = store if store is not None else FileConversationStore(root)
+        store.recover(folder.agent_id)
+        return cls(folder, store)
 
     @property
     def id(self) -> str:

@@ -144,3 +144,25 @@ def test_conversations_of_two_agents_are_separate(data_dir: Path) -> None:
     assert desk.list_conversations() == []
     with pytest.raises(ConversationNotFoundError):
         desk.load_conversation_history(cid)
+
+
+def test_opening_an_agent_recovers_what_a_crash_left(data_dir: Path) -> None:
+    agent = Agent.open("innovator-001", data_dir=data_dir)
+    cid = agent.create_conversation("t").conversation_id
+    question = Message.user("kept")
+    agent.append_message(cid, question)
+    folder = data_dir / "agents" / "innovator-001" / "conversations" / cid
+    conversations = folder.parent
+    # A crash: a torn journal tail, a stale temp file, an interrupted create and delete.
+    with open(folder / "journal.log", "ab") as journal:
+        journal.write(b"0000004a 1234")
+    (folder / ".meta.json.abcd1234.tmp").write_text("{")
+    (conversations / ".conv-x.creating-0001").mkdir()
+    (conversations / ".conv-y.deleted-0002").mkdir()
+    assert not agent.store.verify("innovator-001").ok
+
+    reopened = Agent.open("innovator-001", data_dir=data_dir)
+    report = reopened.store.verify("innovator-001")
+    assert report.ok, report.problems
+    assert [m.content for m in reopened.load_conversation_history(cid)] == ["kept"]
+    assert sorted(p.name for p in conversations.iterdir()) == [f".{cid}.lock", cid]

@@ -230,6 +230,7 @@ def test_verify_is_clean_after_normal_use(store: ConversationStore) -> None:
         store.append(KEY, message)
     store.annotate(KEY, "msg-0001", "SESSION", "scenario B")
     store.set_status(KEY, "completed")
+    assert store.recover() == []  # nothing to repair after normal use
     report = store.verify()
     assert report.ok, report.problems
     assert report.conversations == 1

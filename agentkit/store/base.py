@@ -128,3 +128,7 @@ class ConversationStore(ABC):
     @abstractmethod
     def verify(self, agent_id: str | None = None) -> VerifyReport:
         """Check every conversation (of one agent, or all) without changing anything."""
+
+    @abstractmethod
+    def recover(self, agent_id: str | None = None, *, full: bool = False) -> list[ConversationKey]:
+        """Repair what crashes left behind; return the conversations that were repaired."""

@@ -141,6 +141,12 @@ class InMemoryConversationStore(ConversationStore):
         finally:
             conversation.lock.release()
 
+    def recover(self, agent_id: str | None = None, *, full: bool = False) -> list[ConversationKey]:
+        """Nothing survives a crash in memory, so there is never anything to repair."""
+        if agent_id is not None:
+            check_id(agent_id, "agent")
+        return []
+
     def verify(self, agent_id: str | None = None) -> VerifyReport:
         if agent_id is not None:
             check_id(agent_id, "agent")
