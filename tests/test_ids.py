@@ -113,9 +113,11 @@ def test_a_symlink_out_of_the_data_root_is_refused(data_dir: Path, tmp_path: Pat
     outside = tmp_path / "outside"
     outside.mkdir()
     (data_dir / "agents" / "innovator-001" / "conversations").symlink_to(outside)
-    agent = Agent.open("innovator-001", data_dir=data_dir)
     with pytest.raises(UsageError, match="outside the data root"):
-        agent.create_conversation("t")
+        Agent.open("innovator-001", data_dir=data_dir)
+    store = FileConversationStore(data_dir)
+    with pytest.raises(UsageError, match="outside the data root"):
+        store.create(ConversationKey("innovator-001", "conv-1"), "t")
     assert list(outside.iterdir()) == []
 
 
