@@ -45,9 +45,11 @@ pytest: $(STAMP) ## The test suite, then every notebook under nbval (on a scratc
 
 bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under bench/results/
 	$(BIN)/python bench/bench_store.py
+	$(BIN)/python bench/bench_llama.py
 
-chat: $(STAMP) ## Chat with an agent in the terminal (arrives with issue #3)
-	@echo "make chat: the chat REPL arrives with issue #3 (model backends and send_message)." >&2; exit 2
+AGENT ?= innovator-001
+chat: $(STAMP) ## Chat with an agent in the terminal (AGENT=innovator-001, MODEL=spec optional)
+	$(BIN)/agentkit chat $(AGENT) $(if $(MODEL),--model '$(MODEL)')
 
 serve: $(STAMP) ## Serve agents over HTTP with SSE (arrives with issue #5)
 	@echo "make serve: the HTTP API arrives with issue #5." >&2; exit 2

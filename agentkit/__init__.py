@@ -4,7 +4,7 @@ The public surface is what ``__all__`` lists; modules starting with ``_`` are in
 Importing agentkit loads no Jupyter, widget, web or dataframe library.
 """
 
-from agentkit.agent import Agent
+from agentkit.agent import Agent, TurnResult
 from agentkit.config import AgentConfig, CompressionConfig, PlannerConfig
 from agentkit.errors import (
     AgentkitError,
@@ -14,10 +14,16 @@ from agentkit.errors import (
     ConversationNotFoundError,
     CorruptJournalError,
     InvalidIdError,
+    ModelError,
+    ModelSpecError,
     StoreError,
+    StructuredOutputError,
     UsageError,
 )
+from agentkit.events import AgentEvent
 from agentkit.ids import new_conversation_id, new_message_id
+from agentkit.models import ChatModel, ScriptedModel, SessionBackend, SessionModel, create_model
+from agentkit.sessions import SessionPool
 from agentkit.store import (
     ConversationKey,
     ConversationStore,
@@ -39,9 +45,11 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AgentConfig",
+    "AgentEvent",
     "AgentFolder",
     "AgentNotFoundError",
     "AgentkitError",
+    "ChatModel",
     "CompressionConfig",
     "ConfigError",
     "Conversation",
@@ -56,11 +64,20 @@ __all__ = [
     "InMemoryConversationStore",
     "InvalidIdError",
     "Message",
+    "ModelError",
+    "ModelSpecError",
     "PlannerConfig",
+    "ScriptedModel",
+    "SessionBackend",
+    "SessionModel",
+    "SessionPool",
     "StoreError",
+    "StructuredOutputError",
     "ToolCallRecord",
+    "TurnResult",
     "UsageError",
     "VerifyReport",
+    "create_model",
     "list_agent_ids",
     "new_conversation_id",
     "new_message_id",

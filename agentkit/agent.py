@@ -7,27 +7,75 @@ is an argument, so several agents and data roots can live in one process.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 
+from agentkit._loop import BackgroundLoop
+from agentkit.chat import ChatTurn
 from agentkit.config import AgentConfig
-from agentkit.errors import UsageError
+from agentkit.errors import ConversationNotFoundError, UsageError
+from agentkit.events import AgentEvent, ResultEvent, SessionEvent
 from agentkit.ids import check_id, new_conversation_id
+from agentkit.models.base import ChatModel, SessionBackend
+from agentkit.models.spec import create_model, resolve_model_spec
+from agentkit.sessions import SessionPool
 from agentkit.store import ConversationKey, ConversationStore, FileConversationStore
 from agentkit.types import Conversation, ConversationMeta, Message
 from agentkit.workspace import AgentFolder, resolve_data_dir
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "TurnResult"]
 
 DEFAULT_TITLE = "New conversation"
 MAX_TITLE_LENGTH = 200
+MAX_MESSAGE_LENGTH = 32_000
+
+
+@dataclass
+class TurnResult:
+    """A finished turn, for synchronous callers: every event, and the reply."""
+
+    events: list[AgentEvent] = field(default_factory=list)
+
+    @property
+    def session(self) -> SessionEvent:
+        first = self.events[0]
+        assert isinstance(first, SessionEvent)
+        return first
+
+    @property
+    def result(self) -> ResultEvent:
+        last = self.events[-1]
+        assert isinstance(last, ResultEvent)
+        return last
+
+    @property
+    def conversation_id(self) -> str:
+        return self.result.conversation_id
+
+    @property
+    def text(self) -> str:
+        return self.result.text
 
 
 class Agent:
     """One agent: its folder (prompts, config) and its conversations."""
 
-    def __init__(self, folder: AgentFolder, store: ConversationStore) -> None:
+    def __init__(
+        self,
+        folder: AgentFolder,
+        store: ConversationStore,
+        *,
+        model: ChatModel | SessionBackend | str | None = None,
+        pool: SessionPool | None = None,
+    ) -> None:
         self.folder = folder
         self.store = store
+        self.pool = pool if pool is not None else SessionPool()
+        self._model_choice = model
+        self._model: ChatModel | SessionBackend | None = None
+        self._loop: BackgroundLoop | None = None
 
     @classmethod
     def open(
@@ -36,6 +84,8 @@ class Agent:
         *,
         data_dir: Path | str | None = None,
         store: ConversationStore | None = None,
+        model: ChatModel | SessionBackend | str | None = None,
+        pool: SessionPool | None = None,
     ) -> Agent:
         """Load ``{data_dir}/agents/{agent_id}``; the store defaults to the file store there.
 
@@ -46,7 +96,7 @@ class Agent:
         folder = AgentFolder.load(root, agent_id)
         store = store if store is not None else FileConversationStore(root)
         store.recover(folder.agent_id)
-        return cls(folder, store)
+        return cls(folder, store, model=model, pool=pool)
 
     @property
     def id(self) -> str:
@@ -58,6 +108,21 @@ class Agent:
 
     def system_prompt(self) -> str:
         return self.folder.system_prompt()
+
+    @property
+    def model(self) -> ChatModel | SessionBackend:
+        """The model backend: the one given, else ``--model``/``$AGENTKIT_MODEL``/config.json.
+
+        Created on first use, so opening an agent never loads model weights.
+        """
+        if self._model is None:
+            choice = self._model_choice
+            if isinstance(choice, ChatModel | SessionBackend):
+                self._model = choice
+            else:
+                spec = resolve_model_spec(choice, self.config.model)
+                self._model = create_model(spec, base_dir=self.folder.path)
+        return self._model
 
     def _key(self, conversation_id: str) -> ConversationKey:
         return ConversationKey(self.id, conversation_id)
@@ -100,3 +165,96 @@ class Agent:
         """The text of ``{messageId}/messages.log``."""
         check_id(message_id, "message")
         return self.store.turn_log(self._key(conversation_id), message_id)
+
+    # -- turns ------------------------------------------------------------------------------
+
+    async def send_message(
+        self, conversation_id: str | None, text: str
+    ) -> AsyncIterator[AgentEvent]:
+        """Run one turn; stream its events (``session`` first, ``result`` last).
+
+        With no conversation id a new conversation is created, titled after the message.
+        A second turn on a conversation that is mid-turn (in this process or another) raises
+        :class:`ConversationBusyError` before anything is written.
+        """
+        text = text.strip()
+        if not text:
+            raise UsageError("a message needs some text")
+        if len(text) > MAX_MESSAGE_LENGTH:
+            raise UsageError(f"a message has at most {MAX_MESSAGE_LENGTH} characters")
+        if self.config.engine != "chat":
+            raise UsageError(
+                f"agent {self.id!r} uses engine {self.config.engine!r}, which arrives with the "
+                "planner (issue #4); only engine 'chat' can send messages yet"
+            )
+        model = self.model
+        if conversation_id is None:
+            conversation_id = self.create_conversation(text[:60]).conversation_id
+        key = self._key(conversation_id)
+        if not self.store.exists(key):
+            raise ConversationNotFoundError(self.id, conversation_id)
+        async with self.pool.turn(self.id, conversation_id):
+            with self.store.hold(key, timeout=0):
+                turn = ChatTurn(
+                    key=key,
+                    text=text,
+                    store=self.store,
+                    pool=self.pool,
+                    model=model,
+                    system_prompt=self.system_prompt(),
+                    workdir=self.folder.path / "workspace",
+                    max_messages=2 * self.config.max_turns,
+                )
+                async for event in turn.run():
+                    yield event
+
+    async def cancel(self, conversation_id: str) -> bool:
+        """Ask the running turn of a conversation to stop; False when none is running."""
+        entry = await self.pool.get(self.id, check_id(conversation_id, "conversation"))
+        if entry is None:
+            return False
+        await entry.session.cancel()
+        return True
+
+    async def aclose(self) -> None:
+        """Close every live session (and its process) and the model."""
+        await self.pool.close_all()
+        if isinstance(self._model, ChatModel):
+            await self._model.aclose()
+
+    # -- synchronous helpers (scripts, notebooks) -------------------------------------------
+
+    def send(self, text: str, conversation_id: str | None = None) -> TurnResult:
+        """:meth:`send_message`, synchronously: run the turn and return all its events.
+
+        Runs on the agent's own background loop, so live sessions survive between calls
+        (the second message is scenario B) and it works inside Jupyter's running loop.
+        """
+
+        async def collect() -> TurnResult:
+            result = TurnResult()
+            async for event in self.send_message(conversation_id, text):
+                result.events.append(event)
+            return result
+
+        if self._loop is None:
+            self._loop = BackgroundLoop()
+        return self._loop.run(collect())
+
+    def close(self) -> None:
+        """Close live sessions and the background loop (synchronous counterpart of aclose)."""
+        if self._loop is not None:
+            self._loop.run(self.aclose())
+            self._loop.close()
+            self._loop = None
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

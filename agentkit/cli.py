@@ -7,7 +7,9 @@ stderr and exits with status 2, having written nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +21,7 @@ import typer
 
 from agentkit.agent import Agent
 from agentkit.errors import AgentkitError, UsageError
+from agentkit.events import AgentOutputEvent, ErrorEvent, ResultEvent
 from agentkit.store import FileConversationStore
 from agentkit.types import ConversationMeta, format_timestamp
 from agentkit.workspace import PROMPT_FILES, AgentFolder, list_agent_ids, resolve_data_dir
@@ -241,6 +244,114 @@ def verify_command(
         typer.echo(f"{report.conversations} conversations checked, {len(report.problems)} problems")
         if not report.ok:
             raise typer.Exit(1)
+
+
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", help="Model spec (wins over $AGENTKIT_MODEL and config.json)."),
+]
+ConversationOption = Annotated[
+    str | None,
+    typer.Option("--conversation", "-c", help="Continue this conversation (default: a new one)."),
+]
+
+
+async def _turn(agent: Agent, conversation_id: str | None, text: str, as_json: bool) -> str:
+    """Run one turn, printing as it streams; return the conversation id. Failure → exit 1."""
+    result: ResultEvent | None = None
+    async for event in agent.send_message(conversation_id, text):
+        if as_json:
+            typer.echo(json.dumps(event.to_json_dict(), ensure_ascii=False))
+        elif isinstance(event, AgentOutputEvent):
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+        elif isinstance(event, ErrorEvent):
+            typer.echo(f"agentkit: error: {event.message}", err=True)
+        if isinstance(event, ResultEvent):
+            result = event
+    if not as_json:
+        typer.echo("")
+    assert result is not None
+    if result.status == "failed":
+        raise typer.Exit(1)
+    return result.conversation_id
+
+
+@app.command("send")
+def send_command(
+    ctx: typer.Context,
+    agent_id: AgentArg,
+    text: Annotated[str, typer.Argument(help="The message.")],
+    conversation_id: ConversationOption = None,
+    model: ModelOption = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per event per line.")
+    ] = False,
+) -> None:
+    """Send one message and print the reply as it streams."""
+
+    async def run() -> None:
+        agent = Agent.open(agent_id, data_dir=_data_dir(ctx), model=model)
+        try:
+            await _turn(agent, conversation_id, text, as_json)
+        finally:
+            await agent.aclose()
+
+    with _clean_errors():
+        asyncio.run(run())
+
+
+@app.command("chat")
+def chat_command(
+    ctx: typer.Context,
+    agent_id: AgentArg,
+    conversation_id: ConversationOption = None,
+    model: ModelOption = None,
+) -> None:
+    """Chat in the terminal: one live session; Ctrl-C stops a reply, Ctrl-D leaves.
+
+    With piped stdin, each line is one message (so a chat can be scripted).
+    """
+    interactive = sys.stdin.isatty()
+
+    def read_line() -> str | None:
+        try:
+            return input("you> ") if interactive else sys.stdin.readline() or None
+        except EOFError:
+            return None
+
+    async def run() -> None:
+        agent = Agent.open(agent_id, data_dir=_data_dir(ctx), model=model)
+        loop = asyncio.get_running_loop()
+        current: asyncio.Task[str] | None = None
+
+        def interrupt() -> None:
+            if current is not None and not current.done():
+                current.cancel()
+
+        loop.add_signal_handler(signal.SIGINT, interrupt)
+        conversation = conversation_id
+        try:
+            while (line := await asyncio.to_thread(read_line)) is not None:
+                if not line.strip():
+                    continue
+                if interactive:
+                    sys.stdout.write(f"{agent.folder.name}> ")
+                current = asyncio.create_task(_turn(agent, conversation, line, as_json=False))
+                try:
+                    conversation = await current
+                except asyncio.CancelledError:
+                    typer.echo("\n[stopped]")
+                except typer.Exit:
+                    continue  # the error was printed; the chat goes on
+            if conversation is not None:
+                typer.echo(f"conversation: {conversation}", err=True)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            await agent.aclose()
+
+    with _clean_errors():
+        asyncio.run(run())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,9 +8,12 @@
     │   ├── AgentNotFoundError
     │   ├── ConversationNotFoundError
     │   └── ConfigError            an agent's config.json is invalid (names file and field)
+    │   └── ModelSpecError         a model spec string that names no usable backend
     ├── ConversationBusyError      another writer holds the conversation (bounded wait expired)
-    └── StoreError                 the store could not do its job
-        └── CorruptJournalError    a damaged record in the middle of a journal (never dropped)
+    ├── StoreError                 the store could not do its job
+    │   └── CorruptJournalError    a damaged record in the middle of a journal (never dropped)
+    └── ModelError                 a model backend failed (HTTP, process, timeout)
+        └── StructuredOutputError  a reply that does not match the requested JSON schema
 
 Errors carry the fields a caller needs (agent_id, conversation_id, path, offset); they never
 log and never print.
@@ -28,7 +31,10 @@ __all__ = [
     "ConversationNotFoundError",
     "CorruptJournalError",
     "InvalidIdError",
+    "ModelError",
+    "ModelSpecError",
     "StoreError",
+    "StructuredOutputError",
     "UsageError",
 ]
 
@@ -109,3 +115,37 @@ class CorruptJournalError(StoreError):
         self.quarantine = quarantine
         kept = f"; a copy was kept at {quarantine}" if quarantine else ""
         super().__init__(f"corrupt journal record at byte {offset} of {path}: {reason}{kept}")
+
+
+class ModelSpecError(UsageError):
+    """A model spec string (``llama``, ``openai:MODEL``, …) that names no usable backend."""
+
+    def __init__(self, spec: str, problem: str) -> None:
+        self.spec = spec
+        super().__init__(f"model spec {spec!r}: {problem}")
+
+
+class ModelError(AgentkitError):
+    """A model backend failed: HTTP error, dead process, timeout, malformed output."""
+
+    def __init__(
+        self,
+        backend: str,
+        message: str,
+        *,
+        status_code: int | None = None,
+        retryable: bool = False,
+    ) -> None:
+        self.backend = backend
+        self.status_code = status_code
+        self.retryable = retryable
+        super().__init__(f"{backend}: {message}")
+
+
+class StructuredOutputError(ModelError):
+    """A reply that should have matched a JSON schema did not (``raw`` holds the reply)."""
+
+    def __init__(self, backend: str, problem: str, raw: str) -> None:
+        self.problem = problem
+        self.raw = raw
+        super().__init__(backend, f"structured output did not validate: {problem}")

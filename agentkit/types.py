@@ -32,6 +32,7 @@ __all__ = [
     "Role",
     "Timestamp",
     "ToolCallRecord",
+    "Usage",
     "format_timestamp",
     "utc_now",
 ]
@@ -81,6 +82,19 @@ class _Value(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
 
 
+class Usage(_Value):
+    """Tokens used by one model call, or summed over a turn or a conversation."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
 class ToolCallRecord(_Value):
     """One tool call made while producing an assistant message (counted in stats)."""
 
@@ -102,6 +116,7 @@ class Message(_Value):
     message_id: IdStr
     timestamp: Timestamp
     tool_calls: tuple[ToolCallRecord, ...] = ()
+    usage: Usage | None = None
 
     @classmethod
     def user(cls, content: str, *, message_id: str | None = None) -> Self:
@@ -120,6 +135,7 @@ class Message(_Value):
         *,
         message_id: str,
         tool_calls: tuple[ToolCallRecord, ...] = (),
+        usage: Usage | None = None,
     ) -> Self:
         """The assistant's reply in the turn ``message_id``."""
         return cls(
@@ -128,27 +144,26 @@ class Message(_Value):
             message_id=message_id,
             timestamp=utc_now(),
             tool_calls=tool_calls,
+            usage=usage,
         )
 
     def to_json_dict(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json", by_alias=True, exclude={"tool_calls"})
+        data = self.model_dump(mode="json", by_alias=True, exclude={"tool_calls", "usage"})
         if self.tool_calls:
             data["toolCalls"] = [call.to_json_dict() for call in self.tool_calls]
+        if self.usage is not None:
+            data["usage"] = self.usage.model_dump(mode="json", by_alias=True)
         return data
 
 
 class ConversationStats(_Value):
     message_count: int = 0
     tool_call_count: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
-
-    def counting(self, message: Message) -> ConversationStats:
-        return ConversationStats(
-            message_count=self.message_count + 1,
-            tool_call_count=self.tool_call_count + len(message.tool_calls),
-        )
 
 
 class ConversationMeta(_Value):

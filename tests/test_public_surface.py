@@ -14,9 +14,11 @@ def test_all_is_sorted_and_pinned() -> None:
     assert set(agentkit.__all__) == {
         "Agent",
         "AgentConfig",
+        "AgentEvent",
         "AgentFolder",
         "AgentNotFoundError",
         "AgentkitError",
+        "ChatModel",
         "CompressionConfig",
         "ConfigError",
         "Conversation",
@@ -31,11 +33,20 @@ def test_all_is_sorted_and_pinned() -> None:
         "InMemoryConversationStore",
         "InvalidIdError",
         "Message",
+        "ModelError",
+        "ModelSpecError",
         "PlannerConfig",
+        "ScriptedModel",
+        "SessionBackend",
+        "SessionModel",
+        "SessionPool",
         "StoreError",
+        "StructuredOutputError",
         "ToolCallRecord",
+        "TurnResult",
         "UsageError",
         "VerifyReport",
+        "create_model",
         "list_agent_ids",
         "new_conversation_id",
         "new_message_id",
@@ -52,7 +63,7 @@ def test_import_agentkit_loads_no_ui_web_or_dataframe_library() -> None:
     )
     loaded = set(json.loads(subprocess.check_output([sys.executable, "-c", code])))
     forbidden = {"ipywidgets", "IPython", "jupyter_client", "jupyterlab", "fastapi", "starlette"}
-    forbidden |= {"pandas", "typer", "rich", "uvicorn"}
+    forbidden |= {"pandas", "typer", "rich", "uvicorn", "llama_cpp", "httpx", "acp", "jsonschema"}
     assert loaded & forbidden == set()
     assert "agentkit" in loaded
 

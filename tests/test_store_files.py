@@ -31,7 +31,12 @@ def test_files_follow_the_seed_layout(tmp_path: Path) -> None:
         "title": "创建 Master Agent",
         "status": "idle",
     }
-    assert meta["stats"] == {"messageCount": 2, "toolCallCount": 1}
+    assert meta["stats"] == {
+        "messageCount": 2,
+        "toolCallCount": 1,
+        "inputTokens": 0,
+        "outputTokens": 0,
+    }
     assert (
         meta["createdAt"].endswith("Z") and meta["updatedAt"] == reply.to_json_dict()["timestamp"]
     )

@@ -142,6 +142,8 @@ class Views:
     status: ConversationStatus = "idle"
     message_count: int = 0
     tool_call_count: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
     records: int = 0
     messages: list[Message] = field(default_factory=list)
     turns: dict[str, list[TurnEntry]] = field(default_factory=dict)
@@ -158,6 +160,8 @@ class Views:
             status=meta.status,
             message_count=meta.stats.message_count,
             tool_call_count=meta.stats.tool_call_count,
+            input_tokens=meta.stats.input_tokens,
+            output_tokens=meta.stats.output_tokens,
             records=records,
         )
 
@@ -173,6 +177,8 @@ class Views:
             stats=ConversationStats(
                 message_count=self.message_count,
                 tool_call_count=self.tool_call_count,
+                input_tokens=self.input_tokens,
+                output_tokens=self.output_tokens,
             ),
         )
 
@@ -187,6 +193,9 @@ class Views:
                 self.messages.append(message)
                 self.message_count += 1
                 self.tool_call_count += len(message.tool_calls)
+                if message.usage is not None:
+                    self.input_tokens += message.usage.input_tokens
+                    self.output_tokens += message.usage.output_tokens
                 self.updated_at = message.timestamp
                 self.turns.setdefault(message.message_id, []).append(
                     (role_label(message.role), message.timestamp, message.content)

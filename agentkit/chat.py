@@ -1,0 +1,224 @@
+"""The chat engine: one turn of a conversation with the seed's three context scenarios.
+
+    A  new conversation, no history      → system prompt + the message
+    B  a live session in the pool         → the message only (the session holds the context)
+    C  no live session, history exists    → system prompt + a summary of the last ≤ 20
+                                            messages + the message (restart, idle, crash);
+                                            or a resumed backend session + the message
+
+Order of a turn, so that nothing acknowledged is lost: the user message is persisted first;
+the ``session`` event reports the scenario and what was injected (also written to the turn's
+messages.log); the reply streams as ``agent_output`` events; the assistant message, its tool
+calls and token usage are persisted; ``result`` ends the turn. A backend failure becomes an
+``error`` event and status ``failed``, never an exception out of the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from agentkit.errors import ModelError
+from agentkit.events import (
+    AgentEvent,
+    AgentOutputEvent,
+    ErrorEvent,
+    PermissionEvent,
+    ResultEvent,
+    Scenario,
+    SessionEvent,
+    ThinkingEvent,
+    ToolCallEvent,
+)
+from agentkit.models.base import (
+    ChatModel,
+    Completion,
+    ModelEvent,
+    PermissionRequest,
+    SessionBackend,
+    SessionModel,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallRequest,
+)
+from agentkit.sessions import SessionPool, TranscriptSession, summarize_history
+from agentkit.sessions.context import HISTORY_LIMIT
+from agentkit.store import ConversationKey, ConversationStore
+from agentkit.types import ConversationStatus, Message, ToolCallRecord, Usage
+
+__all__ = ["ChatTurn"]
+
+TurnStatus = Literal["completed", "failed", "cancelled"]
+
+
+@dataclass
+class _Reply:
+    """What the reply has brought so far."""
+
+    pieces: list[str] = field(default_factory=list)
+    calls: list[ToolCallRecord] = field(default_factory=list)
+    final: Completion | None = None
+
+    @property
+    def text(self) -> str:
+        return self.final.text if self.final and self.final.text else "".join(self.pieces)
+
+    def take(self, event: ModelEvent) -> AgentEvent | None:
+        """Record a model event; return the agent event it becomes, if any."""
+        match event:
+            case TextDelta(text=text):
+                self.pieces.append(text)
+                return AgentOutputEvent(text=text)
+            case ThinkingDelta(text=text):
+                return ThinkingEvent(text=text)
+            case ToolCallRequest(id=call_id, name=name, arguments=arguments):
+                self.calls.append(ToolCallRecord(id=call_id, name=name, arguments=arguments))
+                return ToolCallEvent(id=call_id, name=name, arguments=arguments)
+            case PermissionRequest():
+                return PermissionEvent(
+                    tool_call_id=event.tool_call_id,
+                    title=event.title,
+                    options=list(event.options),
+                    decision=event.decision,
+                )
+            case Completion():
+                self.final = event
+        return None
+
+
+@dataclass
+class ChatTurn:
+    """Everything one chat turn needs; :meth:`run` streams its events."""
+
+    key: ConversationKey
+    text: str
+    store: ConversationStore
+    pool: SessionPool
+    model: ChatModel | SessionBackend
+    system_prompt: str
+    workdir: Path
+    max_messages: int = 40
+
+    def __post_init__(self) -> None:
+        self._started = time.perf_counter()
+        self._message_id = ""
+
+    async def _open(self, scenario: Scenario) -> SessionModel:
+        if isinstance(self.model, ChatModel):
+            return TranscriptSession(self.model, self.system_prompt, max_messages=self.max_messages)
+        resume_id = None
+        if scenario == "C":
+            resume_id = self.pool.resume_id(self.key.agent_id, self.key.conversation_id)
+        return await self.model.open(
+            system_prompt=self.system_prompt, workdir=self.workdir, resume_id=resume_id
+        )
+
+    def _session_event(self, scenario: Scenario, injected: str, summarised: int) -> SessionEvent:
+        return SessionEvent(
+            agent_id=self.key.agent_id,
+            conversation_id=self.key.conversation_id,
+            message_id=self._message_id,
+            scenario=scenario,
+            injected=injected,
+            history_messages=summarised,
+            model=self.model.spec,
+        )
+
+    def _result(self, status: TurnStatus, text: str, usage: Usage) -> ResultEvent:
+        return ResultEvent(
+            conversation_id=self.key.conversation_id,
+            message_id=self._message_id,
+            status=status,
+            text=text,
+            usage=usage,
+            latency_ms=round((time.perf_counter() - self._started) * 1000, 3),
+        )
+
+    async def run(self) -> AsyncIterator[AgentEvent]:
+        agent_id, conversation_id = self.key.agent_id, self.key.conversation_id
+        entry = await self.pool.get(agent_id, conversation_id)
+        history = [] if entry is not None else self.store.recent(self.key, HISTORY_LIMIT)
+        scenario: Scenario = "B" if entry is not None else ("C" if history else "A")
+
+        question = Message.user(self.text)
+        self._message_id = question.message_id
+        self.store.append(self.key, question)
+        self.store.set_status(self.key, "running")
+
+        if entry is None:
+            try:
+                entry = await self.pool.put(agent_id, conversation_id, await self._open(scenario))
+            except ModelError as error:
+                yield self._session_event(scenario, "nothing: no session could be opened", 0)
+                async for event in self._fail(error, _Reply()):
+                    yield event
+                return
+        session = entry.session
+        prompt, injected, summarised = self._prompt(scenario, session, history)
+        note = f"scenario {scenario}: {injected}"
+        self.store.annotate(self.key, self._message_id, "SESSION", note)
+        yield self._session_event(scenario, injected, summarised)
+
+        reply = _Reply()
+        try:
+            async for model_event in session.send(prompt):
+                agent_event = reply.take(model_event)
+                if agent_event is not None:
+                    yield agent_event
+        except ModelError as error:
+            await self.pool.drop(agent_id, conversation_id)
+            async for event in self._fail(error, reply):
+                yield event
+            return
+        except asyncio.CancelledError:
+            await session.cancel()
+            self._persist_reply(reply, Usage(), "idle")
+            raise
+        if reply.final is None:
+            missing = ModelError(self.model.spec, "the reply ended without a result")
+            async for event in self._fail(missing, reply):
+                yield event
+            return
+        entry.message_count += 1
+        cancelled = reply.final.stop_reason == "cancelled"
+        self._persist_reply(reply, reply.final.usage, "idle" if cancelled else "completed")
+        yield self._result("cancelled" if cancelled else "completed", reply.text, reply.final.usage)
+
+    def _prompt(
+        self, scenario: Scenario, session: SessionModel, history: list[Message]
+    ) -> tuple[str, str, int]:
+        """The text to send, what it injects besides the message, how many messages summarised."""
+        if scenario == "A":
+            return self.text, "system prompt", 0
+        if scenario == "B":
+            return self.text, "nothing (live session)", 0
+        if session.resumed:
+            return self.text, f"resumed backend session {session.session_id}", 0
+        summary = summarize_history(history)
+        injected = f"system prompt + summary of the last {len(history)} messages"
+        return f"{summary}\n\n{self.text}", injected, len(history)
+
+    def _persist_reply(self, reply: _Reply, usage: Usage, status: ConversationStatus) -> None:
+        if reply.text or reply.calls:
+            self.store.append(
+                self.key,
+                Message.assistant(
+                    reply.text,
+                    message_id=self._message_id,
+                    tool_calls=tuple(reply.calls),
+                    usage=usage,
+                ),
+            )
+        self.store.set_status(self.key, status)
+
+    async def _fail(self, error: ModelError, reply: _Reply) -> AsyncIterator[AgentEvent]:
+        yield ErrorEvent(message=str(error), code="model_error", retryable=error.retryable)
+        partial = "".join(reply.pieces)
+        note = f"{error}\n(partial reply: {partial})" if partial else str(error)
+        self.store.annotate(self.key, self._message_id, "ERROR", note)
+        self.store.set_status(self.key, "failed")
+        yield self._result("failed", partial, Usage())

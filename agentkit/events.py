@@ -1,0 +1,126 @@
+"""The typed event stream of a turn: one stream for widgets, CLI, SSE and evaluation.
+
+Every event is a pydantic record with a literal ``type``; ``event.to_json_dict()`` is its JSON
+form (camelCase keys), and :data:`EVENT_ADAPTER` parses one back. Only the HTTP layer knows SSE
+framing. The seed's SSE names (session, thinking, agent_output, tool_call, error, result) are a
+subset; the planner adds its own kinds to :data:`AgentEvent` when it lands.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.alias_generators import to_camel
+
+from agentkit.types import Usage
+
+__all__ = [
+    "EVENT_ADAPTER",
+    "AgentEvent",
+    "AgentOutputEvent",
+    "ErrorEvent",
+    "PermissionEvent",
+    "ResultEvent",
+    "Scenario",
+    "SessionEvent",
+    "ThinkingEvent",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "Usage",
+]
+
+Scenario = Literal["A", "B", "C"]
+"""How the prompt was built (seed 16.2): A new conversation, B live session, C restored."""
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class SessionEvent(_Event):
+    """First event of every turn: which conversation, which scenario, what was injected."""
+
+    type: Literal["session"] = "session"
+    agent_id: str
+    conversation_id: str
+    message_id: str
+    scenario: Scenario
+    injected: str = Field(description="what the prompt carried besides the message")
+    history_messages: int = Field(default=0, description="messages summarised (scenario C)")
+    model: str = ""
+
+
+class ThinkingEvent(_Event):
+    type: Literal["thinking"] = "thinking"
+    text: str
+
+
+class AgentOutputEvent(_Event):
+    """A piece of the assistant's reply, in order; the pieces joined are the reply."""
+
+    type: Literal["agent_output"] = "agent_output"
+    text: str
+
+
+class ToolCallEvent(_Event):
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultEvent(_Event):
+    type: Literal["tool_result"] = "tool_result"
+    id: str
+    name: str
+    output: str
+    ok: bool = True
+
+
+class PermissionEvent(_Event):
+    """A backend asked for permission to run a tool (ACP ``session/request_permission``)."""
+
+    type: Literal["permission"] = "permission"
+    tool_call_id: str
+    title: str
+    options: list[str] = Field(default_factory=list)
+    decision: str = Field(description="what agentkit answered, e.g. the option id or 'deny'")
+
+
+class ErrorEvent(_Event):
+    type: Literal["error"] = "error"
+    message: str
+    code: str = "error"
+    retryable: bool = False
+
+
+class ResultEvent(_Event):
+    """Last event of every turn."""
+
+    type: Literal["result"] = "result"
+    conversation_id: str
+    message_id: str
+    status: Literal["completed", "failed", "cancelled"]
+    text: str = ""
+    usage: Usage = Usage()
+    latency_ms: float = 0.0
+
+
+AgentEvent = Annotated[
+    SessionEvent
+    | ThinkingEvent
+    | AgentOutputEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | PermissionEvent
+    | ErrorEvent
+    | ResultEvent,
+    Field(discriminator="type"),
+]
+EVENT_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)

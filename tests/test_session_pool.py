@@ -1,0 +1,179 @@
+"""The session pool: one turn per key, idle reaping, LRU eviction, dead sessions dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from agentkit import Agent
+from agentkit.errors import ConversationBusyError
+from agentkit.models.acp import AcpBackend, AcpSession
+from agentkit.models.base import Completion, ModelEvent, Purpose, SessionModel
+from agentkit.sessions import SessionPool
+
+
+class FakeSession(SessionModel):
+    def __init__(self, name: str, session_id: str | None = None) -> None:
+        self.name = name
+        self.session_id = session_id
+        self.closed = False
+        self.alive = True
+
+    async def send(self, text: str, *, purpose: Purpose = "chat") -> AsyncIterator[ModelEvent]:
+        yield Completion(text=text)
+
+    async def cancel(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        self.closed = True
+
+    def is_alive(self) -> bool:
+        return self.alive and not self.closed
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_idle_sessions_are_reaped_and_closed() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        pool = SessionPool(idle_timeout=60, clock=clock)
+        old, fresh = FakeSession("old"), FakeSession("fresh")
+        await pool.put("a", "c1", old)
+        clock.now += 50
+        await pool.put("a", "c2", fresh)
+        clock.now += 20  # c1 idle 70 s, c2 idle 20 s
+        assert await pool.reap() == ["a:c1"]
+        assert old.closed and not fresh.closed
+        assert pool.keys() == ["a:c2"]
+        assert await pool.get("a", "c1") is None
+
+    asyncio.run(scenario())
+
+
+def test_the_least_recently_used_session_is_evicted_beyond_max_size() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        pool = SessionPool(max_size=2, clock=clock)
+        sessions = [FakeSession(f"s{i}") for i in range(3)]
+        await pool.put("a", "c0", sessions[0])
+        clock.now += 1
+        await pool.put("a", "c1", sessions[1])
+        clock.now += 1
+        async with pool.turn("a", "c0"):  # c0 used last
+            clock.now += 1
+        await pool.put("a", "c2", sessions[2])
+        assert sorted(pool.keys()) == ["a:c0", "a:c2"]
+        assert sessions[1].closed and not sessions[0].closed
+
+    asyncio.run(scenario())
+
+
+def test_a_dead_session_is_dropped_and_its_id_kept_for_resuming() -> None:
+    async def scenario() -> None:
+        pool = SessionPool()
+        session = FakeSession("s", session_id="backend-123")
+        await pool.put("a", "c", session)
+        assert (await pool.get("a", "c")) is not None
+        session.alive = False
+        assert await pool.get("a", "c") is None
+        assert session.closed  # reaped
+        assert pool.resume_id("a", "c") == "backend-123"
+        assert len(pool) == 0
+
+    asyncio.run(scenario())
+
+
+def test_one_turn_at_a_time_per_key() -> None:
+    async def scenario() -> None:
+        pool = SessionPool()
+        async with pool.turn("a", "c"):
+            with pytest.raises(ConversationBusyError):
+                async with pool.turn("a", "c"):
+                    pass
+            async with pool.turn("a", "other"):  # other keys are free
+                pass
+        async with pool.turn("a", "c"):  # free again
+            pass
+
+    asyncio.run(scenario())
+
+
+def test_busy_sessions_are_not_evicted_or_reaped() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        pool = SessionPool(max_size=1, idle_timeout=10, clock=clock)
+        busy = FakeSession("busy")
+        await pool.put("a", "c0", busy)
+        async with pool.turn("a", "c0"):
+            clock.now += 100
+            assert await pool.reap() == []
+            await pool.put("a", "c1", FakeSession("new"))
+            assert not busy.closed
+        await pool.close_all()
+        assert busy.closed and len(pool) == 0
+
+    asyncio.run(scenario())
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_real_agent_processes_do_not_outlive_reaping_eviction_or_close(
+    data_dir: Path,
+) -> None:
+    """Pool + the acp backend + a real ACP agent subprocess per conversation."""
+    agent_script = Path(__file__).parent / "fakes" / "acp_memory_agent.py"
+
+    async def scenario() -> None:
+        clock = Clock()
+        pool = SessionPool(max_size=2, idle_timeout=60, clock=clock)
+        backend = AcpBackend([sys.executable, str(agent_script)])
+        agent = Agent.open("innovator-001", data_dir=data_dir, model=backend, pool=pool)
+        pids: dict[str, int] = {}
+        conversations = []
+        for index in range(3):
+            clock.now += 1
+            cid = agent.create_conversation(f"c{index}").conversation_id
+            conversations.append(cid)
+            events = [event async for event in agent.send_message(cid, f"hello {index}")]
+            assert events[-1].type == "result" and events[-1].status == "completed"
+            entry = await pool.get("innovator-001", cid)
+            assert entry is not None
+            session = entry.session
+            assert isinstance(session, AcpSession)
+            pids[cid] = session.pid
+        # max_size 2: the first conversation's process was evicted (least recently used).
+        assert _gone(pids[conversations[0]])
+        assert not _gone(pids[conversations[1]]) and not _gone(pids[conversations[2]])
+        # The evicted conversation continues in a new process: scenario C.
+        clock.now += 1
+        events = [e async for e in agent.send_message(conversations[0], "still there?")]
+        assert events[0].type == "session" and events[0].scenario == "C"
+        entry = await pool.get("innovator-001", conversations[0])
+        assert entry is not None and isinstance(entry.session, AcpSession)
+        pids["again"] = entry.session.pid
+        assert _gone(pids[conversations[1]])  # evicted in turn
+        # Idle timeout reaps the rest.
+        clock.now += 1000
+        reaped = await pool.reap()
+        assert len(reaped) == 2
+        assert all(_gone(pid) for pid in pids.values())
+        await agent.aclose()
+
+    asyncio.run(scenario())
