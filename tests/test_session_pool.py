@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -175,5 +176,40 @@ def test_real_agent_processes_do_not_outlive_reaping_eviction_or_close(
         assert len(reaped) == 2
         assert all(_gone(pid) for pid in pids.values())
         await agent.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_killed_agent_process_is_replaced_and_context_restored(data_dir: Path) -> None:
+    agent_script = Path(__file__).parent / "fakes" / "acp_memory_agent.py"
+
+    async def scenario() -> None:
+        agent = Agent.open(
+            "innovator-001",
+            data_dir=data_dir,
+            model=AcpBackend([sys.executable, str(agent_script)]),
+        )
+        cid = agent.create_conversation("kill me").conversation_id
+        first = [e async for e in agent.send_message(cid, "my name is Ada")]
+        second = [e async for e in agent.send_message(cid, "what is my name?")]
+        assert (first[0].scenario, second[0].scenario) == ("A", "B")
+        entry = await agent.pool.get("innovator-001", cid)
+        assert entry is not None and isinstance(entry.session, AcpSession)
+        old_pid = entry.session.pid
+        os.kill(old_pid, signal.SIGKILL)
+        for _ in range(100):  # wait until the pool can see the death
+            if not entry.session.is_alive():
+                break
+            await asyncio.sleep(0.05)
+        third = [e async for e in agent.send_message(cid, "still remember me?")]
+        assert third[0].type == "session" and third[0].scenario == "C"
+        assert third[-1].type == "result" and third[-1].status == "completed"
+        # The new agent process got the summary of the earlier turns with the message.
+        assert "my name is Ada" in third[-1].text
+        entry = await agent.pool.get("innovator-001", cid)
+        assert entry is not None and isinstance(entry.session, AcpSession)
+        assert entry.session.pid != old_pid
+        await agent.aclose()
+        assert _gone(old_pid) and _gone(entry.session.pid)
 
     asyncio.run(scenario())
