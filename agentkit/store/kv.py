@@ -1,0 +1,135 @@
+"""The ``system_config`` store: key → JSON value, with a version for compare-and-swap.
+
+TaskState, ExecutionState and preferences live here (seed 002 keeps them in a
+``system_config`` table). Every value carries a ``version`` that starts at 1 and grows by one
+with each write; a write that names the version it read (``expected_version``) fails with
+:class:`VersionConflictError` when someone else wrote in between, so two writers never
+silently overwrite each other. Values are JSON only, never pickle.
+
+Implementations: :class:`InMemoryConfigStore` here (the reference) and the SQLite store in
+``agentkit.store.sqlite_kv``; both pass tests/test_kv_contract.py.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime
+
+from pydantic import JsonValue
+
+from agentkit.errors import AgentkitError, UsageError
+from agentkit.types import utc_now
+
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "ConfigEntry",
+    "ConfigStore",
+    "InMemoryConfigStore",
+    "VersionConflictError",
+    "check_key",
+]
+
+MAX_KEY_LENGTH = 200
+
+
+class VersionConflictError(AgentkitError):
+    """A compare-and-swap write found another version than the one it expected."""
+
+    def __init__(self, key: str, expected: int | None, actual: int | None) -> None:
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"{key!r} changed meanwhile: expected version {expected}, found {actual}; "
+            "reload it and apply the change again"
+        )
+
+
+def check_key(key: str) -> str:
+    """Keys are printable ASCII without spaces, 1-200 characters (e.g. ``task_state:a:c``)."""
+    if not (0 < len(key) <= MAX_KEY_LENGTH and key.isascii() and key.isprintable()) or " " in key:
+        raise UsageError(
+            f"invalid config key {key!r}: 1-{MAX_KEY_LENGTH} printable ASCII, no spaces"
+        )
+    return key
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    key: str
+    value: JsonValue
+    version: int
+    updated_at: datetime
+
+
+class ConfigStore(ABC):
+    """Key → JSON value with versions. Writes are durable when the method returns."""
+
+    @abstractmethod
+    def get(self, key: str) -> ConfigEntry | None: ...
+
+    @abstractmethod
+    def set(
+        self, key: str, value: JsonValue, *, expected_version: int | None = None
+    ) -> ConfigEntry:
+        """Write *value*. With ``expected_version`` (0 = "must not exist yet") the write is a
+        compare-and-swap and raises :class:`VersionConflictError` on a mismatch."""
+
+    @abstractmethod
+    def delete(self, key: str, *, expected_version: int | None = None) -> bool:
+        """Remove *key*; True if it existed."""
+
+    @abstractmethod
+    def keys(self, prefix: str = "") -> list[str]:
+        """Keys starting with *prefix*, sorted."""
+
+
+def _canonical(value: JsonValue) -> JsonValue:
+    """A deep copy through JSON: what is stored is exactly what JSON can carry."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"a config value must be JSON: {error}") from None
+    result: JsonValue = json.loads(text)
+    return result
+
+
+class InMemoryConfigStore(ConfigStore):
+    def __init__(self) -> None:
+        self._entries: dict[str, ConfigEntry] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> ConfigEntry | None:
+        with self._lock:
+            entry = self._entries.get(check_key(key))
+        if entry is None:
+            return None
+        return ConfigEntry(entry.key, _canonical(entry.value), entry.version, entry.updated_at)
+
+    def set(
+        self, key: str, value: JsonValue, *, expected_version: int | None = None
+    ) -> ConfigEntry:
+        stored = _canonical(value)
+        with self._lock:
+            current = self._entries.get(check_key(key))
+            actual = current.version if current else 0
+            if expected_version is not None and expected_version != actual:
+                raise VersionConflictError(key, expected_version, actual or None)
+            entry = ConfigEntry(key, stored, actual + 1, utc_now())
+            self._entries[key] = entry
+        return ConfigEntry(key, _canonical(stored), entry.version, entry.updated_at)
+
+    def delete(self, key: str, *, expected_version: int | None = None) -> bool:
+        with self._lock:
+            current = self._entries.get(check_key(key))
+            actual = current.version if current else 0
+            if expected_version is not None and expected_version != actual:
+                raise VersionConflictError(key, expected_version, actual or None)
+            return self._entries.pop(key, None) is not None
+
+    def keys(self, prefix: str = "") -> list[str]:
+        with self._lock:
+            return sorted(key for key in self._entries if key.startswith(prefix))
