@@ -11,7 +11,8 @@
     │   └── ModelSpecError         a model spec string that names no usable backend
     ├── ConversationBusyError      another writer holds the conversation (bounded wait expired)
     ├── StoreError                 the store could not do its job
-    │   └── CorruptJournalError    a damaged record in the middle of a journal (never dropped)
+    │   ├── CorruptJournalError    a damaged record in the middle of a journal (never dropped)
+    │   └── CorruptStateError      a stored TaskState / ExecutionState that does not validate
     └── ModelError                 a model backend failed (HTTP, process, timeout)
         └── StructuredOutputError  a reply that does not match the requested JSON schema
 
@@ -30,6 +31,7 @@ __all__ = [
     "ConversationBusyError",
     "ConversationNotFoundError",
     "CorruptJournalError",
+    "CorruptStateError",
     "InvalidIdError",
     "ModelError",
     "ModelSpecError",
@@ -115,6 +117,15 @@ class CorruptJournalError(StoreError):
         self.quarantine = quarantine
         kept = f"; a copy was kept at {quarantine}" if quarantine else ""
         super().__init__(f"corrupt journal record at byte {offset} of {path}: {reason}{kept}")
+
+
+class CorruptStateError(StoreError):
+    """A stored memory value does not validate; ``key`` names it, ``problem`` says why."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        self.key = key
+        self.problem = problem
+        super().__init__(f"stored value {key!r} is not valid: {problem}")
 
 
 class ModelSpecError(UsageError):

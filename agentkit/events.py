@@ -19,6 +19,7 @@ __all__ = [
     "EVENT_ADAPTER",
     "AgentEvent",
     "AgentOutputEvent",
+    "CompressionEvent",
     "ErrorEvent",
     "PermissionEvent",
     "ResultEvent",
@@ -100,6 +101,18 @@ class ErrorEvent(_Event):
     retryable: bool = False
 
 
+class CompressionEvent(_Event):
+    """Older messages were summarised into TaskState; before/after figures of the window."""
+
+    type: Literal["compression"] = "compression"
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    facts_added: int = Field(default=0, description="important facts new in TaskState")
+    facts_removed: int = Field(default=0, description="important facts no longer in TaskState")
+
+
 class ResultEvent(_Event):
     """Last event of every turn."""
 
@@ -120,6 +133,7 @@ AgentEvent = Annotated[
     | ToolResultEvent
     | PermissionEvent
     | ErrorEvent
+    | CompressionEvent
     | ResultEvent,
     Field(discriminator="type"),
 ]

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 from agentkit.errors import ModelError, UsageError
-from agentkit.events import Usage
 from agentkit.models import claude_cli
 from agentkit.models.base import (
     Completion,
@@ -38,6 +37,7 @@ from agentkit.models.claude_cli import (
     cli_environment,
     find_claude_cli,
 )
+from agentkit.types import Usage
 
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from agentkit.errors import ModelError, StructuredOutputError
-from agentkit.events import Usage
 from agentkit.models.base import (
     ChatMessage,
     Completion,
@@ -19,6 +18,7 @@ from agentkit.models.base import (
     ToolCallRequest,
 )
 from agentkit.models.openai import DEFAULT_BASE_URL, OpenAIModel, _retry_delay
+from agentkit.types import Usage
 
 from .fakes.openai_server import Reply, ScriptedOpenAIServer, chunk, usage_chunk
 

@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Final, Literal, cast
 
 from agentkit.errors import ModelError, ModelSpecError
-from agentkit.events import Usage
 from agentkit.models.base import (
     Completion,
     ModelEvent,
@@ -55,6 +54,7 @@ from agentkit.models.base import (
     ThinkingDelta,
     ToolCallRequest,
 )
+from agentkit.types import Usage
 
 try:
     import acp

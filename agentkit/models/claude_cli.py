@@ -52,7 +52,6 @@ from pathlib import Path
 from typing import Any
 
 from agentkit.errors import ModelError, UsageError
-from agentkit.events import Usage
 from agentkit.models.base import (
     Completion,
     ModelEvent,
@@ -64,6 +63,7 @@ from agentkit.models.base import (
     ThinkingDelta,
     ToolCallRequest,
 )
+from agentkit.types import Usage
 
 __all__ = ["ClaudeCliBackend", "ClaudeCliSession", "cli_environment", "find_claude_cli"]
 

@@ -1,0 +1,160 @@
+"""Compression: fold the older part of the chat window into TaskState (seed 002).
+
+:func:`maybe_compress` does nothing unless the window holds more than ``max_messages``
+messages *and* more than ``token_threshold`` estimated tokens. Then the model (purpose
+``summarize``, structured JSON) merges the older messages into TaskState and the window keeps
+its last ``keep_recent`` messages.
+
+Invariants:
+
+* the cut never separates an assistant message with tool calls from its ``tool`` results, and
+  the kept window never starts with a tool result (:func:`~agentkit.memory.history.tool_safe_cut`);
+* pinned facts survive whatever the model writes (it cannot edit them);
+* the summary is validated (:class:`~agentkit.memory.task_state.TaskStateSummary`) and
+  normalised before it is used;
+* on a model failure nothing changes: the outcome carries the old window and state and the
+  error, and nothing is raised. Persisting the new state is the caller's job.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from string import Template
+
+from pydantic import ValidationError
+
+from agentkit.config import CompressionConfig
+from agentkit.errors import ModelError, StructuredOutputError
+from agentkit.events import CompressionEvent
+from agentkit.memory.history import tool_safe_cut
+from agentkit.memory.task_state import TaskState, TaskStateSummary, summary_schema
+from agentkit.memory.tokens import TokenEstimator, estimate_messages, message_text
+from agentkit.models.base import ChatMessage, ChatModel
+from agentkit.types import Message
+
+__all__ = [
+    "CompressionOutcome",
+    "build_summarize_messages",
+    "maybe_compress",
+    "should_compress",
+]
+
+#: a tool result longer than this is cut in the transcript the summariser reads
+TRANSCRIPT_TOOL_RESULT_CHARS = 1000
+_USER_MARKER = "<!-- user -->"
+_SPEAKERS = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool result"}
+
+
+@dataclass(frozen=True, slots=True)
+class CompressionOutcome:
+    """What a compression attempt produced.
+
+    On success ``task_state`` is the merged state, ``window`` the kept messages and ``event``
+    the figures. On failure ``error`` is set, ``event`` is None and ``task_state``/``window``
+    are the ones passed in, unchanged.
+    """
+
+    task_state: TaskState
+    window: tuple[Message, ...]
+    event: CompressionEvent | None
+    error: ModelError | None = None
+
+    @property
+    def compressed(self) -> bool:
+        return self.error is None
+
+
+@cache
+def _template() -> tuple[Template, Template]:
+    text = resources.files("agentkit.memory").joinpath("prompts/summarize.md").read_text("utf-8")
+    system, _, user = text.partition(_USER_MARKER)
+    return Template(system.strip()), Template(user.strip())
+
+
+def _transcript(messages: list[Message]) -> str:
+    lines: list[str] = []
+    for message in messages:
+        text = message_text(message) if message.role == "assistant" else message.content
+        if message.role == "tool" and len(text) > TRANSCRIPT_TOOL_RESULT_CHARS:
+            text = text[:TRANSCRIPT_TOOL_RESULT_CHARS] + "..."
+        lines.append(f"{_SPEAKERS[message.role]}: {text}")
+    return "\n".join(lines)
+
+
+def build_summarize_messages(older: list[Message], task_state: TaskState) -> list[ChatMessage]:
+    """The ``summarize`` request: the rules (system) and the state plus the older dialogue."""
+    system, user = _template()
+    pinned = "\n".join(f"- {fact}" for fact in task_state.pinned_facts) or "(none)"
+    content = user.substitute(
+        task_state=json.dumps(task_state.summary_view(), ensure_ascii=False, indent=2),
+        pinned_facts=pinned,
+        transcript=_transcript(older),
+    )
+    return [
+        ChatMessage(role="system", content=system.substitute()),
+        ChatMessage(role="user", content=content),
+    ]
+
+
+def should_compress(
+    window: list[Message], config: CompressionConfig, estimate: TokenEstimator
+) -> bool:
+    """Over both thresholds: more than N messages and more than T estimated tokens."""
+    if len(window) <= config.max_messages:
+        return False
+    return estimate_messages(window, estimate) > config.token_threshold
+
+
+def _fact_changes(before: TaskState, after: TaskState) -> tuple[int, int]:
+    old = {fact.casefold() for fact in before.important_facts}
+    new = {fact.casefold() for fact in after.important_facts}
+    return len(new - old), len(old - new)
+
+
+async def maybe_compress(
+    window: list[Message],
+    task_state: TaskState,
+    model: ChatModel,
+    config: CompressionConfig,
+    estimate: TokenEstimator,
+) -> CompressionOutcome | None:
+    """Compress *window* into *task_state* when it is over both thresholds, else None."""
+    try:
+        if not should_compress(window, config, estimate):
+            return None
+    except ModelError as error:  # the model's own tokenizer failed (e.g. weights missing)
+        return CompressionOutcome(task_state, tuple(window), None, error)
+    cut = tool_safe_cut(window, len(window) - config.keep_recent)
+    older, kept = window[:cut], window[cut:]
+    if not older:
+        return None
+    try:
+        completion = await model.complete(
+            build_summarize_messages(older, task_state),
+            purpose="summarize",
+            schema=summary_schema(),
+        )
+        summary = TaskStateSummary.model_validate(completion.structured)
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = "/".join(str(part) for part in problem["loc"]) or "(root)"
+        failure: ModelError = StructuredOutputError(
+            model.spec or type(model).__name__, f"{where}: {problem['msg']}", repr(error)
+        )
+        return CompressionOutcome(task_state, tuple(window), None, failure)
+    except ModelError as error:
+        return CompressionOutcome(task_state, tuple(window), None, error)
+    new_state = task_state.apply_summary(summary)
+    added, removed = _fact_changes(task_state, new_state)
+    event = CompressionEvent(
+        messages_before=len(window),
+        messages_after=len(kept),
+        tokens_before=estimate_messages(window, estimate),
+        tokens_after=estimate_messages(kept, estimate),
+        facts_added=added,
+        facts_removed=removed,
+    )
+    return CompressionOutcome(new_state, tuple(kept), event)

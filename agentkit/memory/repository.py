@@ -1,0 +1,129 @@
+"""Persistence of TaskState and ExecutionState in the ``system_config`` store.
+
+Keys: ``task_state:{agent_id}:{conversation_id}`` and
+``execution_state:{agent_id}:{conversation_id}``; one of each per conversation.
+
+Invariants:
+
+* every write is a compare-and-swap with the version the caller read (:class:`Versioned`;
+  version 0 = "not stored yet"): a stale write raises
+  :class:`~agentkit.store.kv.VersionConflictError`, it never silently overwrites;
+* a stored value is validated on load; one that does not validate raises
+  :class:`CorruptStateError` naming the key;
+* a TaskState is normalised before it is written; an ExecutionState gets ``updated_at`` = now.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from agentkit.errors import CorruptStateError, UsageError
+from agentkit.ids import check_id
+from agentkit.memory.execution_state import ExecutionState
+from agentkit.memory.task_state import TaskState
+from agentkit.store.kv import ConfigStore
+
+__all__ = ["CorruptStateError", "MemoryRepository", "Versioned"]
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class Versioned(Generic[T]):
+    """A value and the store version it was read at (0: nothing stored yet)."""
+
+    value: T
+    version: int
+
+
+class MemoryRepository:
+    """Loads and saves the memory records of conversations in a :class:`ConfigStore`."""
+
+    def __init__(self, store: ConfigStore) -> None:
+        self.store = store
+
+    @staticmethod
+    def task_state_key(agent_id: str, conversation_id: str) -> str:
+        agent, conv = check_id(agent_id, "agent"), check_id(conversation_id, "conversation")
+        return f"task_state:{agent}:{conv}"
+
+    @staticmethod
+    def execution_state_key(agent_id: str, conversation_id: str) -> str:
+        agent, conv = check_id(agent_id, "agent"), check_id(conversation_id, "conversation")
+        return f"execution_state:{agent}:{conv}"
+
+    def _load(self, key: str, kind: type[M]) -> Versioned[M] | None:
+        entry = self.store.get(key)
+        if entry is None:
+            return None
+        try:
+            value = kind.model_validate(entry.value)
+        except ValidationError as error:
+            problem = error.errors()[0]
+            where = ".".join(str(part) for part in problem["loc"]) or "(root)"
+            more = error.error_count() - 1
+            suffix = f" (and {more} more)" if more else ""
+            raise CorruptStateError(key, f"{where}: {problem['msg']}{suffix}") from None
+        return Versioned(value, entry.version)
+
+    def load_task_state(self, agent_id: str, conversation_id: str) -> Versioned[TaskState]:
+        """The stored TaskState, or an empty one at version 0."""
+        key = self.task_state_key(agent_id, conversation_id)
+        loaded = self._load(key, TaskState)
+        if loaded is None:
+            return Versioned(TaskState(), 0)
+        return Versioned(loaded.value.normalize(), loaded.version)
+
+    def save_task_state(
+        self, agent_id: str, conversation_id: str, state: TaskState, *, expected_version: int
+    ) -> Versioned[TaskState]:
+        """Write *state* (normalised) if the stored version is still *expected_version*."""
+        key = self.task_state_key(agent_id, conversation_id)
+        value = state.normalize()
+        entry = self.store.set(
+            key, value.model_dump(mode="json"), expected_version=expected_version
+        )
+        return Versioned(value, entry.version)
+
+    def load_execution_state(
+        self, agent_id: str, conversation_id: str
+    ) -> Versioned[ExecutionState] | None:
+        """The stored ExecutionState, or None when the conversation has none."""
+        return self._load(self.execution_state_key(agent_id, conversation_id), ExecutionState)
+
+    def save_execution_state(
+        self,
+        agent_id: str,
+        conversation_id: str,
+        state: ExecutionState,
+        *,
+        expected_version: int,
+    ) -> Versioned[ExecutionState]:
+        """Write *state* (``updated_at`` = now) if the stored version is *expected_version*."""
+        key = self.execution_state_key(agent_id, conversation_id)
+        if state.conversation_id and state.conversation_id != conversation_id:
+            raise UsageError(
+                f"execution state of conversation {state.conversation_id!r} "
+                f"cannot be saved under {conversation_id!r}"
+            )
+        value = state.touched()
+        entry = self.store.set(
+            key, value.model_dump(mode="json"), expected_version=expected_version
+        )
+        return Versioned(value, entry.version)
+
+    def delete_execution_state(
+        self, agent_id: str, conversation_id: str, *, expected_version: int | None = None
+    ) -> bool:
+        """Drop the ExecutionState (a finished or abandoned flow); True if there was one."""
+        key = self.execution_state_key(agent_id, conversation_id)
+        return self.store.delete(key, expected_version=expected_version)
+
+    def clear(self, agent_id: str, conversation_id: str) -> None:
+        """``/clear``: forget both records of the conversation (unconditionally)."""
+        self.store.delete(self.task_state_key(agent_id, conversation_id))
+        self.store.delete(self.execution_state_key(agent_id, conversation_id))

@@ -1,0 +1,83 @@
+"""Token estimates for the compression thresholds; the estimator is pluggable.
+
+A :data:`TokenEstimator` maps a text to a token count. When the model has its own tokenizer
+(``count_tokens``, e.g. LlamaModel) that is used; otherwise :func:`estimate_tokens`, a
+CJK-aware estimate: one token per CJK character (ideographs, kana, hangul, full-width forms),
+about four characters per token for other text. A message also costs
+:data:`MESSAGE_OVERHEAD_TOKENS` for its role and framing (:func:`estimate_messages`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Protocol, runtime_checkable
+
+from agentkit.types import Message
+
+__all__ = [
+    "MESSAGE_OVERHEAD_TOKENS",
+    "TokenEstimator",
+    "estimate_messages",
+    "estimate_tokens",
+    "estimator_for",
+    "is_cjk",
+    "message_text",
+]
+
+TokenEstimator = Callable[[str], int]
+MESSAGE_OVERHEAD_TOKENS = 4
+
+_CJK_RANGES = (
+    (0x1100, 0x11FF),  # Hangul Jamo
+    (0x2E80, 0x2FDF),  # CJK radicals, Kangxi
+    (0x3000, 0x303F),  # CJK symbols and punctuation
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x3100, 0x31FF),  # Bopomofo, Hangul compatibility, Katakana extensions
+    (0x3200, 0x4DBF),  # enclosed CJK, compatibility, extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xAC00, 0xD7AF),  # Hangul syllables
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFF00, 0xFFEF),  # half-width and full-width forms
+    (0x20000, 0x3FFFF),  # extensions B and later
+)
+
+
+def is_cjk(char: str) -> bool:
+    code = ord(char)
+    return any(low <= code <= high for low, high in _CJK_RANGES)
+
+
+def estimate_tokens(text: str) -> int:
+    """CJK characters count one token each; the rest about four characters per token."""
+    cjk = sum(1 for char in text if is_cjk(char))
+    other = len(text) - cjk
+    return cjk + (other + 3) // 4
+
+
+@runtime_checkable
+class _CountsTokens(Protocol):
+    def count_tokens(self, text: str) -> int: ...
+
+
+def estimator_for(model: object) -> TokenEstimator:
+    """The model's own tokenizer when it has one (``count_tokens``), else the estimate."""
+    if isinstance(model, _CountsTokens):
+        return model.count_tokens
+    return estimate_tokens
+
+
+def message_text(message: Message) -> str:
+    """What of *message* reaches the model: its content and any tool calls it made."""
+    if not message.tool_calls:
+        return message.content
+    calls = " ".join(
+        f"{call.name}({json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)})"
+        for call in message.tool_calls
+    )
+    return f"{message.content} {calls}".strip()
+
+
+def estimate_messages(messages: Iterable[Message], estimate: TokenEstimator) -> int:
+    """Tokens of a window: each message's text plus :data:`MESSAGE_OVERHEAD_TOKENS`."""
+    return sum(estimate(message_text(message)) + MESSAGE_OVERHEAD_TOKENS for message in messages)
