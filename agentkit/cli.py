@@ -354,6 +354,28 @@ def chat_command(
         asyncio.run(run())
 
 
+@app.command("tool")
+def tool_command(
+    ctx: typer.Context,
+    agent_id: AgentArg,
+    tool: Annotated[str, typer.Argument(help="Tool name, e.g. get_exchange_configs.")],
+    json_args: Annotated[str, typer.Argument(help="Arguments as a JSON object.")] = "{}",
+) -> None:
+    """Run one of the agent's tools directly, as the user; print its JSON result.
+
+    This is how a user changes configuration outside the chat. Secrets are masked in the
+    output. Exit 1 when the tool reports a failure.
+    """
+    from agentkit.tools import run_tool
+
+    with _clean_errors():
+        folder = AgentFolder.load(_data_dir(ctx), agent_id)
+        result = run_tool(folder, tool, json_args)
+        typer.echo(result.text)
+        if not result.ok:
+            raise typer.Exit(1)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``agentkit`` script: usage errors too are one line on stderr."""
     args = sys.argv[1:] if argv is None else argv

@@ -114,3 +114,45 @@ def test_an_invalid_agent_config_is_listed_not_fatal(data_dir: Path) -> None:
     assert "desk-001" in result.stdout and "invalid" in result.stdout and "engine" in result.stdout
     info = run_cli("--data-dir", str(data_dir), "info", "desk-001")
     assert info.exit_code == 2 and "'engine'" in info.stderr
+
+
+def test_tool_runs_as_the_user_and_masks_secrets(data_dir: Path) -> None:
+    secret = "sk-live-0123456789abcdef"
+    created = agentkit(
+        data_dir,
+        "tool",
+        "desk-001",
+        "create_exchange_config",
+        json.dumps(
+            {
+                "exchange": "binance",
+                "account_name": "main",
+                "api_key": secret,
+                "secret_key": "another-secret-9876",
+            }
+        ),
+    )
+    assert created.returncode == 0, created.stderr
+    record = json.loads(created.stdout)
+    assert record["id"] == "ex-1" and record["exchange"] == "binance"
+    assert secret not in created.stdout and "another-secret" not in created.stdout
+    assert record["api_key"].endswith("cdef")  # masked, last 4 kept
+    listed = json.loads(agentkit(data_dir, "tool", "desk-001", "get_exchange_configs").stdout)
+    assert [c["id"] for c in listed["exchange_configs"]] == ["ex-1"]
+    desk_db = data_dir / "agents" / "desk-001" / "workspace" / "desk.db"
+    assert secret.encode() in desk_db.read_bytes() or any(
+        secret.encode() in p.read_bytes() for p in desk_db.parent.glob("desk.db*")
+    )  # stored (in the db or its WAL), never shown
+    failed = agentkit(
+        data_dir,
+        "tool",
+        "desk-001",
+        "create_trader",
+        '{"name": "t1", "exchange_id": "ex-9", "model_id": "model-1"}',
+    )
+    assert failed.returncode == 1 and "ex-9" in failed.stdout
+    before = tree(data_dir.parent)
+    for args in (("nope",), ("create_trader", "{bad"), ("create_trader", '{"name": 1}')):
+        bad = agentkit(data_dir, "tool", "desk-001", *args)
+        assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
+    assert tree(data_dir.parent) == before

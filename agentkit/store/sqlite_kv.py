@@ -1,0 +1,332 @@
+"""The ``system_config`` store in SQLite: key → canonical JSON, with a version for CAS.
+
+Why SQLite and how it is configured (reference/reliability.md, rule R8 and §2):
+
+* ``journal_mode=WAL``: readers never block the writer and the writer never blocks readers;
+  a commit is one append to the ``-wal`` file.
+* Every read-modify-write (``set``, ``delete``) runs in ``BEGIN IMMEDIATE``: the write lock is
+  taken *before* the read, so two writers queue on ``busy_timeout`` instead of both reading,
+  then failing the lock upgrade with an ``SQLITE_BUSY`` the busy handler cannot absorb
+  (measured: 0 errors with IMMEDIATE, 77,667 with deferred ``BEGIN``).
+* The compare-and-swap happens inside that transaction: ``UPDATE … WHERE key=? AND version=?``
+  and 0 rows changed is a :class:`~agentkit.store.kv.VersionConflictError`. No lost update, even
+  across processes.
+* ``synchronous=FULL`` (the default here). In WAL mode FULL fsyncs the WAL at every commit, so
+  a write whose method has returned survives a power loss or an OS crash. With ``NORMAL`` the
+  WAL is only fsynced at checkpoints: the database stays consistent, but the last commits before
+  a power loss can roll back. For a CAS store that is worse than losing data: a version number
+  would be handed out twice, and a writer still holding the lost version's number could then
+  succeed against a different value. FULL costs one fsync per write; config writes are rare, so
+  we pay it. (Both settings survive an application crash such as ``kill -9``: the page cache
+  outlives the process.) ``NORMAL`` stays available for throwaway data.
+* One connection per thread (``threading.local``), opened lazily; ``close()`` closes them all.
+* On open: ``PRAGMA quick_check`` (a damaged file is a :class:`~agentkit.errors.StoreError`
+  naming it, never a half-working store) and the schema migrations, tracked in
+  ``PRAGMA user_version``.
+* This module never ``open()``s the database, ``-wal`` or ``-shm`` files itself: on POSIX, closing
+  *any* descriptor of a file drops every lock the process holds on it.
+
+Values are JSON only (never pickle); keys are always bound as parameters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import JsonValue
+
+from agentkit.errors import StoreError, UsageError
+from agentkit.store._fsio import fsync_dir
+from agentkit.store.kv import ConfigEntry, ConfigStore, VersionConflictError, check_key
+from agentkit.types import format_timestamp, utc_now
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteConfigStore"]
+
+#: Named schema migrations, applied in order; ``PRAGMA user_version`` counts those applied.
+#: Append new ones, never edit or reorder the old ones.
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "0001_create_system_config",
+        """
+        CREATE TABLE IF NOT EXISTS system_config (
+            key        TEXT    PRIMARY KEY NOT NULL,
+            value      TEXT    NOT NULL,
+            version    INTEGER NOT NULL CHECK (version >= 1),
+            updated_at TEXT    NOT NULL
+        )
+        """,
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+Synchronous = Literal["FULL", "NORMAL"]
+
+
+def _encode(value: JsonValue) -> str:
+    """Canonical JSON: sorted keys, no spaces, UTF-8 text, no NaN/Infinity."""
+    try:
+        return json.dumps(
+            value, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+        )
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"a config value must be JSON: {error}") from None
+
+
+def _decode(text: str) -> JsonValue:
+    result: JsonValue = json.loads(text)
+    return result
+
+
+def _entry(key: str, value: str, version: int, updated_at: str) -> ConfigEntry:
+    return ConfigEntry(key, _decode(value), version, datetime.fromisoformat(updated_at))
+
+
+class SqliteConfigStore(ConfigStore):
+    """:class:`~agentkit.store.kv.ConfigStore` in the SQLite file *path* (``agentkit.db``).
+
+    Safe to share between threads (each gets its own connection) and between processes (SQLite
+    locks the file). Do not carry an open store across ``fork()``: open a new one in the child.
+    Call :meth:`close` (or use ``with``) when done; it must not race with calls still running in
+    other threads.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        busy_timeout_ms: int = 10_000,
+        synchronous: Synchronous = "FULL",
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise UsageError(f"synchronous must be 'FULL' or 'NORMAL', not {synchronous!r}")
+        if busy_timeout_ms < 0:
+            raise UsageError(f"busy_timeout_ms must be >= 0, not {busy_timeout_ms}")
+        self.path = Path(path)
+        self.busy_timeout_ms = busy_timeout_ms
+        self.synchronous: Synchronous = synchronous
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._pid = os.getpid()
+        self._closed = False
+        created = not self.path.exists()
+        connection = self._connect()
+        try:
+            self._check(connection)
+            self._migrate(connection)
+        except BaseException:
+            connection.close()
+            raise
+        if created:  # make the new file's directory entry durable too
+            fsync_dir(self.path.parent)
+        self._adopt(connection)
+
+    # ------------------------------------------------------------------ connections
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            # isolation_level=None: no implicit transactions, every BEGIN is ours.
+            # check_same_thread=False only so close() can close other threads' connections;
+            # each connection is used by the thread that opened it.
+            connection = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout_ms / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open the config database {self.path}: {error}") from error
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                raise StoreError(f"{self.path}: could not switch to WAL mode (got {mode!r})")
+            connection.execute(f"PRAGMA synchronous = {self.synchronous}")
+            connection.execute("PRAGMA trusted_schema = OFF")
+        except sqlite3.Error as error:
+            connection.close()
+            problem = f"not a usable SQLite database (corrupt, or not a database?): {error}"
+            raise StoreError(f"{self.path}: {problem}") from error
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _check(self, connection: sqlite3.Connection) -> None:
+        try:
+            rows = connection.execute("PRAGMA quick_check").fetchall()
+        except sqlite3.Error as error:
+            raise StoreError(f"{self.path} failed PRAGMA quick_check: {error}") from error
+        problems = [str(row[0]) for row in rows]
+        if problems != ["ok"]:
+            raise StoreError(
+                f"{self.path} failed PRAGMA quick_check (the database is damaged; restore a "
+                f"backup): {'; '.join(problems[:5])}"
+            )
+
+    def _migrate(self, connection: sqlite3.Connection) -> None:
+        try:
+            with self._transaction(connection):
+                row = connection.execute("PRAGMA user_version").fetchone()
+                current = int(row[0]) if row else 0
+                if current > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"{self.path} has schema version {current}; this agentkit knows up to "
+                        f"{SCHEMA_VERSION} (it was written by a newer agentkit)"
+                    )
+                for _name, statement in MIGRATIONS[current:]:
+                    connection.execute(statement)
+                if current < SCHEMA_VERSION:
+                    connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot migrate the config database {self.path}: {error}") from error
+
+    def _adopt(self, connection: sqlite3.Connection) -> None:
+        """Make *connection* this thread's; close those of threads that have ended."""
+        with self._lock:
+            alive = []
+            for thread, other in self._connections:
+                if thread.is_alive():
+                    alive.append((thread, other))
+                else:
+                    other.close()
+            alive.append((threading.current_thread(), connection))
+            self._connections = alive
+        self._local.connection = connection
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._closed:
+            raise UsageError(f"the config store {self.path} is closed")
+        if os.getpid() != self._pid:
+            raise UsageError(
+                f"the config store {self.path} was opened before fork(); open a new one here"
+            )
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._connect()
+            self._adopt(connection)
+        return connection
+
+    @contextlib.contextmanager
+    def _transaction(self, connection: sqlite3.Connection) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; ``ROLLBACK`` on any exception."""
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            raise StoreError(
+                f"{self.path}: could not start a write transaction (busy_timeout "
+                f"{self.busy_timeout_ms} ms): {error}"
+            ) from error
+        try:
+            yield
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        """Close every connection this store opened (in any thread). Idempotent."""
+        with self._lock:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        for _thread, connection in connections:
+            connection.close()
+
+    def __enter__(self) -> SqliteConfigStore:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ the store
+
+    def get(self, key: str) -> ConfigEntry | None:
+        check_key(key)
+        connection = self._connection()
+        try:
+            row = connection.execute(
+                "SELECT key, value, version, updated_at FROM system_config WHERE key = ?", (key,)
+            ).fetchone()
+        except sqlite3.Error as error:
+            raise StoreError(f"{self.path}: reading {key!r} failed: {error}") from error
+        return None if row is None else _entry(*row)
+
+    def set(
+        self, key: str, value: JsonValue, *, expected_version: int | None = None
+    ) -> ConfigEntry:
+        text = _encode(value)
+        check_key(key)
+        connection = self._connection()
+        stamp = format_timestamp(utc_now())
+        try:
+            with self._transaction(connection):
+                actual = self._version(connection, key)
+                if expected_version is not None and expected_version != actual:
+                    raise VersionConflictError(key, expected_version, actual or None)
+                if actual == 0:
+                    connection.execute(
+                        "INSERT INTO system_config (key, value, version, updated_at) "
+                        "VALUES (?, ?, 1, ?)",
+                        (key, text, stamp),
+                    )
+                else:
+                    changed = connection.execute(
+                        "UPDATE system_config SET value = ?, version = version + 1, "
+                        "updated_at = ? WHERE key = ? AND version = ?",
+                        (text, stamp, key, actual),
+                    ).rowcount
+                    if changed != 1:  # cannot happen under BEGIN IMMEDIATE; never ignore it
+                        raise VersionConflictError(
+                            key, actual, self._version(connection, key) or None
+                        )
+        except sqlite3.Error as error:
+            raise StoreError(f"{self.path}: writing {key!r} failed: {error}") from error
+        return _entry(key, text, actual + 1, stamp)
+
+    def delete(self, key: str, *, expected_version: int | None = None) -> bool:
+        check_key(key)
+        connection = self._connection()
+        try:
+            with self._transaction(connection):
+                actual = self._version(connection, key)
+                if expected_version is not None and expected_version != actual:
+                    raise VersionConflictError(key, expected_version, actual or None)
+                if actual == 0:
+                    return False
+                changed = connection.execute(
+                    "DELETE FROM system_config WHERE key = ? AND version = ?", (key, actual)
+                ).rowcount
+                if changed != 1:  # cannot happen under BEGIN IMMEDIATE; never ignore it
+                    raise VersionConflictError(key, actual, self._version(connection, key) or None)
+        except sqlite3.Error as error:
+            raise StoreError(f"{self.path}: deleting {key!r} failed: {error}") from error
+        return True
+
+    def keys(self, prefix: str = "") -> list[str]:
+        connection = self._connection()
+        try:
+            # substr, not LIKE: '_' and '%' in a prefix are ordinary characters.
+            rows = connection.execute(
+                "SELECT key FROM system_config WHERE substr(key, 1, ?) = ? ORDER BY key",
+                (len(prefix), prefix),
+            ).fetchall()
+        except sqlite3.Error as error:
+            raise StoreError(f"{self.path}: listing keys failed: {error}") from error
+        return sorted(str(row[0]) for row in rows)
+
+    @staticmethod
+    def _version(connection: sqlite3.Connection, key: str) -> int:
+        row = connection.execute(
+            "SELECT version FROM system_config WHERE key = ?", (key,)
+        ).fetchone()
+        return int(row[0]) if row else 0

@@ -1,0 +1,352 @@
+"""Tools an agent may call: typed argument schemas, flags, validation and bounded results.
+
+Invariants:
+
+* A tool's arguments are a pydantic model with ``extra="forbid"``; :meth:`ToolRegistry.run`
+  validates them *before* the handler is called, so a handler never sees an unknown key or a
+  wrongly typed value (prompt-injected calls included).
+* Every tool declares ``side_effect`` (it changes state: the planner must get the user's
+  confirmation first) and ``live_state`` (a read whose answer can change outside the chat: the
+  planner re-runs it rather than trusting remembered results).
+* A :class:`ToolResult` never holds a secret: its output is passed through
+  :func:`~agentkit.tools.secrets.mask_secrets` and its text is bounded (``max_output_chars``,
+  default 4000, with a visible marker when cut).
+
+Errors::
+
+    AgentkitError
+    ├── UsageError
+    │   ├── ToolDefinitionError    a tool was defined or registered wrongly (a programming error)
+    │   ├── UnknownToolError       a tool name the registry does not hold (lists the known ones)
+    │   └── ToolArgumentsError     arguments that do not match the tool's schema (names the field)
+    ├── ToolFailedError            raised by a handler for a domain problem → ToolResult(ok=False)
+    └── ToolCrashedError           a handler raised anything else (a bug); the cause is chained
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+from pydantic_core import to_jsonable_python
+
+from agentkit.errors import AgentkitError, UsageError
+from agentkit.tools.secrets import is_secret_key, mask_secrets, scrub_text
+
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_CHARS",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolCrashedError",
+    "ToolDefinitionError",
+    "ToolFailedError",
+    "ToolRegistry",
+    "ToolResult",
+    "UnknownToolError",
+]
+
+DEFAULT_MAX_OUTPUT_CHARS = 4000
+_MIN_OUTPUT_CHARS = 64
+_TOOL_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+
+class ToolDefinitionError(UsageError, ValueError):
+    """A tool definition is invalid (bad name, args model without ``extra="forbid"``, duplicate)."""
+
+
+class UnknownToolError(UsageError, LookupError):
+    """``names`` are not tools of this registry; ``known`` lists the ones it holds."""
+
+    def __init__(self, names: Sequence[str], known: Sequence[str]) -> None:
+        self.names = tuple(names)
+        self.known = tuple(known)
+        listed = ", ".join(repr(name) for name in self.names)
+        plural = "s" if len(self.names) > 1 else ""
+        super().__init__(
+            f"unknown tool{plural} {listed}; known tools: {', '.join(self.known) or '(none)'}"
+        )
+
+
+class ToolArgumentsError(UsageError, ValueError):
+    """Arguments for ``tool`` do not match its schema. ``field`` is the first bad field
+    (dotted path, ``""`` for the arguments as a whole); ``problems`` holds every
+    ``(field, problem)`` pair. Messages never quote the offending values."""
+
+    def __init__(self, tool: str, problems: Sequence[tuple[str, str]]) -> None:
+        self.tool = tool
+        self.problems = tuple(problems)
+        self.field = self.problems[0][0] if self.problems else ""
+        described = "; ".join(
+            f"{name!r}: {problem}" if name else problem for name, problem in self.problems
+        )
+        super().__init__(f"invalid arguments for tool {tool!r}: {described}")
+
+
+class ToolFailedError(AgentkitError):
+    """Raised by a handler when the request cannot be done (a missing reference, a duplicate
+    name). :meth:`ToolRegistry.run` turns it into ``ToolResult(ok=False, error=message)``."""
+
+
+class ToolCrashedError(AgentkitError):
+    """A handler raised something other than :class:`ToolFailedError`: a bug, not a domain
+    answer. The original exception is the ``__cause__``."""
+
+    def __init__(self, tool: str, problem: str) -> None:
+        self.tool = tool
+        super().__init__(f"tool {tool!r} crashed: {problem}")
+
+
+class ToolResult(BaseModel):
+    """What one tool call produced, safe to show: secrets masked, ``text`` bounded.
+
+    ``output`` is the full (masked) JSON value; ``text`` is its JSON text cut to the
+    registry's bound, which is what observations and prompts should carry. A failed call
+    (``ok=False``) has ``output=None``, ``error`` set and ``text`` = ``{"error": …}``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["tool_result"] = "tool_result"
+    tool: str
+    ok: bool
+    output: JsonValue = None
+    text: str = ""
+    error: str | None = None
+    truncated: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tool(Generic[ArgsT]):
+    """One tool: a snake_case ``name``, a ``description`` for the planner, an ``args_model``
+    (pydantic, ``extra="forbid"``), the two flags, and a ``handler`` that receives the
+    validated arguments and returns a JSON-able value (a pydantic model is fine)."""
+
+    name: str
+    description: str
+    args_model: type[ArgsT]
+    handler: Callable[[ArgsT], object]
+    side_effect: bool
+    live_state: bool
+
+    def __post_init__(self) -> None:
+        if not _TOOL_NAME_RE.fullmatch(self.name):
+            raise ToolDefinitionError(
+                f"tool name {self.name!r} is not snake_case ([a-z][a-z0-9_]{{0,63}})"
+            )
+        if self.args_model.model_config.get("extra") != "forbid":
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: {self.args_model.__name__} must set extra='forbid'"
+            )
+        if self.side_effect and self.live_state:
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: live_state marks a read; a side-effecting tool is not one"
+            )
+
+    def json_schema(self) -> dict[str, JsonValue]:
+        """The arguments' JSON schema, compact: titles dropped, local ``$ref`` inlined."""
+        schema: dict[str, JsonValue] = self.args_model.model_json_schema()
+        defs = schema.pop("$defs", {})
+        compact = _compact(schema, defs if isinstance(defs, dict) else {})
+        assert isinstance(compact, dict)
+        return compact
+
+    def flags(self) -> tuple[str, ...]:
+        """``("side_effect",)``, ``("read", "live_state")`` or ``("read",)``."""
+        if self.side_effect:
+            return ("side_effect",)
+        return ("read", "live_state") if self.live_state else ("read",)
+
+
+class ToolRegistry:
+    """An ordered set of tools, with validation, bounded execution and prompt rendering.
+
+    ``secrets`` (optional) returns the secret values the tools' domain stores; they are
+    scrubbed from every result and error text in addition to masking secret-named keys.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Tool[Any]] = (),
+        *,
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        secrets: Callable[[], Iterable[str]] | None = None,
+    ) -> None:
+        if max_output_chars < _MIN_OUTPUT_CHARS:
+            raise ToolDefinitionError(f"max_output_chars must be at least {_MIN_OUTPUT_CHARS}")
+        self.max_output_chars = max_output_chars
+        self.secrets = secrets
+        self._tools: dict[str, Tool[Any]] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({list(self._tools)!r})"
+
+    def register(self, tool: Tool[Any]) -> None:
+        """Add *tool*; a second tool with the same name is a :class:`ToolDefinitionError`."""
+        if tool.name in self._tools:
+            raise ToolDefinitionError(f"tool {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool[Any]:
+        """The tool called *name*, or :class:`UnknownToolError` listing the known tools."""
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise UnknownToolError([name], self.names()) from None
+
+    def names(self) -> tuple[str, ...]:
+        """Tool names, in registration order."""
+        return tuple(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def subset(self, allow_list: Iterable[str]) -> ToolRegistry:
+        """A registry holding only the allow-listed tools (an agent's config ``tools``), in
+        allow-list order; any name this registry does not hold is an :class:`UnknownToolError`."""
+        wanted = list(dict.fromkeys(allow_list))
+        unknown = [name for name in wanted if name not in self._tools]
+        if unknown:
+            raise UnknownToolError(unknown, self.names())
+        return ToolRegistry(
+            [self._tools[name] for name in wanted],
+            max_output_chars=self.max_output_chars,
+            secrets=self.secrets,
+        )
+
+    def live_state_tools(self) -> tuple[Tool[Any], ...]:
+        """The reads whose answers can change outside the chat (the planner's snapshot tools)."""
+        return tuple(tool for tool in self._tools.values() if tool.live_state)
+
+    def render(self) -> str:
+        """A compact text block for planner prompts: one entry per tool with its flags,
+        description and argument ``properties``/``required`` (extra arguments are always
+        rejected, so ``additionalProperties`` is not repeated)."""
+        lines: list[str] = []
+        for tool in self._tools.values():
+            schema = tool.json_schema()
+            shown = {key: schema[key] for key in ("properties", "required") if schema.get(key)}
+            args = json.dumps(shown, separators=(",", ":"), ensure_ascii=False) if shown else "{}"
+            lines.append(f"- {tool.name} [{', '.join(tool.flags())}]: {tool.description}")
+            lines.append(f"  args: {args}")
+        return "\n".join(lines)
+
+    def schema_signature(self) -> str:
+        """A stable hash over tool names, flags and argument schemas (not descriptions):
+        the capability signature the planner stores with its execution state."""
+        payload = [
+            [tool.name, tool.side_effect, tool.live_state, tool.args_model.model_json_schema()]
+            for tool in sorted(self._tools.values(), key=lambda tool: tool.name)
+        ]
+        canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+    def validate(self, name: str, raw_args: Mapping[str, object]) -> BaseModel:
+        """The validated arguments for tool *name*. Never runs the tool.
+
+        Raises :class:`UnknownToolError` or :class:`ToolArgumentsError`.
+        """
+        tool = self.get(name)
+        if not isinstance(raw_args, Mapping):
+            raise ToolArgumentsError(name, [("", "arguments must be a JSON object")])
+        try:
+            args: BaseModel = tool.args_model.model_validate(dict(raw_args))
+        except ValidationError as error:
+            raise ToolArgumentsError(name, _problems(error)) from None
+        return args
+
+    def run(self, name: str, raw_args: Mapping[str, object]) -> ToolResult:
+        """Validate, then call tool *name*.
+
+        Caller mistakes raise (:class:`UnknownToolError`, :class:`ToolArgumentsError`); a
+        :class:`ToolFailedError` from the handler becomes ``ok=False`` with its message; any
+        other handler exception raises :class:`ToolCrashedError`.
+        """
+        args = self.validate(name, raw_args)
+        known = self._known_secrets(raw_args)
+        try:
+            output = to_jsonable_python(self._tools[name].handler(args))
+        except ToolFailedError as failure:
+            message = scrub_text(str(failure), known)
+            text, truncated = _bounded(
+                json.dumps({"error": message}, ensure_ascii=False), self.max_output_chars
+            )
+            return ToolResult(tool=name, ok=False, error=message, text=text, truncated=truncated)
+        except Exception as error:
+            problem = scrub_text(f"{type(error).__name__}: {error}", known)
+            raise ToolCrashedError(name, problem) from error
+        masked = mask_secrets(output, known)
+        text, truncated = _bounded(
+            json.dumps(masked, ensure_ascii=False),
+            self.max_output_chars,
+        )
+        return ToolResult(tool=name, ok=True, output=masked, text=text, truncated=truncated)
+
+    def _known_secrets(self, raw_args: Mapping[str, object]) -> list[str]:
+        """Secret values to scrub: the call's own secret arguments and the domain's."""
+        known = [
+            value
+            for key, value in raw_args.items()
+            if isinstance(value, str) and is_secret_key(str(key))
+        ]
+        if self.secrets is not None:
+            known.extend(self.secrets())
+        return known
+
+
+def _bounded(text: str, limit: int) -> tuple[str, bool]:
+    """*text* cut to at most *limit* characters, the cut marked, and whether it was cut."""
+    if len(text) <= limit:
+        return text, False
+    marker = f"…[truncated {len(text)} chars to {limit}]"
+    return text[: limit - len(marker)] + marker, True
+
+
+def _problems(error: ValidationError) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for item in error.errors(include_input=False, include_url=False):
+        where = ".".join(str(part) for part in item["loc"])
+        kind = item["type"]
+        if kind == "extra_forbidden":
+            problem = "unexpected argument"
+        elif kind == "missing":
+            problem = "missing required argument"
+        else:
+            problem = item["msg"]
+        problems.append((where, problem))
+    return problems
+
+
+def _compact(node: JsonValue, defs: Mapping[str, JsonValue], depth: int = 0) -> JsonValue:
+    """Drop ``title`` keywords and inline ``#/$defs/…`` references (keeps property names).
+    A recursive model's references are kept as they are below a fixed depth."""
+    if isinstance(node, list):
+        return [_compact(item, defs, depth) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and depth < 8:
+        target = defs.get(ref.removeprefix("#/$defs/"), {})
+        rest = {key: value for key, value in node.items() if key != "$ref"}
+        merged = {**(target if isinstance(target, dict) else {}), **rest}
+        return _compact(merged, defs, depth + 1)
+    compact: dict[str, JsonValue] = {}
+    for key, value in node.items():
+        if key == "title":
+            continue
+        if key == "properties" and isinstance(value, dict):
+            compact[key] = {name: _compact(prop, defs, depth) for name, prop in value.items()}
+        else:
+            compact[key] = _compact(value, defs, depth)
+    return compact

@@ -1,0 +1,97 @@
+"""Secret masking for tool results, prompts, events and logs.
+
+Invariant: a secret (an API key, a secret key, a passphrase, a token, …) is stored raw only in
+the domain's own storage (the desk's SQLite file). Everything that leaves a tool (its
+:class:`~agentkit.tools.ToolResult`) goes through :func:`mask_secrets`, and free text that may
+quote a secret (an error message, a log line, a prompt) goes through :func:`scrub_text` with the
+secret values the domain knows.
+
+A masked value keeps at most its last 4 characters, and only when the secret is long enough
+(12 characters or more) that 4 characters reveal little: ``"sk-live-0123456789abcd"`` becomes
+``"****abcd"``, ``"short"`` becomes ``"****"``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from itertools import pairwise
+
+from pydantic import JsonValue
+
+__all__ = ["MASK", "is_secret_key", "mask_secrets", "mask_value", "scrub_text"]
+
+MASK = "****"
+"""What replaces a secret (followed by its last 4 characters when it is long)."""
+
+_KEEP_TAIL_FROM = 12
+_MIN_SCRUB_LENGTH = 4
+_SECRET_WORDS = frozenset({"secret", "passphrase", "password", "passwd", "token", "apikey"})
+_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key")})
+_WORD_RE = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+def is_secret_key(key: str) -> bool:
+    """True when a JSON key names a secret: ``api_key``, ``secretKey``, ``passphrase``, …
+
+    Keys are split into words (snake_case, kebab-case and camelCase alike) so that
+    ``max_tokens`` or ``input_tokens`` are not taken for ``token``.
+    """
+    words = [word.lower() for word in _WORD_RE.findall(key)]
+    if any(word in _SECRET_WORDS for word in words):
+        return True
+    return any(pair in _SECRET_PAIRS for pair in pairwise(words))
+
+
+def mask_value(secret: str) -> str:
+    """``"****abcd"`` for a long secret, ``"****"`` for a short one, ``""`` for ``""``."""
+    if not secret:
+        return ""
+    if len(secret) >= _KEEP_TAIL_FROM:
+        return MASK + secret[-4:]
+    return MASK
+
+
+def mask_secrets(value: JsonValue, known: Iterable[str] = ()) -> JsonValue:
+    """A copy of *value* with every secret-named key's string value masked, at any depth,
+    and every *known* secret value scrubbed from the remaining strings (see :func:`scrub_text`).
+    """
+    secrets = _scrub_list(known)
+    return _mask(value, secrets)
+
+
+def scrub_text(text: str, known: Iterable[str]) -> str:
+    """*text* with each *known* secret value replaced by its mask (longest first).
+
+    Values shorter than 4 characters are ignored: scrubbing them would mangle ordinary text
+    and they protect nothing.
+    """
+    return _scrub(text, _scrub_list(known))
+
+
+def _scrub_list(known: Iterable[str]) -> list[str]:
+    unique = {secret for secret in known if len(secret) >= _MIN_SCRUB_LENGTH}
+    return sorted(unique, key=len, reverse=True)
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, mask_value(secret))
+    return text
+
+
+def _mask(value: JsonValue, secrets: list[str]) -> JsonValue:
+    if isinstance(value, dict):
+        masked: dict[str, JsonValue] = {}
+        for key, item in value.items():
+            if is_secret_key(key) and isinstance(item, str):
+                masked[key] = mask_value(item)
+            else:
+                masked[key] = _mask(item, secrets)
+        return masked
+    if isinstance(value, list):
+        return [_mask(item, secrets) for item in value]
+    if isinstance(value, str) and secrets:
+        return _scrub(value, secrets)
+    return value
