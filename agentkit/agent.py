@@ -20,6 +20,7 @@ from agentkit.events import AgentEvent, ResultEvent, SessionEvent
 from agentkit.ids import check_id, new_conversation_id
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import create_model, resolve_model_spec
+from agentkit.planning import planner_turn_events
 from agentkit.sessions import SessionPool
 from agentkit.store import ConversationKey, ConversationStore, FileConversationStore
 from agentkit.types import Conversation, ConversationMeta, Message
@@ -182,11 +183,6 @@ class Agent:
             raise UsageError("a message needs some text")
         if len(text) > MAX_MESSAGE_LENGTH:
             raise UsageError(f"a message has at most {MAX_MESSAGE_LENGTH} characters")
-        if self.config.engine != "chat":
-            raise UsageError(
-                f"agent {self.id!r} uses engine {self.config.engine!r}, which arrives with the "
-                "planner (issue #4); only engine 'chat' can send messages yet"
-            )
         model = self.model
         if conversation_id is None:
             conversation_id = self.create_conversation(text[:60]).conversation_id
@@ -195,6 +191,17 @@ class Agent:
             raise ConversationNotFoundError(self.id, conversation_id)
         async with self.pool.turn(self.id, conversation_id):
             with self.store.hold(key, timeout=0):
+                if self.config.engine == "planner":
+                    async for event in planner_turn_events(
+                        folder=self.folder,
+                        key=key,
+                        text=text,
+                        store=self.store,
+                        model=model,
+                        system_prompt=self.system_prompt(),
+                    ):
+                        yield event
+                    return
                 turn = ChatTurn(
                     key=key,
                     text=text,

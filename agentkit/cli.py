@@ -20,9 +20,10 @@ from typing import Annotated, Any
 import typer
 
 from agentkit.agent import Agent
-from agentkit.errors import AgentkitError, UsageError
+from agentkit.errors import AgentkitError, ConversationNotFoundError, UsageError
 from agentkit.events import AgentOutputEvent, ErrorEvent, ResultEvent
-from agentkit.store import FileConversationStore
+from agentkit.memory import MemoryRepository
+from agentkit.store import ConversationKey, FileConversationStore, SqliteConfigStore
 from agentkit.types import ConversationMeta, format_timestamp
 from agentkit.workspace import PROMPT_FILES, AgentFolder, list_agent_ids, resolve_data_dir
 
@@ -352,6 +353,62 @@ def chat_command(
 
     with _clean_errors():
         asyncio.run(run())
+
+
+@contextmanager
+def _memory_of(
+    ctx: typer.Context, agent_id: str, conversation_id: str
+) -> Iterator[MemoryRepository]:
+    """The memory repository, once the agent and the conversation are known to exist."""
+    agent = _open(ctx, agent_id)
+    if not agent.store.exists(ConversationKey(agent.id, conversation_id)):
+        raise ConversationNotFoundError(agent.id, conversation_id)
+    store = SqliteConfigStore(_data_dir(ctx) / "agentkit.db")
+    try:
+        yield MemoryRepository(store)
+    finally:
+        store.close()
+
+
+@app.command("state")
+def state_command(
+    ctx: typer.Context,
+    agent_id: AgentArg,
+    conversation_id: ConversationArg,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show a conversation's TaskState and ExecutionState (the planner's memory)."""
+    with _clean_errors():
+        with _memory_of(ctx, agent_id, conversation_id) as memory:
+            task = memory.load_task_state(agent_id, conversation_id)
+            execution = memory.load_execution_state(agent_id, conversation_id)
+        if as_json:
+            _print_json(
+                {
+                    "task_state": task.value.model_dump(mode="json"),
+                    "execution_state": (
+                        execution.value.model_dump(mode="json") if execution else None
+                    ),
+                }
+            )
+            return
+        typer.echo(task.value.render() or "TaskState: empty")
+        if execution is None:
+            typer.echo("ExecutionState: none")
+            return
+        state = execution.value
+        typer.echo(f"ExecutionState: {state.status} — {state.goal}")
+        for step in state.steps:
+            typer.echo(f"  [{step.status:<7}] {step.id} {step.type:<8} {step.title}")
+
+
+@app.command("clear")
+def clear_command(ctx: typer.Context, agent_id: AgentArg, conversation_id: ConversationArg) -> None:
+    """Forget a conversation's TaskState and ExecutionState (what /clear does in a chat)."""
+    with _clean_errors():
+        with _memory_of(ctx, agent_id, conversation_id) as memory:
+            memory.clear(agent_id, conversation_id)
+        typer.echo(f"cleared the memory of {agent_id}/{conversation_id}")
 
 
 @app.command("tool")

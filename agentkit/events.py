@@ -3,7 +3,7 @@
 Every event is a pydantic record with a literal ``type``; ``event.to_json_dict()`` is its JSON
 form (camelCase keys), and :data:`EVENT_ADAPTER` parses one back. Only the HTTP layer knows SSE
 framing. The seed's SSE names (session, thinking, agent_output, tool_call, error, result) are a
-subset; the planner adds its own kinds to :data:`AgentEvent` when it lands.
+subset; the planner adds planning, plan, step_start, step_complete, replan and ask_user.
 """
 
 from __future__ import annotations
@@ -19,12 +19,19 @@ __all__ = [
     "EVENT_ADAPTER",
     "AgentEvent",
     "AgentOutputEvent",
+    "AskUserEvent",
     "CompressionEvent",
     "ErrorEvent",
     "PermissionEvent",
+    "PlanEvent",
+    "PlannedStep",
+    "PlanningEvent",
+    "ReplanEvent",
     "ResultEvent",
     "Scenario",
     "SessionEvent",
+    "StepCompleteEvent",
+    "StepStartEvent",
     "ThinkingEvent",
     "ToolCallEvent",
     "ToolResultEvent",
@@ -113,6 +120,66 @@ class CompressionEvent(_Event):
     facts_removed: int = Field(default=0, description="important facts no longer in TaskState")
 
 
+class PlanningEvent(_Event):
+    """The planner starts a plan; ``live_state`` lists the snapshot tools it re-ran first."""
+
+    type: Literal["planning"] = "planning"
+    live_state: list[str] = Field(default_factory=list)
+    task_state_included: bool = True
+
+
+class PlannedStep(_Event):
+    """One step as shown in ``plan``/``replan`` events (tool arguments masked)."""
+
+    id: str
+    step_type: Literal["tool", "reason", "ask_user", "respond"]
+    title: str = ""
+    tool_name: str = ""
+    tool_args: dict[str, Any] = Field(default_factory=dict)
+
+
+class PlanEvent(_Event):
+    type: Literal["plan"] = "plan"
+    goal: str
+    steps: list[PlannedStep] = Field(default_factory=list)
+    repaired: bool = Field(default=False, description="valid only after the repair round")
+
+
+class StepStartEvent(_Event):
+    type: Literal["step_start"] = "step_start"
+    step_id: str
+    step_type: Literal["tool", "reason", "ask_user", "respond"]
+    title: str = ""
+
+
+class StepCompleteEvent(_Event):
+    type: Literal["step_complete"] = "step_complete"
+    step_id: str
+    status: Literal["done", "failed", "skipped"]
+    summary: str = ""
+
+
+class ReplanEvent(_Event):
+    """The decision after a step: continue, replace_remaining, ask_user or finish."""
+
+    type: Literal["replan"] = "replan"
+    action: Literal["continue", "replace_remaining", "ask_user", "finish"]
+    reason: str = ""
+    steps: list[PlannedStep] = Field(default_factory=list)
+    note: str = Field(default="", description="why an invalid decision was taken as continue")
+
+
+class AskUserEvent(_Event):
+    """The turn pauses: a question (``waiting_user``) or a consent request for one
+    side-effecting tool call (``waiting_confirmation``, naming the tool and its arguments)."""
+
+    type: Literal["ask_user"] = "ask_user"
+    question: str
+    kind: Literal["question", "confirmation"] = "question"
+    tool_name: str = ""
+    tool_args: dict[str, Any] = Field(default_factory=dict)
+
+
 class ResultEvent(_Event):
     """Last event of every turn."""
 
@@ -134,6 +201,12 @@ AgentEvent = Annotated[
     | PermissionEvent
     | ErrorEvent
     | CompressionEvent
+    | PlanningEvent
+    | PlanEvent
+    | StepStartEvent
+    | StepCompleteEvent
+    | ReplanEvent
+    | AskUserEvent
     | ResultEvent,
     Field(discriminator="type"),
 ]

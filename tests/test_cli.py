@@ -156,3 +156,32 @@ def test_tool_runs_as_the_user_and_masks_secrets(data_dir: Path) -> None:
         bad = agentkit(data_dir, "tool", "desk-001", *args)
         assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
     assert tree(data_dir.parent) == before
+
+
+def test_state_shows_and_clear_forgets_the_memory_layers(data_dir: Path) -> None:
+    from agentkit.memory import MemoryRepository, TaskState
+    from agentkit.store import SqliteConfigStore
+
+    cid = run_cli("--data-dir", str(data_dir), "new", "desk-001").stdout.strip()
+    store = SqliteConfigStore(data_dir / "agentkit.db")
+    try:
+        MemoryRepository(store).save_task_state(
+            "desk-001",
+            cid,
+            TaskState(current_goal="create a trader", important_facts=("user trades on Binance",)),
+            expected_version=0,
+        )
+    finally:
+        store.close()
+    shown = agentkit(data_dir, "state", "desk-001", cid, "--json")
+    assert shown.returncode == 0, shown.stderr
+    state = json.loads(shown.stdout)
+    assert state["task_state"]["current_goal"] == "create a trader"
+    assert state["task_state"]["important_facts"] == ["user trades on Binance"]
+    assert state["execution_state"] is None
+    assert "create a trader" in agentkit(data_dir, "state", "desk-001", cid).stdout
+    assert agentkit(data_dir, "clear", "desk-001", cid).returncode == 0
+    cleared = json.loads(agentkit(data_dir, "state", "desk-001", cid, "--json").stdout)
+    assert cleared["task_state"]["current_goal"] == ""
+    missing = agentkit(data_dir, "state", "desk-001", "conv-missing")
+    assert missing.returncode == 2 and "no conversation" in missing.stderr

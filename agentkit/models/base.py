@@ -111,6 +111,8 @@ def validate_structured(backend: str, text: str, schema: JsonSchema) -> Any:  # 
 
     try:
         value = json.loads(text)
+    except RecursionError:
+        raise StructuredOutputError(backend, "JSON nested too deeply", text[:2000]) from None
     except json.JSONDecodeError as error:
         raise StructuredOutputError(
             backend, f"not JSON ({error.msg} at {error.pos})", text

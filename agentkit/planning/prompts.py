@@ -1,0 +1,37 @@
+"""Planner prompts are template files, so a prompt experiment needs no code change.
+
+Each prompt is ``NAME.md`` (plan, replan, reason, respond, repair) written as a
+:class:`string.Template` (``$name`` placeholders; ``$$`` for a literal dollar sign, JSON braces
+need no escaping). The package holds the defaults; an agent overrides one by placing a file of
+the same name in ``agents/{agentId}/prompts/``.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from string import Template
+
+from agentkit.errors import ConfigError
+
+__all__ = ["PROMPT_NAMES", "load_prompt", "render_prompt"]
+
+PROMPT_NAMES: tuple[str, ...] = ("plan", "replan", "reason", "respond", "repair")
+
+
+def load_prompt(name: str, agent_dir: Path | None = None) -> Template:
+    """The template *name*: ``{agent_dir}/prompts/{name}.md`` if present, else the package's."""
+    if name not in PROMPT_NAMES:
+        raise ConfigError(Path(f"{name}.md"), "", f"is not a planner prompt ({PROMPT_NAMES})")
+    if agent_dir is not None:
+        override = agent_dir / "prompts" / f"{name}.md"
+        if override.is_file():
+            return Template(override.read_text(encoding="utf-8"))
+    package = resources.files("agentkit.planning").joinpath(f"prompts/{name}.md")
+    return Template(package.read_text(encoding="utf-8"))
+
+
+def render_prompt(name: str, agent_dir: Path | None = None, **values: str) -> str:
+    """Fill *name* with *values*; a placeholder the template names but *values* lacks stays
+    as written (an override may use fewer or different placeholders without breaking)."""
+    return load_prompt(name, agent_dir).safe_substitute(values).strip()

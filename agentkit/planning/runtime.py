@@ -1,0 +1,973 @@
+"""One planner turn (engine ``planner``, strategy ``plan_replan``; seed 002).
+
+Order of a turn, and why:
+
+1. The user message is persisted first and ``session`` is the first event (as in chat).
+2. Fast paths, no model call: ``/clear`` and ``/status``.
+3. A stale ExecutionState (capability signature = tool schemas + planner version differs) is
+   discarded *before* anything resumes: its steps name tools that may no longer exist.
+4. **A pending question comes first.** While waiting_user, the message is the answer (a
+   ``user_reply`` observation naming the question) unless it is an explicit change of subject.
+   While waiting_confirmation, a confirmation runs exactly the stored tool call, a refusal
+   cancels it, anything else cancels it and is planned as a new request. Only when nothing is
+   pending does the reset rule apply (retry words; a config request over a finished state).
+   The seed did it the other way round, so "好了" threw away the question it answered.
+5. Live-state pre-check: a configuration request re-runs the ``live_state`` tools and the plan
+   prompt carries their fresh results instead of TaskState (which may be stale).
+6. Plan (purpose ``plan``), validated; one repair round showing the model the problem; then a
+   clear ``error`` and status failed.
+7. The execute loop, bounded by ``max_steps``/``max_iterations`` and a timeout per stage.
+   **A side-effecting tool never runs without consent**, whatever ``requires_confirmation``
+   says: the turn ends in waiting_confirmation naming the exact tool and arguments.
+
+The ExecutionState is saved (compare-and-swap) after every change, so a new process resumes
+where the last one paused; finished steps are never run again. No exception escapes
+:meth:`PlannerTurn.run`: failures become an ``error`` event, status failed and a ``result``.
+Every model call is traced (``{messageId}/calls.jsonl`` in the conversation folder).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+from agentkit.config import PlannerConfig
+from agentkit.errors import AgentkitError, CorruptStateError, ModelError, StructuredOutputError
+from agentkit.events import (
+    AgentEvent,
+    AgentOutputEvent,
+    AskUserEvent,
+    ErrorEvent,
+    PlanEvent,
+    PlannedStep,
+    PlanningEvent,
+    ReplanEvent,
+    ResultEvent,
+    SessionEvent,
+    StepCompleteEvent,
+    StepStartEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from agentkit.memory import (
+    ExecutionState,
+    MemoryRepository,
+    Observation,
+    PlanStep,
+    TaskState,
+    Waiting,
+)
+from agentkit.models.base import (
+    ChatMessage,
+    ChatModel,
+    Completion,
+    JsonSchema,
+    Purpose,
+    SessionBackend,
+    TextDelta,
+)
+from agentkit.planning import intents
+from agentkit.planning.plan import (
+    PlanFormatError,
+    extract_json,
+    parse_plan,
+    parse_replan,
+    plan_schema,
+    replan_schema,
+)
+from agentkit.planning.prompts import render_prompt
+from agentkit.store import ConversationKey, ConversationStore, FileConversationStore
+from agentkit.store.kv import ConfigStore
+from agentkit.store.sqlite_kv import SqliteConfigStore
+from agentkit.tools import ToolRegistry, agent_tools, mask_secrets, scrub_text
+from agentkit.tools.registry import ToolArgumentsError, ToolCrashedError, UnknownToolError
+from agentkit.types import Message, Usage
+from agentkit.workspace import AgentFolder
+
+__all__ = [
+    "CONFIG_DB",
+    "OBSERVATION_MAX_CHARS",
+    "PLANNER_VERSION",
+    "STAGE_TIMEOUTS",
+    "CallRecord",
+    "PlannerTurn",
+    "append_call_record",
+    "capability_signature",
+    "conversation_dir",
+    "planner_turn_events",
+]
+
+PLANNER_VERSION = "plan_replan/1"
+#: the ``system_config`` database under the data root
+CONFIG_DB = "agentkit.db"
+#: an observation's content is cut to this many characters (the seed's observationMaxLength)
+OBSERVATION_MAX_CHARS = 1000
+#: seconds per model stage (the seed's planner_runtime.go figures)
+STAGE_TIMEOUTS: Mapping[str, float] = {
+    "plan": 36.0,
+    "replan": 24.0,
+    "reason": 30.0,
+    "respond": 36.0,
+}
+CALLS_FILE = "calls.jsonl"
+_CONVERSATION_LINES = 12
+_CONVERSATION_LINE_CHARS = 500
+_PROMPT_OBSERVATIONS = 16
+
+TurnStatus = Literal["completed", "failed"]
+
+
+def capability_signature(tools: ToolRegistry) -> str:
+    """Tool names, flags and schemas plus the planner version: a plan made under another
+    signature is not resumed."""
+    return f"{tools.schema_signature()}:{PLANNER_VERSION}"
+
+
+class CallRecord(BaseModel):
+    """One model call of a turn, as written to ``{messageId}/calls.jsonl``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    purpose: Purpose
+    messages: list[dict[str, str]]
+    schema_: JsonSchema | None = None
+    raw: str = ""
+    parsed: JsonValue = None
+    error: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+
+    def to_json_line(self) -> str:
+        data = self.model_dump(mode="json")
+        data["schema"] = data.pop("schema_")
+        return json.dumps(data, ensure_ascii=False)
+
+
+def append_call_record(conversation_dir: Path, message_id: str, record: CallRecord) -> None:
+    """Append *record* to ``{conversation_dir}/{message_id}/calls.jsonl``."""
+    turn_dir = conversation_dir / message_id
+    turn_dir.mkdir(parents=True, exist_ok=True)
+    with open(turn_dir / CALLS_FILE, "a", encoding="utf-8") as calls:
+        calls.write(record.to_json_line() + "\n")
+
+
+class _TurnFailedError(AgentkitError):
+    """Ends the turn with an ``error`` event (code) and status failed."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+def _planned(step: PlanStep) -> PlannedStep:
+    args = mask_secrets(dict(step.tool_args))
+    return PlannedStep(
+        id=step.id,
+        step_type=step.type,
+        title=step.title,
+        tool_name=step.tool_name,
+        tool_args=args if isinstance(args, dict) else {},
+    )
+
+
+def _cut(text: str, limit: int = OBSERVATION_MAX_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _with_goal(state: ExecutionState, goal: str) -> ExecutionState:
+    data = {name: getattr(state, name) for name in type(state).model_fields}
+    return ExecutionState.model_validate({**data, "goal": goal})
+
+
+def _skip_pending(state: ExecutionState, keep: str = "") -> tuple[PlanStep, ...]:
+    """The steps with every pending (or paused) step other than *keep* marked skipped."""
+    return tuple(
+        step.model_copy(update={"status": "skipped"})
+        if step.status in ("pending", "running") and step.id != keep
+        else step
+        for step in state.steps
+    )
+
+
+@dataclass
+class PlannerTurn:
+    """Everything one planner turn needs; :meth:`run` streams its events.
+
+    ``conversation_dir`` is where ``{messageId}/calls.jsonl`` goes; None keeps the records in
+    :attr:`calls` only (in-memory stores, tests). ``agent_dir`` is where prompt overrides live.
+    """
+
+    key: ConversationKey
+    text: str
+    store: ConversationStore
+    memory: MemoryRepository
+    model: ChatModel | SessionBackend
+    tools: ToolRegistry
+    config: PlannerConfig = field(default_factory=PlannerConfig)
+    system_prompt: str = ""
+    agent_dir: Path | None = None
+    conversation_dir: Path | None = None
+    max_turns: int = 20
+    stage_timeouts: Mapping[str, float] = field(default_factory=lambda: dict(STAGE_TIMEOUTS))
+    calls: list[CallRecord] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._started = time.perf_counter()
+        self._message_id = ""
+        self._answer = ""
+        self._status: TurnStatus = "completed"
+        self._usage = Usage()
+        self._state: ExecutionState | None = None
+        self._version = 0
+        self._history: list[Message] = []
+        self._signature = capability_signature(self.tools)
+        self._pending_record = CallRecord(purpose="chat", messages=[])
+
+    # -- the turn ----------------------------------------------------------------------------
+
+    async def run(self) -> AsyncIterator[AgentEvent]:
+        agent_id, conversation_id = self.key.agent_id, self.key.conversation_id
+        self._history = self.store.recent(self.key, 2 * self.max_turns)
+        scenario: Literal["A", "C"] = "C" if self._history else "A"
+        question = Message.user(self.text)
+        self._message_id = question.message_id
+        self.store.append(self.key, question)
+        self.store.set_status(self.key, "running")
+        injected = f"planner {PLANNER_VERSION}: system prompt + memory layers"
+        self.store.annotate(
+            self.key, self._message_id, "SESSION", f"scenario {scenario}: {injected}"
+        )
+        yield SessionEvent(
+            agent_id=agent_id,
+            conversation_id=conversation_id,
+            message_id=self._message_id,
+            scenario=scenario,
+            injected=injected,
+            history_messages=len(self._history),
+            model=self.model.spec,
+        )
+        try:
+            async for event in self._turn():
+                yield event
+        except _TurnFailedError as failure:
+            for event in self._failed(failure.code, str(failure)):
+                yield event
+        except Exception as error:  # the turn boundary: never an exception out of the stream
+            for event in self._failed("internal_error", f"{type(error).__name__}: {error}"):
+                yield event
+        self._persist()
+        yield ResultEvent(
+            conversation_id=conversation_id,
+            message_id=self._message_id,
+            status=self._status,
+            text=self._answer,
+            usage=self._usage,
+            latency_ms=round((time.perf_counter() - self._started) * 1000, 3),
+        )
+
+    def _failed(self, code: str, message: str) -> Iterator[AgentEvent]:
+        message = self._scrub(message)
+        self._status = "failed"
+        self._answer = self._answer or f"Sorry, I could not finish this: {message}"
+        self.store.annotate(self.key, self._message_id, "ERROR", message)
+        if self._state is not None and self._state.is_active:
+            try:
+                self._save(self._state.fail(message))
+            except Exception as error:  # already failing: report both
+                message = f"{message} (and the failed state could not be saved: {error})"
+        yield ErrorEvent(message=message, code=code)
+
+    def _persist(self) -> None:
+        if self._answer:
+            self.store.append(
+                self.key,
+                Message.assistant(self._answer, message_id=self._message_id, usage=self._usage),
+            )
+        self.store.set_status(self.key, self._status)
+
+    def _fast_path(self) -> bool:
+        """``/clear`` and ``/status``: answered without a model call; True when handled."""
+        command = self.text.strip().lower()
+        if command == "/clear":
+            self.memory.clear(self.key.agent_id, self.key.conversation_id)
+            self._answer = (
+                "🧹 Conversation memory cleared (history window, TaskState, ExecutionState)."
+            )
+            return True
+        if command == "/status":
+            self._load_state()
+            task = self.memory.load_task_state(self.key.agent_id, self.key.conversation_id).value
+            self._answer = self._status_text(task)
+            return True
+        return False
+
+    async def _turn(self) -> AsyncIterator[AgentEvent]:
+        if self._fast_path():
+            return
+        if self.config.strategy != "plan_replan":
+            raise _TurnFailedError(
+                "unsupported_strategy",
+                f"planner strategy {self.config.strategy!r} is not implemented yet; "
+                "use 'plan_replan'",
+            )
+        task = self.memory.load_task_state(self.key.agent_id, self.key.conversation_id).value
+        self._load_state()
+        state = self._state
+        if state is not None and state.capability_signature != self._signature:
+            self._note("RESET", "capability signature changed: stale execution state discarded")
+            self._discard()
+            state = None
+        if state is not None and state.status == "waiting_confirmation":
+            if intents.is_confirmation(self.text):
+                async for event in self._confirmed(state):
+                    yield event
+                return
+            refused = intents.is_refusal(self.text)
+            self._cancel_pending(state, answer=refused)
+            if refused:
+                return
+            state = None
+        elif state is not None and state.status == "waiting_user":
+            if not intents.is_switch(self.text):
+                async for event in self._answered(state):
+                    yield event
+                return
+            self._cancel_pending(state, answer=False)
+            state = None
+        previous = state
+        if state is not None and (
+            intents.is_retry(self.text)
+            or (intents.is_config_request(self.text) and state.status in ("completed", "failed"))
+        ):
+            self._note("RESET", "reset rule: retry or config request over a finished flow")
+            previous = None
+        async for event in self._plan(task, previous):
+            yield event
+
+    # -- state -------------------------------------------------------------------------------
+
+    def _load_state(self) -> None:
+        try:
+            loaded = self.memory.load_execution_state(self.key.agent_id, self.key.conversation_id)
+        except CorruptStateError as error:
+            self._note("RESET", f"unreadable execution state discarded: {error}")
+            self.memory.delete_execution_state(self.key.agent_id, self.key.conversation_id)
+            loaded = None
+        self._state = loaded.value if loaded else None
+        self._version = loaded.version if loaded else 0
+
+    def _save(self, state: ExecutionState) -> ExecutionState:
+        saved = self.memory.save_execution_state(
+            self.key.agent_id, self.key.conversation_id, state, expected_version=self._version
+        )
+        self._state, self._version = saved.value, saved.version
+        return saved.value
+
+    def _discard(self) -> None:
+        self.memory.delete_execution_state(
+            self.key.agent_id, self.key.conversation_id, expected_version=self._version
+        )
+        self._state, self._version = None, 0
+
+    def _note(self, label: str, text: str) -> None:
+        self.store.annotate(self.key, self._message_id, label, self._scrub(text))
+
+    def _cancel_pending(self, state: ExecutionState, *, answer: bool) -> None:
+        waiting = state.waiting
+        target = waiting.confirmation_target if waiting else ""
+        what = f"not run: {target}" if target else "question withdrawn"
+        state = state.with_steps(_skip_pending(state), plan_id=state.plan_id)
+        self._save(state.complete(f"cancelled ({what})"))
+        if answer:
+            self._answer = f"OK, cancelled — {what}."
+
+    # -- resuming ----------------------------------------------------------------------------
+
+    async def _confirmed(self, state: ExecutionState) -> AsyncIterator[AgentEvent]:
+        step = state.step(state.current_step_id)
+        state = self._save(state.resume().observe(
+            Observation(step_id=step.id, kind="user_reply", content=f"confirmed {step.tool_name}")
+        ))  # fmt: skip
+        async for event in self._run_tool(step):
+            yield event
+        async for event in self._replan_after(step.id):
+            yield event
+        async for event in self._execute():
+            yield event
+
+    async def _answered(self, state: ExecutionState) -> AsyncIterator[AgentEvent]:
+        waiting = state.waiting
+        question = waiting.question if waiting else ""
+        reply = self._scrub(self.text)
+        context = f'The user answered the question "{question}": {reply}'
+        state = state.resume().observe(
+            Observation(step_id=state.current_step_id, kind="user_reply", content=_cut(context))
+        )
+        step_id = state.current_step_id
+        if step_id:
+            state = state.mark_step_done(step_id, _cut(reply, 200))
+        self._save(state)
+        if step_id:  # the answer may change what comes next (e.g. fill a tool's arguments)
+            async for event in self._replan_after(step_id):
+                yield event
+        async for event in self._execute():
+            yield event
+
+    # -- planning ----------------------------------------------------------------------------
+
+    async def _plan(
+        self, task: TaskState, previous: ExecutionState | None
+    ) -> AsyncIterator[AgentEvent]:
+        state = ExecutionState(
+            session_id=f"sess-{self._message_id}",
+            conversation_id=self.key.conversation_id,
+            goal=_cut(self.text, 500),
+            status="planning",
+            capability_signature=self._signature,
+        )
+        self._save(state)
+        live = intents.is_config_request(self.text)
+        refreshed: list[str] = []
+        if live:
+            for event in self._refresh_live_state():
+                if isinstance(event, ToolResultEvent):
+                    refreshed.append(event.name)
+                yield event
+        yield PlanningEvent(live_state=refreshed, task_state_included=not live)
+        messages = self._plan_messages(task, previous, live)
+        problem, value, _ = await self._structured("plan", messages, plan_schema())
+        goal, steps, problem = self._parse_plan(value, problem)
+        repaired = False
+        if problem:
+            problem, value, _ = await self._repair("plan", messages, problem, plan_schema())
+            goal, steps, problem = self._parse_plan(value, problem)
+            repaired = True
+        if problem or not steps:
+            raise _TurnFailedError(
+                "invalid_plan", f"no usable plan after one repair round: {problem}"
+            )
+        planned = self._state_or(state).with_steps(steps, plan_id=f"plan-{self._message_id}")
+        state = self._save(_with_goal(planned, goal or _cut(self.text, 500)))
+        self._note(
+            "PLAN", json.dumps([_planned(s).to_json_dict() for s in steps], ensure_ascii=False)
+        )
+        yield PlanEvent(
+            goal=state.goal, steps=[_planned(step) for step in steps], repaired=repaired
+        )
+        async for event in self._execute():
+            yield event
+
+    def _parse_plan(self, value: JsonValue, problem: str) -> tuple[str, tuple[PlanStep, ...], str]:
+        if problem:
+            return "", (), problem
+        try:
+            goal, steps = parse_plan(value, self.tools, self.config.max_steps)
+        except PlanFormatError as error:
+            return "", (), error.problem
+        return goal, steps, ""
+
+    def _state_or(self, fallback: ExecutionState) -> ExecutionState:
+        return self._state if self._state is not None else fallback
+
+    def _refresh_live_state(self) -> Iterator[AgentEvent]:
+        for tool in self.tools.live_state_tools():
+            try:
+                self.tools.validate(tool.name, {})
+            except ToolArgumentsError:
+                continue  # only argument-free snapshots can be re-run blindly
+            call_id = f"live-{tool.name}"
+            yield ToolCallEvent(id=call_id, name=tool.name, arguments={})
+            result = self.tools.run(tool.name, {})
+            state = self._state_or(ExecutionState())
+            self._save(state.observe(
+                Observation(kind="live_state", content=_cut(f"{tool.name}: {result.text}"))
+            ))  # fmt: skip
+            yield ToolResultEvent(id=call_id, name=tool.name, output=result.text, ok=result.ok)
+
+    # -- the execute loop --------------------------------------------------------------------
+
+    async def _execute(self) -> AsyncIterator[AgentEvent]:
+        iterations = 0
+        while True:
+            state = self._state_or(ExecutionState())
+            step = state.next_pending_step()
+            if step is None:
+                self._answer = self._fallback_answer(state)
+                self._save(state.complete(self._answer))
+                return
+            iterations += 1
+            if iterations > self.config.max_iterations:
+                raise _TurnFailedError(
+                    "iteration_limit", f"stopped after {self.config.max_iterations} iterations"
+                )
+            async for event in self._step(step):
+                yield event
+            if self._state is None or self._state.status != "running":
+                return  # paused for the user, or finished
+
+    async def _step(self, step: PlanStep) -> AsyncIterator[AgentEvent]:
+        """Run one step; tool and reason steps are followed by a replan decision."""
+        if step.type == "ask_user":
+            yield self._ask(step)
+            return
+        if step.type == "respond":
+            async for event in self._respond(step):
+                yield event
+            return
+        if step.type == "tool":
+            tool = self.tools.get(step.tool_name) if step.tool_name in self.tools else None
+            if tool is not None and tool.side_effect:
+                yield self._ask_consent(step)  # whatever requires_confirmation says
+                return
+            async for event in self._run_tool(step):
+                yield event
+        else:
+            async for event in self._reason(step):
+                yield event
+        async for event in self._replan_after(step.id):
+            yield event
+
+    def _ask_consent(self, step: PlanStep) -> AskUserEvent:
+        args = mask_secrets(dict(step.tool_args))
+        shown = json.dumps(args, ensure_ascii=False, sort_keys=True)
+        question = (
+            f"To continue I need to run {step.tool_name} with {shown}. "
+            "This changes your configuration. Shall I go ahead? (yes / no)"
+        )
+        waiting = Waiting(
+            question=question,
+            intent="confirm_action",
+            confirmation_target=f"{step.tool_name} {shown}",
+        )
+        state = self._state_or(ExecutionState()).mark_step_running(step.id)
+        self._save(state.pause(waiting, confirmation=True))
+        self._answer = question
+        return AskUserEvent(
+            question=question,
+            kind="confirmation",
+            tool_name=step.tool_name,
+            tool_args=args if isinstance(args, dict) else {},
+        )
+
+    def _ask(self, step: PlanStep) -> AskUserEvent:
+        question = step.instruction or step.title
+        state = self._state_or(ExecutionState()).mark_step_running(step.id)
+        self._save(state.pause(Waiting(question=question, intent="provide_missing_information")))
+        self._answer = question
+        return AskUserEvent(question=question)
+
+    async def _run_tool(self, step: PlanStep) -> AsyncIterator[AgentEvent]:
+        state = self._save(self._state_or(ExecutionState()).mark_step_running(step.id))
+        yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
+        planned = _planned(step)
+        yield ToolCallEvent(id=step.id, name=step.tool_name, arguments=planned.tool_args)
+        try:
+            result = self.tools.run(step.tool_name, step.tool_args)
+            ok, text = result.ok, result.text
+        except (UnknownToolError, ToolArgumentsError, ToolCrashedError) as error:
+            ok, text = False, json.dumps({"error": self._scrub(str(error))}, ensure_ascii=False)
+        summary = _cut(text)
+        state = state.observe(Observation(step_id=step.id, kind="tool_result", content=summary))
+        if ok:
+            state = state.mark_step_done(step.id, _cut(text, 300))
+        else:
+            state = state.mark_step_failed(step.id, _cut(text, 300))
+        self._save(state)
+        yield ToolResultEvent(id=step.id, name=step.tool_name, output=summary, ok=ok)
+        yield StepCompleteEvent(
+            step_id=step.id, status="done" if ok else "failed", summary=_cut(text, 300)
+        )
+
+    async def _reason(self, step: PlanStep) -> AsyncIterator[AgentEvent]:
+        state = self._save(self._state_or(ExecutionState()).mark_step_running(step.id))
+        yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
+        prompt = render_prompt(
+            "reason",
+            self.agent_dir,
+            goal=state.goal,
+            observations=self._observations(state),
+            instruction=step.instruction or step.title,
+        )
+        try:
+            completion = await self._call("reason", self._messages(prompt), None)
+            text, ok = completion.text.strip(), True
+        except (ModelError, TimeoutError) as error:
+            text, ok = f"reasoning failed: {self._error_text(error)}", False
+        state = state.observe(Observation(step_id=step.id, kind="reasoning", content=_cut(text)))
+        state = (
+            state.mark_step_done(step.id, _cut(text, 300))
+            if ok
+            else state.mark_step_failed(step.id, text)
+        )
+        self._save(state)
+        yield StepCompleteEvent(
+            step_id=step.id, status="done" if ok else "failed", summary=_cut(text, 300)
+        )
+
+    async def _respond(self, step: PlanStep) -> AsyncIterator[AgentEvent]:
+        state = self._save(self._state_or(ExecutionState()).mark_step_running(step.id))
+        yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
+        prompt = render_prompt(
+            "respond",
+            self.agent_dir,
+            request=self._scrub(self.text),
+            goal=state.goal,
+            instruction=step.instruction or step.title,
+            observations=self._observations(state),
+            conversation=self._conversation(),
+        )
+        messages = self._messages(prompt)
+        pieces: list[str] = []
+        started = time.perf_counter()
+        record = CallRecord(purpose="respond", messages=[m.model_dump() for m in messages])
+        try:
+            assert isinstance(self.model, ChatModel)
+            async with asyncio.timeout(self.stage_timeouts.get("respond", 36.0)):
+                async for event in self.model.stream(messages, purpose="respond"):
+                    if isinstance(event, TextDelta):
+                        pieces.append(event.text)
+                        yield AgentOutputEvent(text=event.text)
+                    elif isinstance(event, Completion):
+                        self._add_usage(event.usage)
+                        record = record.model_copy(update={
+                            "input_tokens": event.usage.input_tokens,
+                            "output_tokens": event.usage.output_tokens,
+                        })  # fmt: skip
+            answer = self._scrub("".join(pieces).strip())
+            record = record.model_copy(update={"raw": answer, "parsed": answer})
+        except (ModelError, TimeoutError) as error:
+            answer = self._fallback_answer(state)
+            record = record.model_copy(update={"error": self._error_text(error)})
+            if not pieces:
+                yield AgentOutputEvent(text=answer)
+        latency = round((time.perf_counter() - started) * 1000, 3)
+        self._record(record.model_copy(update={"latency_ms": latency}))
+        answer = answer or self._fallback_answer(state)
+        self._answer = answer
+        state = state.mark_step_done(step.id, _cut(answer, 300))
+        self._save(state.complete(answer))
+        yield StepCompleteEvent(step_id=step.id, status="done", summary=_cut(answer, 300))
+
+    # -- replanning --------------------------------------------------------------------------
+
+    async def _replan_after(self, step_id: str) -> AsyncIterator[AgentEvent]:
+        state = self._state_or(ExecutionState())
+        if state.status != "running":
+            return
+        prompt = render_prompt(
+            "replan",
+            self.agent_dir,
+            tools=self.tools.render(),
+            goal=state.goal,
+            steps=self._steps_text(state),
+            observations=self._observations(state),
+            last_step=step_id,
+        )
+        taken = frozenset(step.id for step in state.steps)
+        problem, value, _ = await self._structured(
+            "replan", self._messages(prompt), replan_schema()
+        )
+        if value is None:
+            yield ReplanEvent(
+                action="continue", note=f"invalid decision taken as continue: {problem}"
+            )
+            return
+        try:
+            decision, new_steps = parse_replan(value, self.tools, self.config.max_steps, taken)
+        except PlanFormatError as error:
+            yield ReplanEvent(
+                action="continue", note=f"invalid decision taken as continue: {error.problem}"
+            )
+            return
+        if decision.action == "continue":
+            yield ReplanEvent(action="continue", reason=decision.reason)
+            return
+        suffix = len(state.steps) + 1
+        if decision.action == "finish":
+            new_steps = (
+                PlanStep(
+                    id=f"finish_{suffix}",
+                    type="respond",
+                    title="Answer",
+                    instruction=decision.reason,
+                ),
+            )
+        elif decision.action == "ask_user":
+            new_steps = (
+                PlanStep(
+                    id=f"ask_{suffix}",
+                    type="ask_user",
+                    title="Question",
+                    instruction=decision.question,
+                ),
+            )
+        pending = sum(1 for step in state.steps if step.status == "pending")
+        kept = tuple(step for step in _skip_pending(state, keep=state.current_step_id))
+        if len(new_steps) > self.config.max_steps:
+            yield ReplanEvent(action="continue", note="too many new steps; taken as continue")
+            return
+        self._save(state.with_steps((*kept, *new_steps), plan_id=state.plan_id))
+        self._note(
+            "REPLAN", f"{decision.action}: {pending} pending step(s) replaced by {len(new_steps)}"
+        )
+        yield ReplanEvent(
+            action=decision.action,
+            reason=decision.reason,
+            steps=[_planned(step) for step in new_steps],
+        )
+
+    # -- model calls -------------------------------------------------------------------------
+
+    async def _structured(
+        self, purpose: Purpose, messages: list[ChatMessage], schema: JsonSchema
+    ) -> tuple[str, JsonValue, bool]:
+        """``(problem, value, repaired_locally)``: the reply's JSON (leniently extracted) or the
+        problem with it. Model failures are problems too; nothing is raised."""
+        try:
+            completion = await self._call(purpose, messages, schema, record=False)
+            raw = completion.text
+        except StructuredOutputError as error:
+            raw = error.raw
+        except (ModelError, TimeoutError, RecursionError) as error:
+            # RecursionError: validate_structured's json.loads on absurdly nested replies
+            problem = self._error_text(error)
+            self._record(
+                CallRecord(
+                    purpose=purpose,
+                    messages=[m.model_dump() for m in messages],
+                    schema_=schema,
+                    error=problem,
+                )
+            )
+            return problem, None, False
+        raw_shown = self._scrub(raw)
+        try:
+            value = extract_json(raw)
+        except PlanFormatError as error:
+            self._record(
+                self._pending_record.model_copy(update={"raw": raw_shown, "error": error.problem})
+            )
+            return error.problem, None, False
+        self._record(
+            self._pending_record.model_copy(
+                update={"raw": raw_shown, "parsed": mask_secrets(value)}
+            )
+        )
+        return "", value, False
+
+    async def _repair(
+        self, purpose: Purpose, messages: list[ChatMessage], problem: str, schema: JsonSchema
+    ) -> tuple[str, JsonValue, bool]:
+        last = self.calls[-1].raw if self.calls else ""
+        repair = render_prompt("repair", self.agent_dir, problem=problem)
+        more = [
+            *messages,
+            ChatMessage(role="assistant", content=last[:4000]),
+            ChatMessage(role="user", content=repair),
+        ]
+        return await self._structured(purpose, more, schema)
+
+    async def _call(
+        self,
+        purpose: Purpose,
+        messages: list[ChatMessage],
+        schema: JsonSchema | None,
+        *,
+        record: bool = True,
+    ) -> Completion:
+        if not isinstance(self.model, ChatModel):
+            raise _TurnFailedError(
+                "unsupported_model", f"the planner needs a chat model, not {self.model.spec!r}"
+            )
+        started = time.perf_counter()
+        self._pending_record = CallRecord(
+            purpose=purpose, messages=[m.model_dump() for m in messages], schema_=schema
+        )
+        try:
+            async with asyncio.timeout(self.stage_timeouts.get(purpose, 36.0)):
+                completion = await self.model.complete(messages, purpose=purpose, schema=schema)
+        finally:
+            latency = round((time.perf_counter() - started) * 1000, 3)
+            self._pending_record = self._pending_record.model_copy(update={"latency_ms": latency})
+        self._add_usage(completion.usage)
+        self._pending_record = self._pending_record.model_copy(update={
+            "input_tokens": completion.usage.input_tokens,
+            "output_tokens": completion.usage.output_tokens,
+        })  # fmt: skip
+        if record:
+            text = self._scrub(completion.text)
+            self._record(self._pending_record.model_copy(update={"raw": text, "parsed": text}))
+        return completion
+
+    def _record(self, record: CallRecord) -> None:
+        self.calls.append(record)
+        if self.conversation_dir is not None:
+            append_call_record(self.conversation_dir, self._message_id, record)
+
+    def _add_usage(self, usage: Usage) -> None:
+        self._usage = Usage(
+            input_tokens=self._usage.input_tokens + usage.input_tokens,
+            output_tokens=self._usage.output_tokens + usage.output_tokens,
+        )
+
+    @staticmethod
+    def _error_text(error: BaseException) -> str:
+        return str(error) or (
+            "timed out" if isinstance(error, TimeoutError) else type(error).__name__
+        )
+
+    # -- prompt parts ------------------------------------------------------------------------
+
+    def _messages(self, prompt: str) -> list[ChatMessage]:
+        messages = [ChatMessage(role="user", content=self._scrub(prompt))]
+        if self.system_prompt:
+            messages.insert(0, ChatMessage(role="system", content=self.system_prompt))
+        return messages
+
+    def _plan_messages(
+        self, task: TaskState, previous: ExecutionState | None, live: bool
+    ) -> list[ChatMessage]:
+        state = self._state_or(ExecutionState())
+        snapshot = [obs.content for obs in state.observations if obs.kind == "live_state"]
+        prompt = render_prompt(
+            "plan",
+            self.agent_dir,
+            max_steps=str(self.config.max_steps),
+            tools=self.tools.render() or "(no tools)",
+            live_state="\n".join(snapshot) or "(not refreshed for this request)",
+            task_state="(left out: this request is about live configuration)"
+            if live
+            else (task.render() if not task.is_empty else "(empty)"),
+            previous=self._previous_text(previous),
+            conversation=self._conversation(),
+            request=self.text,
+        )
+        return self._messages(prompt)
+
+    def _previous_text(self, previous: ExecutionState | None) -> str:
+        if previous is None:
+            return "(none)"
+        lines = [f"goal: {previous.goal}", f"status: {previous.status}"]
+        lines.extend(
+            f"- {step.id} [{step.status}] {step.title}: {step.result_summary}"
+            for step in previous.steps
+        )
+        if previous.final_answer:
+            lines.append(f"answer: {_cut(previous.final_answer, 300)}")
+        return "\n".join(lines)
+
+    def _conversation(self) -> str:
+        messages = self._history
+        for index in range(len(messages) - 1, -1, -1):
+            if (
+                messages[index].role == "user"
+                and messages[index].content.strip().lower() == "/clear"
+            ):
+                messages = messages[index + 2 :]  # the /clear and its reply are forgotten too
+                break
+        lines = [
+            f"{m.role.capitalize()}: {_cut(m.content, _CONVERSATION_LINE_CHARS)}"
+            for m in messages[-_CONVERSATION_LINES:]
+            if m.role in ("user", "assistant") and m.content
+        ]
+        return "\n".join(lines) or "(none)"
+
+    @staticmethod
+    def _observations(state: ExecutionState) -> str:
+        shown = state.observations[-_PROMPT_OBSERVATIONS:]
+        return (
+            "\n".join(
+                f"- [{o.kind}{' ' + o.step_id if o.step_id else ''}] {o.content}" for o in shown
+            )
+            or "(none)"
+        )
+
+    @staticmethod
+    def _steps_text(state: ExecutionState) -> str:
+        return "\n".join(
+            f"- {s.id} [{s.status}] {s.type} {s.tool_name or ''} {s.title}".rstrip()
+            for s in state.steps
+        )
+
+    def _fallback_answer(self, state: ExecutionState) -> str:
+        done = [step for step in state.steps if step.status == "done" and step.type == "tool"]
+        if not done:
+            return "Done."
+        return "Completed:\n" + "\n".join(f"- {step.title or step.tool_name}" for step in done)
+
+    def _status_text(self, task: TaskState) -> str:
+        state = self._state
+        lines = ["Execution state: none" if state is None else f"Execution state: {state.status}"]
+        if state is not None:
+            lines.append(f"goal: {state.goal}")
+            lines.extend(
+                f"- {s.id} [{s.status}] {s.type} {s.tool_name} {s.title}".rstrip()
+                for s in state.steps
+            )
+            if state.waiting is not None:
+                lines.append(f"waiting for: {state.waiting.question}")
+            if state.last_error:
+                lines.append(f"last error: {state.last_error}")
+        lines.append("Task state: " + ("empty" if task.is_empty else "\n" + task.render()))
+        return self._scrub("\n".join(lines))
+
+    def _scrub(self, text: str) -> str:
+        return scrub_text(text, self.tools.secrets()) if self.tools.secrets else text
+
+
+def conversation_dir(store: ConversationStore, key: ConversationKey) -> Path | None:
+    """The conversation's folder in a file store; None for stores without folders."""
+    if isinstance(store, FileConversationStore):
+        return store.root / "agents" / key.agent_id / "conversations" / key.conversation_id
+    return None
+
+
+@contextmanager
+def _config_store(folder: AgentFolder, given: ConfigStore | None) -> Iterator[ConfigStore]:
+    if given is not None:
+        yield given
+        return
+    store = SqliteConfigStore(folder.path.parent.parent / CONFIG_DB)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+async def planner_turn_events(
+    *,
+    folder: AgentFolder,
+    key: ConversationKey,
+    text: str,
+    store: ConversationStore,
+    model: ChatModel | SessionBackend,
+    system_prompt: str,
+    config_store: ConfigStore | None = None,
+) -> AsyncIterator[AgentEvent]:
+    """One planner turn for the agent in *folder*: its allow-listed desk tools, its planner
+    config, memory in *config_store* (default: ``agentkit.db`` under the data root)."""
+    with _config_store(folder, config_store) as kv, agent_tools(folder) as tools:
+        turn = PlannerTurn(
+            key=key,
+            text=text,
+            store=store,
+            memory=MemoryRepository(kv),
+            model=model,
+            tools=tools,
+            config=folder.config.planner,
+            system_prompt=system_prompt,
+            agent_dir=folder.path,
+            conversation_dir=conversation_dir(store, key),
+            max_turns=folder.config.max_turns,
+        )
+        async for event in turn.run():
+            yield event
