@@ -137,7 +137,7 @@ def extract_json(text: str) -> JsonValue:
     for candidate in candidates:
         for attempt in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
             try:
-                value: JsonValue = json.loads(attempt)
+                value: JsonValue = json.loads(attempt, strict=False)  # raw newlines in strings
             except (json.JSONDecodeError, RecursionError) as error:
                 first_problem = first_problem or f"not valid JSON ({error})"
                 continue
@@ -220,24 +220,87 @@ _STEP_SCHEMA: dict[str, Any] = {
 }
 
 
-def plan_schema() -> dict[str, Any]:
+_GRAMMAR_NOISE = frozenset(
+    {"maxLength", "minLength", "format", "writeOnly", "description", "title"}
+)
+
+
+def _lean(node: Any) -> Any:  # noqa: ANN401 - JSON in, JSON out
+    """A schema without length bounds and annotations: the plan's tool arguments are checked
+    against the full schema by the registry anyway, and each ``maxLength`` turns into hundreds
+    of grammar rules that slow a local model's constrained sampling to a crawl."""
+    if isinstance(node, dict):
+        return {k: _lean(v) for k, v in node.items() if k not in _GRAMMAR_NOISE}
+    if isinstance(node, list):
+        return [_lean(item) for item in node]
+    return node
+
+
+def _step_schema(tools: ToolRegistry | None) -> dict[str, Any]:
+    """One step. With *tools*, a tool step is one of the registered tools with that tool's own
+    argument schema, so a grammar-constrained local model can only write valid tool calls."""
+    if tools is None or not tools.names():
+        return _STEP_SCHEMA
+    variants: list[dict[str, Any]] = []
+    for name in tools.names():
+        variants.append(
+            {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "type": {"const": "tool"},
+                    "title": {"type": "string"},
+                    "tool_name": {"const": name},
+                    "tool_args": _lean(tools.get(name).json_schema()),
+                },
+                "required": ["id", "type", "title", "tool_name", "tool_args"],
+                "additionalProperties": False,
+            }
+        )
+    for kind in ("reason", "ask_user", "respond"):
+        variants.append(
+            {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "type": {"const": kind},
+                    "title": {"type": "string"},
+                    "instruction": {"type": "string"},
+                },
+                "required": ["id", "type", "title", "instruction"],
+                "additionalProperties": False,
+            }
+        )
+    return {"anyOf": variants}
+
+
+def _steps_schema(tools: ToolRegistry | None, max_steps: int | None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "array", "items": _step_schema(tools)}
+    if max_steps is not None:
+        schema["maxItems"] = max_steps
+    return schema
+
+
+def plan_schema(tools: ToolRegistry | None = None, max_steps: int | None = None) -> dict[str, Any]:
     """The JSON schema a ``plan`` reply is asked to follow (also a grammar for local models)."""
     return {
         "type": "object",
         "properties": {
             "goal": {"type": "string"},
-            "steps": {"type": "array", "items": _STEP_SCHEMA},
+            "steps": _steps_schema(tools, max_steps),
         },
         "required": ["goal", "steps"],
     }
 
 
-def replan_schema() -> dict[str, Any]:
+def replan_schema(
+    tools: ToolRegistry | None = None, max_steps: int | None = None
+) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
             "action": {"enum": ["continue", "replace_remaining", "ask_user", "finish"]},
-            "steps": {"type": "array", "items": _STEP_SCHEMA},
+            "steps": _steps_schema(tools, max_steps),
             "question": {"type": "string"},
             "reason": {"type": "string"},
         },

@@ -444,11 +444,15 @@ class PlannerTurn:
                 yield event
         yield PlanningEvent(live_state=refreshed, task_state_included=not live)
         messages = self._plan_messages(task, previous, live)
-        problem, value, _ = await self._structured("plan", messages, plan_schema())
+        problem, value, _ = await self._structured(
+            "plan", messages, plan_schema(self.tools, self.config.max_steps)
+        )
         goal, steps, problem = self._parse_plan(value, problem)
         repaired = False
         if problem:
-            problem, value, _ = await self._repair("plan", messages, problem, plan_schema())
+            problem, value, _ = await self._repair(
+                "plan", messages, problem, plan_schema(self.tools, self.config.max_steps)
+            )
             goal, steps, problem = self._parse_plan(value, problem)
             repaired = True
         if problem or not steps:
@@ -674,7 +678,7 @@ class PlannerTurn:
         )
         taken = frozenset(step.id for step in state.steps)
         problem, value, _ = await self._structured(
-            "replan", self._messages(prompt), replan_schema()
+            "replan", self._messages(prompt), replan_schema(self.tools, self.config.max_steps)
         )
         if value is None:
             yield ReplanEvent(
