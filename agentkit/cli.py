@@ -24,6 +24,7 @@ from agentkit.errors import AgentkitError, ConversationNotFoundError, UsageError
 from agentkit.events import AgentOutputEvent, ErrorEvent, ResultEvent
 from agentkit.memory import MemoryRepository
 from agentkit.store import ConversationKey, FileConversationStore, SqliteConfigStore
+from agentkit.tools.secrets import mask_secrets
 from agentkit.types import ConversationMeta, format_timestamp
 from agentkit.workspace import PROMPT_FILES, AgentFolder, list_agent_ids, resolve_data_dir
 
@@ -383,13 +384,16 @@ def state_command(
             task = memory.load_task_state(agent_id, conversation_id)
             execution = memory.load_execution_state(agent_id, conversation_id)
         if as_json:
+            # A step waiting for consent keeps its raw arguments; never print a secret.
             _print_json(
-                {
-                    "task_state": task.value.model_dump(mode="json"),
-                    "execution_state": (
-                        execution.value.model_dump(mode="json") if execution else None
-                    ),
-                }
+                mask_secrets(
+                    {
+                        "task_state": task.value.model_dump(mode="json"),
+                        "execution_state": (
+                            execution.value.model_dump(mode="json") if execution else None
+                        ),
+                    }
+                )
             )
             return
         typer.echo(task.value.render() or "TaskState: empty")

@@ -183,5 +183,39 @@ def test_state_shows_and_clear_forgets_the_memory_layers(data_dir: Path) -> None
     assert agentkit(data_dir, "clear", "desk-001", cid).returncode == 0
     cleared = json.loads(agentkit(data_dir, "state", "desk-001", cid, "--json").stdout)
     assert cleared["task_state"]["current_goal"] == ""
+    # A step waiting for consent keeps its raw arguments in the store; state never prints them.
+    from agentkit.memory import ExecutionState, PlanStep, Waiting
+
+    secret = "sk-live-abcdefghijklmnop"
+    store = SqliteConfigStore(data_dir / "agentkit.db")
+    try:
+        pending = ExecutionState(
+            conversation_id=cid,
+            goal="add an exchange",
+            status="waiting_confirmation",
+            steps=(
+                PlanStep(
+                    id="s1",
+                    type="tool",
+                    title="add it",
+                    tool_name="create_exchange_config",
+                    tool_args={
+                        "exchange": "binance",
+                        "account_name": "m",
+                        "api_key": secret,
+                        "secret_key": secret,
+                    },
+                ),
+            ),
+            current_step_id="s1",
+            waiting=Waiting(question="Run create_exchange_config?", intent="confirm"),
+        )
+        MemoryRepository(store).save_execution_state("desk-001", cid, pending, expected_version=0)
+    finally:
+        store.close()
+    shown = agentkit(data_dir, "state", "desk-001", cid, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert secret not in shown.stdout
+    assert json.loads(shown.stdout)["execution_state"]["status"] == "waiting_confirmation"
     missing = agentkit(data_dir, "state", "desk-001", "conv-missing")
     assert missing.returncode == 2 and "no conversation" in missing.stderr
