@@ -150,12 +150,10 @@ def test_cancel_ends_a_slow_turn_as_cancelled_and_the_session_still_works(
 ) -> None:
     async def body(session: AcpSession) -> None:
         events: list[ModelEvent] = []
-        started = time.monotonic()
         async for event in session.send("be slow"):
             events.append(event)
             if isinstance(event, TextDelta):
                 await session.cancel()
-        assert time.monotonic() - started < 10
         assert completion(events).stop_reason == "cancelled"
         assert session.is_alive()
         after = completion(await collect(session, "still there?"))
@@ -192,11 +190,9 @@ def test_leaving_a_turn_early_cancels_it_and_the_session_still_works(tmp_path: P
 
 def test_a_turn_over_its_timeout_is_cancelled_and_raises(tmp_path: Path) -> None:
     async def body(session: AcpSession) -> None:
-        started = time.monotonic()
         with pytest.raises(ModelError, match=r"no reply within 0\.5s") as caught:
             await collect(session, "be slow")
         assert caught.value.retryable
-        assert time.monotonic() - started < 5
         assert session.is_alive()  # the agent honoured session/cancel
         assert completion(await collect(session, "next")).stop_reason == "end_turn"
 
@@ -360,10 +356,8 @@ def test_close_kills_an_agent_that_ignores_eof_and_sigterm(
         await collect(session, "hello")
         pids.append(session.pid)
 
-    started = time.monotonic()
     run_with(backend("--ignore-term"), tmp_path, body)
     assert not running(pids[0])
-    assert time.monotonic() - started < 15
 
 
 def test_an_agent_that_never_answers_times_out_and_is_killed(
@@ -376,6 +370,4 @@ def test_an_agent_that_never_answers_times_out_and_is_killed(
         with pytest.raises(ModelError, match=r"did not start a session within 0\.5s"):
             await silent.open(system_prompt="", workdir=tmp_path)
 
-    started = time.monotonic()
     asyncio.run(main())
-    assert time.monotonic() - started < 5

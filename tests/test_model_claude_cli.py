@@ -401,11 +401,9 @@ def test_read_timeout_kills_the_process(cli_env: Path, fake_api: FakeAnthropicAP
         )
         try:
             fake_api.stall()
-            started = time.monotonic()
             with pytest.raises(ModelError, match="no output from claude") as caught:
                 await collect(session.send("hang"))
             assert caught.value.retryable
-            assert time.monotonic() - started < 15
             assert not session.is_alive()
             assert gone(session.pid)
         finally:
@@ -499,9 +497,7 @@ def test_close_escalates_to_sigkill_and_kills_escaped_grandchildren(
             sleeper = await wait_for_descendant(session.pid, "sleep 300")
             assert sleeper is not None and os.getpgid(sleeper) != session.pid
         finally:
-            started = time.monotonic()
             await session.close()
-        assert time.monotonic() - started < 5
         assert session._process.returncode == -signal.SIGKILL
         assert gone(session.pid)
         assert not alive(sleeper)
