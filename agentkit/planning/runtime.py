@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
@@ -39,7 +40,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from agentkit.config import PlannerConfig
+from agentkit.config import CompressionConfig, PlannerConfig
 from agentkit.errors import AgentkitError, CorruptStateError, ModelError, StructuredOutputError
 from agentkit.events import (
     AgentEvent,
@@ -64,6 +65,8 @@ from agentkit.memory import (
     PlanStep,
     TaskState,
     Waiting,
+    estimator_for,
+    maybe_compress,
 )
 from agentkit.models.base import (
     ChatMessage,
@@ -89,7 +92,7 @@ from agentkit.store.kv import ConfigStore
 from agentkit.store.sqlite_kv import SqliteConfigStore
 from agentkit.tools import ToolRegistry, agent_tools, mask_secrets, scrub_text
 from agentkit.tools.registry import ToolArgumentsError, ToolCrashedError, UnknownToolError
-from agentkit.types import Message, Usage
+from agentkit.types import Message, Usage, utc_now
 from agentkit.workspace import AgentFolder
 
 __all__ = [
@@ -188,6 +191,20 @@ def _with_goal(state: ExecutionState, goal: str) -> ExecutionState:
     return ExecutionState.model_validate({**data, "goal": goal})
 
 
+_MARKER_PREFIX = "[compressed:"
+_MARKER = re.compile(
+    r"\[compressed: \d+ earlier messages summarised into TaskState; the last (\d+) kept\]"
+)
+
+
+def _compression_marker(message: Message) -> int | None:
+    """How many messages a compression marker kept, or None if *message* is not one."""
+    if message.role != "system" or not message.content.startswith(_MARKER_PREFIX):
+        return None
+    found = _MARKER.fullmatch(message.content)
+    return int(found.group(1)) if found else None
+
+
 def _skip_pending(state: ExecutionState, keep: str = "") -> tuple[PlanStep, ...]:
     """The steps with every pending (or paused) step other than *keep* marked skipped."""
     return tuple(
@@ -217,6 +234,7 @@ class PlannerTurn:
     agent_dir: Path | None = None
     conversation_dir: Path | None = None
     max_turns: int = 20
+    compression: CompressionConfig | None = None
     stage_timeouts: Mapping[str, float] = field(default_factory=lambda: dict(STAGE_TIMEOUTS))
     calls: list[CallRecord] = field(default_factory=list)
 
@@ -265,6 +283,9 @@ class PlannerTurn:
             for event in self._failed("internal_error", f"{type(error).__name__}: {error}"):
                 yield event
         self._persist()
+        if self._status == "completed":
+            async for event in self._maybe_compress():
+                yield event
         yield ResultEvent(
             conversation_id=conversation_id,
             message_id=self._message_id,
@@ -273,6 +294,57 @@ class PlannerTurn:
             usage=self._usage,
             latency_ms=round((time.perf_counter() - self._started) * 1000, 3),
         )
+
+    def _window(self, messages: list[Message]) -> list[Message]:
+        """The chat window: after the last ``/clear``, and for an earlier compression only the
+        messages it kept (the older part lives on in TaskState)."""
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if message.role == "user" and message.content.strip().lower() == "/clear":
+                return [m for m in messages[index + 2 :] if m.role != "system"]
+            kept = _compression_marker(message)
+            if kept is not None:
+                before = [m for m in messages[:index] if m.role != "system"]
+                after = [m for m in messages[index + 1 :] if m.role != "system"]
+                return before[len(before) - kept :] + after if kept else after
+        return [m for m in messages if m.role != "system"]
+
+    async def _maybe_compress(self) -> AsyncIterator[AgentEvent]:
+        """After a completed turn: summarise the older part of an over-long window into
+        TaskState (seed 002's N / T / K) and mark the cut in the history."""
+        if self.compression is None or not isinstance(self.model, ChatModel):
+            return
+        window = self._window(self.store.recent(self.key, 4 * self.max_turns + 2))
+        agent_id, conversation_id = self.key.agent_id, self.key.conversation_id
+        task = self.memory.load_task_state(agent_id, conversation_id)
+        outcome = await maybe_compress(
+            window, task.value, self.model, self.compression, estimator_for(self.model)
+        )
+        if outcome is None:
+            return
+        if not outcome.compressed or outcome.event is None:
+            problem = self._scrub(str(outcome.error))
+            self.store.annotate(self.key, self._message_id, "ERROR", f"compression: {problem}")
+            return
+        try:
+            self.memory.save_task_state(
+                agent_id, conversation_id, outcome.task_state, expected_version=task.version
+            )
+        except AgentkitError as error:  # e.g. a concurrent edit of TaskState: keep theirs
+            self.store.annotate(self.key, self._message_id, "ERROR", f"compression: {error}")
+            return
+        summarised = len(window) - len(outcome.window)
+        marker = (
+            f"{_MARKER_PREFIX} {summarised} earlier messages summarised into TaskState; "
+            f"the last {len(outcome.window)} kept]"
+        )
+        self.store.append(
+            self.key,
+            Message(
+                role="system", content=marker, message_id=self._message_id, timestamp=utc_now()
+            ),
+        )
+        yield outcome.event
 
     def _failed(self, code: str, message: str) -> Iterator[AgentEvent]:
         message = self._scrub(message)
@@ -870,14 +942,7 @@ class PlannerTurn:
         return "\n".join(lines)
 
     def _conversation(self) -> str:
-        messages = self._history
-        for index in range(len(messages) - 1, -1, -1):
-            if (
-                messages[index].role == "user"
-                and messages[index].content.strip().lower() == "/clear"
-            ):
-                messages = messages[index + 2 :]  # the /clear and its reply are forgotten too
-                break
+        messages = self._window(self._history)
         lines = [
             f"{m.role.capitalize()}: {_cut(m.content, _CONVERSATION_LINE_CHARS)}"
             for m in messages[-_CONVERSATION_LINES:]
@@ -972,6 +1037,7 @@ async def planner_turn_events(
             agent_dir=folder.path,
             conversation_dir=conversation_dir(store, key),
             max_turns=folder.config.max_turns,
+            compression=folder.config.compression,
         )
         async for event in turn.run():
             yield event

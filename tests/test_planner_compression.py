@@ -1,0 +1,65 @@
+"""A planner turn over an over-long window compresses the older part into TaskState."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agentkit import Agent, Message, ScriptedModel
+from agentkit.events import CompressionEvent, ResultEvent
+from agentkit.memory import MemoryRepository
+from agentkit.store import SqliteConfigStore
+
+
+def test_an_over_long_window_is_summarised_into_task_state_and_marked(data_dir: Path) -> None:
+    config_path = data_dir / "agents" / "desk-001" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["compression"] = {"max_messages": 4, "token_threshold": 10, "keep_recent": 2}
+    config_path.write_text(json.dumps(config))
+    plan = {"goal": "chat", "steps": [{"id": "s1", "type": "respond", "title": "answer"}]}
+    script = {
+        "plan": [plan],
+        "respond": ["Noted."],
+        "summarize": [
+            {"current_goal": "set up trading", "important_facts": ["the user trades on Binance"]}
+        ],
+    }
+    model = ScriptedModel(script)
+    with Agent.open("desk-001", data_dir=data_dir, model=model) as agent:
+        cid = agent.create_conversation("long").conversation_id
+        for index in range(3):
+            question = Message.user(f"old question {index} about the weather")
+            agent.append_message(cid, question)
+            agent.append_message(
+                cid, Message.assistant(f"old answer {index}", message_id=question.message_id)
+            )
+        turn = agent.send("remember that I trade on Binance", cid)
+        compressions = [e for e in turn.events if isinstance(e, CompressionEvent)]
+        assert len(compressions) == 1 and isinstance(turn.events[-1], ResultEvent)
+        event = compressions[0]
+        assert event.messages_before == 8 and event.messages_after == 2
+        assert event.facts_added == 1
+        summarize = [r for r in model.requests if r.purpose == "summarize"]
+        assert len(summarize) == 1
+        sent = "\n".join(m.content for m in summarize[0].messages)
+        assert "old question 0" in sent and "old answer 2" in sent  # the older part
+        assert "Noted." not in sent and "remember that I trade" not in sent  # not the kept part
+        history = agent.load_conversation_history(cid)
+        marker = history[-1]
+        assert marker.role == "system"
+        assert marker.content == (
+            "[compressed: 6 earlier messages summarised into TaskState; the last 2 kept]"
+        )
+
+        # The next plan prompt shows the kept messages and TaskState, not the summarised ones.
+        turn2 = agent.send("what now?", cid)
+        assert turn2.result.status == "completed"
+        plan_prompts = [r for r in model.requests if r.purpose == "plan"]
+        latest = "\n".join(m.content for m in plan_prompts[-1].messages)
+        assert "old question 0" not in latest
+        assert "remember that I trade on Binance" in latest
+        assert "the user trades on Binance" in latest  # from TaskState
+    with SqliteConfigStore(data_dir / "agentkit.db") as kv:
+        stored = MemoryRepository(kv).load_task_state("desk-001", cid).value
+    assert stored.current_goal == "set up trading"
+    assert stored.important_facts == ("the user trades on Binance",)
