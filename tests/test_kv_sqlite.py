@@ -21,16 +21,17 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
 from agentkit.errors import StoreError, UsageError
 from agentkit.store.kv import VersionConflictError
 from agentkit.store.sqlite_kv import MIGRATIONS, SCHEMA_VERSION, SqliteConfigStore
+
+from ._processes import fork_call, wait_exit
 
 _HERE = Path(__file__).resolve().parent
 _WORKER_PATH = _HERE / "_kv_worker.py"
@@ -304,28 +305,6 @@ def test_two_processes_increment_one_counter_without_lost_updates(db: Path) -> N
 # ------------------------------------------------------------------ SIGKILL
 
 
-def _fork(target: Callable[..., Any], *args: Any) -> int:
-    """Run ``target(*args)`` in a forked child; it exits 0 when target returns, 1 if it raised."""
-    pid = os.fork()
-    if pid == 0:  # the child never returns into pytest
-        code = 1
-        try:
-            target(*args)
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            with contextlib.suppress(Exception):
-                sys.stderr.flush()
-            os._exit(code)
-    return pid
-
-
-def _wait(pid: int) -> int:
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
-
-
 def _read_first_line(fd: int) -> bytes:
     data = b""
     while b"\n" not in data:
@@ -386,12 +365,12 @@ def test_sigkill_during_updates_loses_no_committed_write(db: Path) -> None:
     version = 0
     for round_no in range(FORK_KILLS):
         read_fd, write_fd = os.pipe()
-        pid = _fork(worker.churn, str(db), KEY, write_fd, round_no)
+        pid = fork_call(worker.churn, str(db), KEY, write_fd, round_no)
         os.close(write_fd)
         first = _read_first_line(read_fd)  # the writer is in its loop
         time.sleep(rng.uniform(0.0, 0.03))
         os.kill(pid, signal.SIGKILL)
-        code = _wait(pid)
+        code = wait_exit(pid)
         output = first + _read_all(read_fd)
         assert code == -signal.SIGKILL, f"round {round_no}: the writer ended by itself ({code})"
         version = _check_after_kill(db, _acks(output), version, stats)

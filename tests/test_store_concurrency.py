@@ -11,52 +11,27 @@ Writers are forked children of the test process; they report through their exit 
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import itertools
 import os
 import random
 import select
-import sys
 import threading
 import time
-import traceback
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from agentkit.errors import ConversationBusyError, ConversationNotFoundError
 from agentkit.store import ConversationKey, FileConversationStore
 from agentkit.types import Message
 
+from ._processes import fork_call, wait_exit
+
 pytestmark = pytest.mark.slow
 
 KEY = ConversationKey("busy-agent", "conv-shared")
 _AT = datetime(2026, 4, 1, 8, 0, tzinfo=UTC)
-
-
-def _fork(target: Callable[..., Any], *args: Any) -> int:
-    """Run ``target(*args)`` in a forked child; it exits 0 when target returns, 1 if it raised."""
-    pid = os.fork()
-    if pid == 0:  # the child never returns into pytest
-        code = 1
-        try:
-            target(*args)
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            with contextlib.suppress(Exception):
-                sys.stderr.flush()
-            os._exit(code)
-    return pid
-
-
-def _wait(pid: int) -> int:
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
 
 
 def _message(writer: str, index: int) -> Message:
@@ -101,11 +76,11 @@ def test_two_processes_append_500_each(tmp_path: Path) -> None:
     root = tmp_path / "data"
     FileConversationStore(root).create(KEY, "two writers")
     start_r, start_w = os.pipe()
-    pids = [_fork(_append_many, root, writer, 500, start_r) for writer in ("wa", "wb")]
+    pids = [fork_call(_append_many, root, writer, 500, start_r) for writer in ("wa", "wb")]
     os.close(start_r)
     os.write(start_w, b"go")
     os.close(start_w)
-    assert [_wait(pid) for pid in pids] == [0, 0], "a writer failed (see captured stderr)"
+    assert [wait_exit(pid) for pid in pids] == [0, 0], "a writer failed (see captured stderr)"
 
     store = FileConversationStore(root)
     messages = store.messages(KEY)
@@ -135,7 +110,7 @@ def test_second_writer_gets_busy_after_a_bounded_wait(tmp_path: Path) -> None:
     journal = root / "agents" / KEY.agent_id / "conversations" / KEY.conversation_id / "journal.log"
     ready_r, ready_w = os.pipe()
     release_r, release_w = os.pipe()
-    pid = _fork(_hold_until_told, root, ready_w, release_r)
+    pid = fork_call(_hold_until_told, root, ready_w, release_r)
     os.close(ready_w)
     os.close(release_r)
     try:
@@ -157,7 +132,7 @@ def test_second_writer_gets_busy_after_a_bounded_wait(tmp_path: Path) -> None:
         os.write(release_w, b"x")
         os.close(release_w)
         os.close(ready_r)
-        code = _wait(pid)
+        code = wait_exit(pid)
     assert code == 0
     # Once the holder is gone the same store writes normally.
     impatient.append(KEY, _message("late", 0))
@@ -170,12 +145,12 @@ def test_a_killed_holder_does_not_block_forever(tmp_path: Path) -> None:
     FileConversationStore(root).create(KEY, "holder dies")
     ready_r, ready_w = os.pipe()
     release_r, release_w = os.pipe()
-    pid = _fork(_hold_until_told, root, ready_w, release_r)
+    pid = fork_call(_hold_until_told, root, ready_w, release_r)
     os.close(ready_w)
     os.close(release_r)
     assert os.read(ready_r, 1) == b"H"
     os.kill(pid, 9)
-    assert _wait(pid) == -9
+    assert wait_exit(pid) == -9
     os.close(ready_r)
     os.close(release_w)
     store = FileConversationStore(root, lock_timeout=5)
@@ -252,7 +227,7 @@ def test_delete_while_another_process_waits(tmp_path: Path) -> None:
     queued_r, queued_w = os.pipe()
     out_r, out_w = os.pipe()
     with store.hold(KEY):
-        pid = _fork(_append_and_report, root, queued_w, out_w)
+        pid = fork_call(_append_and_report, root, queued_w, out_w)
         os.close(queued_w)
         os.close(out_w)
         # Wait (a generous hang guard, not a timing assertion) until the child found the lock
@@ -261,7 +236,7 @@ def test_delete_while_another_process_waits(tmp_path: Path) -> None:
         assert ready, "the waiter never queued on the lock"
         assert os.read(queued_r, 1) == b"Q"
         store.delete(KEY)  # re-entrant: we already hold the lock
-    assert _wait(pid) == 0
+    assert wait_exit(pid) == 0
     os.close(queued_r)
     with os.fdopen(out_r, "rb") as out:
         said = out.read().decode()

@@ -27,7 +27,6 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -39,6 +38,8 @@ from agentkit.errors import StoreError
 from agentkit.store import ConversationKey, FileConversationStore
 from agentkit.store._journal import scan_frames
 from agentkit.types import Message
+
+from ._processes import fork_call, wait_exit
 
 pytestmark = pytest.mark.slow
 
@@ -56,29 +57,6 @@ _AT = datetime(2026, 2, 1, 12, 0, tzinfo=UTC)
 
 
 # ---------------------------------------------------------------------------------- helpers
-
-
-def _fork(target: Callable[..., Any], *args: Any) -> int:
-    """Run ``target(*args)`` in a forked child; it exits 0 when target returns, 1 if it raised."""
-    pid = os.fork()
-    if pid == 0:  # the child never returns into pytest
-        code = 1
-        try:
-            target(*args)
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            with contextlib.suppress(Exception):
-                sys.stderr.flush()
-            os._exit(code)
-    return pid
-
-
-def _wait(pid: int) -> int:
-    """The child's exit code, or minus the signal that killed it."""
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
 
 
 def _read_all(fd: int) -> bytes:
@@ -142,13 +120,13 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_message(tmp_path: Path)
 
     for round_no in range(KILLS):
         read_fd, write_fd = os.pipe()
-        pid = _fork(
+        pid = fork_call(
             worker.writer_loop, str(root), key.agent_id, key.conversation_id, round_no, write_fd
         )
         os.close(write_fd)
         time.sleep(rng.uniform(0.0, 0.07))
         os.kill(pid, signal.SIGKILL)
-        code = _wait(pid)
+        code = wait_exit(pid)
         acks = _read_all(read_fd).decode().splitlines()
         assert code == -signal.SIGKILL, f"round {round_no}: the writer ended by itself ({code})"
         stats["kills"] += 1
@@ -331,7 +309,7 @@ def _run_crashing(
         _crash_on_call(at, torn=torn)
         action(store)
 
-    return _wait(_fork(child))
+    return wait_exit(fork_call(child))
 
 
 def _recover_and_check(work: Path, old: dict[str, Any], new: dict[str, Any]) -> str:
