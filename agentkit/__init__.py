@@ -22,6 +22,7 @@ from agentkit.errors import (
 )
 from agentkit.events import AgentEvent
 from agentkit.ids import new_conversation_id, new_message_id
+from agentkit.memory import ExecutionState, TaskState, Versioned
 from agentkit.models import ChatModel, ScriptedModel, SessionBackend, SessionModel, create_model
 from agentkit.sessions import SessionPool
 from agentkit.store import (
@@ -30,6 +31,7 @@ from agentkit.store import (
     FileConversationStore,
     InMemoryConversationStore,
     VerifyReport,
+    VersionConflictError,
 )
 from agentkit.types import (
     Conversation,
@@ -60,6 +62,7 @@ __all__ = [
     "ConversationStats",
     "ConversationStore",
     "CorruptJournalError",
+    "ExecutionState",
     "FileConversationStore",
     "InMemoryConversationStore",
     "InvalidIdError",
@@ -73,10 +76,13 @@ __all__ = [
     "SessionPool",
     "StoreError",
     "StructuredOutputError",
+    "TaskState",
     "ToolCallRecord",
     "TurnResult",
     "UsageError",
     "VerifyReport",
+    "VersionConflictError",
+    "Versioned",
     "create_model",
     "list_agent_ids",
     "new_conversation_id",

@@ -18,11 +18,19 @@ from agentkit.config import AgentConfig
 from agentkit.errors import ConversationNotFoundError, UsageError
 from agentkit.events import AgentEvent, ResultEvent, SessionEvent
 from agentkit.ids import check_id, new_conversation_id
+from agentkit.memory import ExecutionState, MemoryRepository, TaskState, Versioned
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import create_model, resolve_model_spec
 from agentkit.planning import planner_turn_events
+from agentkit.planning.runtime import CONFIG_DB
 from agentkit.sessions import SessionPool
-from agentkit.store import ConversationKey, ConversationStore, FileConversationStore
+from agentkit.store import (
+    ConfigStore,
+    ConversationKey,
+    ConversationStore,
+    FileConversationStore,
+    SqliteConfigStore,
+)
 from agentkit.types import Conversation, ConversationMeta, Message
 from agentkit.workspace import AgentFolder, resolve_data_dir
 
@@ -70,10 +78,13 @@ class Agent:
         *,
         model: ChatModel | SessionBackend | str | None = None,
         pool: SessionPool | None = None,
+        config_store: ConfigStore | None = None,
     ) -> None:
         self.folder = folder
         self.store = store
         self.pool = pool if pool is not None else SessionPool()
+        self._config_store = config_store
+        self._owns_config_store = False
         self._model_choice = model
         self._model: ChatModel | SessionBackend | None = None
         self._loop: BackgroundLoop | None = None
@@ -87,6 +98,7 @@ class Agent:
         store: ConversationStore | None = None,
         model: ChatModel | SessionBackend | str | None = None,
         pool: SessionPool | None = None,
+        config_store: ConfigStore | None = None,
     ) -> Agent:
         """Load ``{data_dir}/agents/{agent_id}``; the store defaults to the file store there.
 
@@ -97,7 +109,7 @@ class Agent:
         folder = AgentFolder.load(root, agent_id)
         store = store if store is not None else FileConversationStore(root)
         store.recover(folder.agent_id)
-        return cls(folder, store, model=model, pool=pool)
+        return cls(folder, store, model=model, pool=pool, config_store=config_store)
 
     @property
     def id(self) -> str:
@@ -167,6 +179,41 @@ class Agent:
         check_id(message_id, "message")
         return self.store.turn_log(self._key(conversation_id), message_id)
 
+    # -- memory (seed 002: TaskState and ExecutionState) --------------------------------------
+
+    @property
+    def memory(self) -> MemoryRepository:
+        """The planner's memory records, in the given config store or ``agentkit.db``."""
+        if self._config_store is None:
+            self._config_store = SqliteConfigStore(self.folder.path.parent.parent / CONFIG_DB)
+            self._owns_config_store = True
+        return MemoryRepository(self._config_store)
+
+    def _existing(self, conversation_id: str) -> str:
+        if not self.store.exists(self._key(conversation_id)):
+            raise ConversationNotFoundError(self.id, conversation_id)
+        return conversation_id
+
+    def task_state(self, conversation_id: str) -> Versioned[TaskState]:
+        """The conversation's TaskState and its version (an empty one at version 0)."""
+        return self.memory.load_task_state(self.id, self._existing(conversation_id))
+
+    def save_task_state(
+        self, conversation_id: str, state: TaskState, *, expected_version: int
+    ) -> Versioned[TaskState]:
+        """Store an edited TaskState; a stale *expected_version* raises VersionConflictError."""
+        return self.memory.save_task_state(
+            self.id, self._existing(conversation_id), state, expected_version=expected_version
+        )
+
+    def execution_state(self, conversation_id: str) -> Versioned[ExecutionState] | None:
+        """The conversation's ExecutionState, or None when no plan is on record."""
+        return self.memory.load_execution_state(self.id, self._existing(conversation_id))
+
+    def clear_memory(self, conversation_id: str) -> None:
+        """Forget TaskState and ExecutionState (the messages stay; ``/clear`` in a chat)."""
+        self.memory.clear(self.id, self._existing(conversation_id))
+
     # -- turns ------------------------------------------------------------------------------
 
     async def send_message(
@@ -199,6 +246,7 @@ class Agent:
                         store=self.store,
                         model=model,
                         system_prompt=self.system_prompt(),
+                        config_store=self._config_store,
                     ):
                         yield event
                     return
@@ -228,6 +276,10 @@ class Agent:
         await self.pool.close_all()
         if isinstance(self._model, ChatModel):
             await self._model.aclose()
+        if self._owns_config_store and self._config_store is not None:
+            self._config_store.close()
+            self._config_store = None
+            self._owns_config_store = False
 
     # -- synchronous helpers (scripts, notebooks) -------------------------------------------
 
