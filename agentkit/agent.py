@@ -84,7 +84,7 @@ class Agent:
         self.store = store
         self.pool = pool if pool is not None else SessionPool()
         self._config_store = config_store
-        self._owns_config_store = False
+        self._owned_config_store: SqliteConfigStore | None = None
         self._model_choice = model
         self._model: ChatModel | SessionBackend | None = None
         self._loop: BackgroundLoop | None = None
@@ -185,8 +185,8 @@ class Agent:
     def memory(self) -> MemoryRepository:
         """The planner's memory records, in the given config store or ``agentkit.db``."""
         if self._config_store is None:
-            self._config_store = SqliteConfigStore(self.folder.path.parent.parent / CONFIG_DB)
-            self._owns_config_store = True
+            owned = SqliteConfigStore(self.folder.path.parent.parent / CONFIG_DB)
+            self._config_store = self._owned_config_store = owned
         return MemoryRepository(self._config_store)
 
     def _existing(self, conversation_id: str) -> str:
@@ -276,10 +276,9 @@ class Agent:
         await self.pool.close_all()
         if isinstance(self._model, ChatModel):
             await self._model.aclose()
-        if self._owns_config_store and self._config_store is not None:
-            self._config_store.close()
-            self._config_store = None
-            self._owns_config_store = False
+        if self._owned_config_store is not None:
+            self._owned_config_store.close()
+            self._config_store = self._owned_config_store = None
 
     # -- synchronous helpers (scripts, notebooks) -------------------------------------------
 
