@@ -34,9 +34,20 @@ class CompressionConfig(_Config):
 
 
 class PlannerConfig(_Config):
+    """``plan_replan``: a whole plan, a replan decision after each tool or reason step.
+    ``next_step``: one batch of steps at a time, the next batch planned from their results.
+    ``tool_loop``: one tool call per model call (native function calling where the backend
+    has it, a JSON action otherwise) until the model answers.
+
+    ``classify``: besides the keyword sets, ask the model (purpose ``classify``) whether a
+    request is about live configuration. ``stage_timeout_scale`` multiplies the per-stage
+    timeouts (a small local model on two cores needs more than the seed's figures)."""
+
     strategy: Strategy = "plan_replan"
     max_steps: int = Field(default=8, ge=1, le=64)
     max_iterations: int = Field(default=12, ge=1, le=256)
+    classify: bool = False
+    stage_timeout_scale: float = Field(default=1.0, gt=0, le=100)
 
 
 class AgentConfig(_Config):

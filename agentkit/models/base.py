@@ -37,10 +37,13 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolCallRequest",
+    "ToolSpec",
     "validate_structured",
 ]
 
-Purpose = Literal["chat", "plan", "replan", "reason", "respond", "summarize", "classify"]
+Purpose = Literal[
+    "chat", "plan", "replan", "reason", "respond", "summarize", "classify", "act"
+]
 PURPOSES: tuple[Purpose, ...] = (
     "chat",
     "plan",
@@ -49,6 +52,7 @@ PURPOSES: tuple[Purpose, ...] = (
     "respond",
     "summarize",
     "classify",
+    "act",
 )
 JsonSchema = dict[str, Any]
 
@@ -79,6 +83,14 @@ class ToolCallRequest(_Value):
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolSpec(_Value):
+    """A tool offered to a model with native function calling (OpenAI ``tools``)."""
+
+    name: str = Field(min_length=1, max_length=64)
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
 
 
 class PermissionRequest(_Value):
@@ -160,6 +172,25 @@ class ChatModel(ABC):
             structured = validate_structured(self.spec, final.text, schema)
             final = final.model_copy(update={"structured": structured})
         return final
+
+    #: True when :meth:`complete_with_tools` is the backend's own function calling
+    native_tools: bool = False
+
+    async def complete_with_tools(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec],
+        purpose: Purpose = "act",
+    ) -> Completion:
+        """One call offering *tools*: the reply is text or ``tool_calls`` (not yet run).
+
+        Only backends with :attr:`native_tools` implement it; the planner's ``tool_loop``
+        falls back to a JSON action schema for the others.
+        """
+        raise ModelError(
+            self.spec or type(self).__name__, "this backend has no native function calling"
+        )
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release what the model holds (HTTP clients, loaded weights)."""

@@ -43,6 +43,7 @@ from agentkit.models.base import (
     Purpose,
     TextDelta,
     ToolCallRequest,
+    ToolSpec,
 )
 from agentkit.types import Usage
 
@@ -97,17 +98,55 @@ class OpenAIModel(ChatModel):
         purpose: Purpose,
         schema: JsonSchema | None = None,
     ) -> AsyncIterator[ModelEvent]:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        body = self._body(messages)
         if schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": purpose, "schema": schema, "strict": True},
             }
+        async for event in self._stream(body):
+            yield event
+
+    native_tools = True
+
+    async def complete_with_tools(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec],
+        purpose: Purpose = "act",
+    ) -> Completion:
+        """The ``tools`` of the Chat Completions API; the model chooses (``tool_choice: auto``)."""
+        body = self._body(messages)
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                },
+            }
+            for tool in tools
+        ]
+        body["tool_choice"] = "auto"
+        final: Completion | None = None
+        async for event in self._stream(body):
+            if isinstance(event, Completion):
+                final = event
+        if final is None:  # _events always ends with a Completion or raises
+            raise ModelError(self.spec, "the stream ended without a result")
+        return final
+
+    def _body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+
+    async def _stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         response = await self._open(body)
         try:
             async for event in self._events(response):

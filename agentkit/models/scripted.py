@@ -5,6 +5,10 @@ mapping a purpose to its list of replies. A string reply is returned verbatim; a
 array is returned as its JSON text. A purpose whose list runs out repeats its last reply; a
 purpose with no entry, or an exhausted plain list, is a clear :class:`ModelError`.
 
+With native function calling (:meth:`ScriptedModel.complete_with_tools`, the planner's
+``tool_loop``), a reply ``{"tool_calls": [{"name": …, "arguments": {…}}, …]}`` is a request
+to call those tools; any other reply is the final text.
+
 Every request is recorded in :attr:`ScriptedModel.requests`, and appended as one JSON line
 ``{purpose, messages, schema}`` to the file named by ``$AGENTKIT_SCRIPTED_LOG`` when it is set,
 so a test can see exactly what a model was sent, even from another process.
@@ -31,6 +35,8 @@ from agentkit.models.base import (
     ModelEvent,
     Purpose,
     TextDelta,
+    ToolCallRequest,
+    ToolSpec,
 )
 from agentkit.types import Usage
 
@@ -144,3 +150,50 @@ class ScriptedModel(ChatModel):
             output_tokens=estimate_tokens(text),
         )
         yield Completion(text=text, usage=usage)
+
+    native_tools = True
+
+    async def complete_with_tools(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec],
+        purpose: Purpose = "act",
+    ) -> Completion:
+        offered = {"tools": [tool.model_dump() for tool in tools]}
+        self._record(ScriptedRequest(purpose, tuple(messages), offered))
+        text = self._next_reply(purpose)
+        usage = Usage(
+            input_tokens=sum(estimate_tokens(m.content) for m in messages),
+            output_tokens=estimate_tokens(text),
+        )
+        calls = _tool_calls(text)
+        if calls is None:
+            return Completion(text=text, usage=usage)
+        return Completion(text="", usage=usage, stop_reason="tool_calls", tool_calls=calls)
+
+
+def _tool_calls(text: str) -> tuple[ToolCallRequest, ...] | None:
+    """The calls of a ``{"tool_calls": [...]}`` reply; None for a plain reply."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(value, dict) or set(value) != {"tool_calls"}:
+        return None
+    raw_calls = value["tool_calls"]
+    if not isinstance(raw_calls, list):
+        return None
+    calls: list[ToolCallRequest] = []
+    for index, call in enumerate(raw_calls):
+        if not isinstance(call, dict):
+            return None
+        arguments = call.get("arguments", {})
+        calls.append(
+            ToolCallRequest(
+                id=str(call.get("id") or f"call_{index + 1}"),
+                name=str(call.get("name", "")),
+                arguments=arguments if isinstance(arguments, dict) else {"_raw": arguments},
+            )
+        )
+    return tuple(calls)

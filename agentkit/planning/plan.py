@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
@@ -27,12 +28,19 @@ from agentkit.tools import ToolArgumentsError, ToolRegistry
 
 __all__ = [
     "MAX_REPLY_CHARS",
+    "ActReply",
+    "BatchReply",
     "ClassifyReply",
     "PlanFormatError",
     "PlanReply",
     "ReplanReply",
     "StepReply",
+    "act_schema",
+    "check_tool_call",
+    "classify_schema",
     "extract_json",
+    "parse_act",
+    "parse_classify",
     "parse_plan",
     "parse_replan",
     "plan_schema",
@@ -101,6 +109,13 @@ class PlanReply(_Reply):
     steps: list[StepReply] = Field(min_length=1)
 
 
+class BatchReply(_Reply):
+    """The next batch of a ``next_step`` plan; no steps means the goal is reached."""
+
+    goal: str = Field(default="", max_length=_MAX_TEXT)
+    steps: list[StepReply] = Field(default_factory=list)
+
+
 class ReplanReply(_Reply):
     action: Literal["continue", "replace_remaining", "ask_user", "finish"]
     steps: list[StepReply] = Field(default_factory=list)
@@ -118,6 +133,23 @@ class ReplanReply(_Reply):
 
 class ClassifyReply(_Reply):
     intent: Literal["live_state", "other"]
+
+
+class ActReply(_Reply):
+    """One ``tool_loop`` decision without native function calling: a tool call or the answer."""
+
+    action: Literal["tool", "answer"]
+    tool_name: str = Field(default="", max_length=64)
+    tool_args: dict[str, JsonValue] = Field(default_factory=dict)
+    text: str = Field(default="", max_length=_MAX_TEXT)
+
+    @model_validator(mode="after")
+    def _complete(self) -> ActReply:
+        if self.action == "tool" and not self.tool_name:
+            raise ValueError("a tool action needs tool_name")
+        if self.action == "answer" and not self.text.strip():
+            raise ValueError("an answer action needs text")
+        return self
 
 
 def extract_json(text: str) -> JsonValue:
@@ -177,16 +209,23 @@ def _check_steps(
 
 
 def parse_plan(
-    value: JsonValue, tools: ToolRegistry, max_steps: int
+    value: JsonValue,
+    tools: ToolRegistry,
+    max_steps: int,
+    *,
+    taken: frozenset[str] = frozenset(),
+    batch: bool = False,
 ) -> tuple[str, tuple[PlanStep, ...]]:
-    """The goal and steps of a ``plan`` reply, fully checked."""
+    """The goal and steps of a ``plan`` reply, fully checked. A *batch* (strategy
+    ``next_step``) may be empty (goal reached) and must not reuse the *taken* step ids."""
     if not isinstance(value, dict):
         raise PlanFormatError(f"the plan must be a JSON object, not {type(value).__name__}")
+    kind: type[PlanReply | BatchReply] = BatchReply if batch else PlanReply
     try:
-        reply = PlanReply.model_validate(value)
+        reply = kind.model_validate(value)
     except ValidationError as error:
         raise PlanFormatError(_describe(error)) from None
-    return reply.goal, _check_steps(reply.steps, tools, max_steps, frozenset())
+    return reply.goal, _check_steps(reply.steps, tools, max_steps, taken)
 
 
 def parse_replan(
@@ -203,6 +242,38 @@ def parse_replan(
     if reply.action == "replace_remaining":
         steps = _check_steps(reply.steps, tools, max_steps, taken)
     return reply, steps
+
+
+def parse_classify(value: JsonValue) -> Literal["live_state", "other"]:
+    """The intent of a ``classify`` reply."""
+    try:
+        return ClassifyReply.model_validate(value).intent
+    except ValidationError as error:
+        raise PlanFormatError(_describe(error)) from None
+
+
+def check_tool_call(tools: ToolRegistry, name: str, args: Mapping[str, JsonValue]) -> None:
+    """Raise :class:`PlanFormatError` unless *name* is a known tool and *args* fit it."""
+    if name not in tools:
+        known = ", ".join(tools.names()) or "(none)"
+        raise PlanFormatError(f"unknown tool {name!r}; known: {known}")
+    try:
+        tools.validate(name, dict(args))
+    except ToolArgumentsError as error:
+        raise PlanFormatError(str(error)) from None
+
+
+def parse_act(value: JsonValue, tools: ToolRegistry) -> ActReply:
+    """A ``tool_loop`` action (JSON form), its tool call checked against the registry."""
+    if not isinstance(value, dict):
+        raise PlanFormatError(f"the action must be a JSON object, not {type(value).__name__}")
+    try:
+        reply = ActReply.model_validate(value)
+    except ValidationError as error:
+        raise PlanFormatError(_describe(error)) from None
+    if reply.action == "tool":
+        check_tool_call(tools, reply.tool_name, reply.tool_args)
+    return reply
 
 
 _STEP_SCHEMA: dict[str, Any] = {
@@ -306,3 +377,37 @@ def replan_schema(
         },
         "required": ["action"],
     }
+
+
+def classify_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"intent": {"enum": ["live_state", "other"]}},
+        "required": ["intent"],
+    }
+
+
+def act_schema(tools: ToolRegistry) -> dict[str, Any]:
+    """A ``tool_loop`` action: one variant per tool (its own argument schema) or the answer."""
+    variants: list[dict[str, Any]] = [
+        {
+            "type": "object",
+            "properties": {
+                "action": {"const": "tool"},
+                "tool_name": {"const": name},
+                "tool_args": _lean(tools.get(name).json_schema()),
+            },
+            "required": ["action", "tool_name", "tool_args"],
+            "additionalProperties": False,
+        }
+        for name in tools.names()
+    ]
+    variants.append(
+        {
+            "type": "object",
+            "properties": {"action": {"const": "answer"}, "text": {"type": "string"}},
+            "required": ["action", "text"],
+            "additionalProperties": False,
+        }
+    )
+    return {"anyOf": variants}

@@ -1,6 +1,6 @@
 """Planner prompts are template files, so a prompt experiment needs no code change.
 
-Each prompt is ``NAME.md`` (plan, replan, reason, respond, repair) written as a
+Each prompt is ``NAME.md`` (see :data:`PROMPT_NAMES`) written as a
 :class:`string.Template` (``$name`` placeholders; ``$$`` for a literal dollar sign, JSON braces
 need no escaping). The package holds the defaults; an agent overrides one by placing a file of
 the same name in ``agents/{agentId}/prompts/``.
@@ -16,7 +16,16 @@ from agentkit.errors import ConfigError
 
 __all__ = ["PROMPT_NAMES", "load_prompt", "render_prompt"]
 
-PROMPT_NAMES: tuple[str, ...] = ("plan", "replan", "reason", "respond", "repair")
+PROMPT_NAMES: tuple[str, ...] = (
+    "plan",
+    "replan",
+    "next_step",
+    "act",
+    "classify",
+    "reason",
+    "respond",
+    "repair",
+)
 
 
 def load_prompt(name: str, agent_dir: Path | None = None) -> Template:

@@ -1,4 +1,4 @@
-"""One planner turn (engine ``planner``, strategy ``plan_replan``; seed 002).
+"""One planner turn (engine ``planner``; seed 002), in one of three strategies.
 
 Order of a turn, and why:
 
@@ -19,6 +19,13 @@ Order of a turn, and why:
 7. The execute loop, bounded by ``max_steps``/``max_iterations`` and a timeout per stage.
    **A side-effecting tool never runs without consent**, whatever ``requires_confirmation``
    says: the turn ends in waiting_confirmation naming the exact tool and arguments.
+
+Strategies (``planner.strategy``) differ only in steps 6 and 7: ``plan_replan`` plans everything
+and asks for a replan decision after each tool or reason step; ``next_step`` plans one batch,
+runs it without replanning and plans the next batch from the results (an empty batch ends it);
+``tool_loop`` asks for one action per call — a tool call (the backend's native function
+calling, or a JSON action for models without it) or the final answer. All three keep the same
+ExecutionState, consent rule, resume rule and events, so they can be compared on one scenario.
 
 The ExecutionState is saved (compare-and-swap) after every change, so a new process resumes
 where the last one paused; finished steps are never run again. No exception escapes
@@ -76,11 +83,18 @@ from agentkit.models.base import (
     Purpose,
     SessionBackend,
     TextDelta,
+    ToolSpec,
 )
 from agentkit.planning import intents
 from agentkit.planning.plan import (
+    ActReply,
     PlanFormatError,
+    act_schema,
+    check_tool_call,
+    classify_schema,
     extract_json,
+    parse_act,
+    parse_classify,
     parse_plan,
     parse_replan,
     plan_schema,
@@ -108,7 +122,7 @@ __all__ = [
     "planner_turn_events",
 ]
 
-PLANNER_VERSION = "plan_replan/1"
+PLANNER_VERSION = "planner/2"
 #: the ``system_config`` database under the data root
 CONFIG_DB = "agentkit.db"
 #: an observation's content is cut to this many characters (the seed's observationMaxLength)
@@ -119,6 +133,8 @@ STAGE_TIMEOUTS: Mapping[str, float] = {
     "replan": 24.0,
     "reason": 30.0,
     "respond": 36.0,
+    "act": 36.0,
+    "classify": 12.0,
 }
 CALLS_FILE = "calls.jsonl"
 _CONVERSATION_LINES = 12
@@ -128,10 +144,10 @@ _PROMPT_OBSERVATIONS = 16
 TurnStatus = Literal["completed", "failed"]
 
 
-def capability_signature(tools: ToolRegistry) -> str:
-    """Tool names, flags and schemas plus the planner version: a plan made under another
-    signature is not resumed."""
-    return f"{tools.schema_signature()}:{PLANNER_VERSION}"
+def capability_signature(tools: ToolRegistry, strategy: str = "plan_replan") -> str:
+    """Tool names, flags and schemas plus the planner version and strategy: a plan made under
+    another signature is not resumed."""
+    return f"{tools.schema_signature()}:{PLANNER_VERSION}:{strategy}"
 
 
 class CallRecord(BaseModel):
@@ -247,8 +263,11 @@ class PlannerTurn:
         self._state: ExecutionState | None = None
         self._version = 0
         self._history: list[Message] = []
-        self._signature = capability_signature(self.tools)
+        self._signature = capability_signature(self.tools, self.config.strategy)
         self._pending_record = CallRecord(purpose="chat", messages=[])
+        self._task = TaskState()
+        self._live = False
+        self._goal_reached = False
 
     # -- the turn ----------------------------------------------------------------------------
 
@@ -385,13 +404,8 @@ class PlannerTurn:
     async def _turn(self) -> AsyncIterator[AgentEvent]:
         if self._fast_path():
             return
-        if self.config.strategy != "plan_replan":
-            raise _TurnFailedError(
-                "unsupported_strategy",
-                f"planner strategy {self.config.strategy!r} is not implemented yet; "
-                "use 'plan_replan'",
-            )
         task = self.memory.load_task_state(self.key.agent_id, self.key.conversation_id).value
+        self._task = task
         self._load_state()
         state = self._state
         if state is not None and state.capability_signature != self._signature:
@@ -471,8 +485,18 @@ class PlannerTurn:
         ))  # fmt: skip
         async for event in self._run_tool(step):
             yield event
-        async for event in self._replan_after(step.id):
+        async for event in self._continue_after(step.id):
             yield event
+
+    async def _continue_after(self, step_id: str) -> AsyncIterator[AgentEvent]:
+        """After a resumed step: the strategy's next decision, then the rest of the run."""
+        if self.config.strategy == "tool_loop":
+            async for event in self._act_loop():
+                yield event
+            return
+        if self.config.strategy == "plan_replan":
+            async for event in self._replan_after(step_id):
+                yield event
         async for event in self._execute():
             yield event
 
@@ -487,11 +511,11 @@ class PlannerTurn:
         step_id = state.current_step_id
         if step_id:
             state = state.mark_step_done(step_id, _cut(reply, 200))
+        if self.config.strategy == "next_step":  # the rest of the batch predates the answer
+            state = state.with_steps(_skip_pending(state), plan_id=state.plan_id)
         self._save(state)
-        if step_id:  # the answer may change what comes next (e.g. fill a tool's arguments)
-            async for event in self._replan_after(step_id):
-                yield event
-        async for event in self._execute():
+        # the answer may change what comes next (e.g. fill a tool's arguments)
+        async for event in self._continue_after(step_id):
             yield event
 
     # -- planning ----------------------------------------------------------------------------
@@ -508,6 +532,9 @@ class PlannerTurn:
         )
         self._save(state)
         live = intents.is_config_request(self.text)
+        if not live and self.config.classify:
+            live = await self._classify()
+        self._live = live
         refreshed: list[str] = []
         if live:
             for event in self._refresh_live_state():
@@ -515,7 +542,16 @@ class PlannerTurn:
                     refreshed.append(event.name)
                 yield event
         yield PlanningEvent(live_state=refreshed, task_state_included=not live)
-        messages = self._plan_messages(task, previous, live)
+        if self.config.strategy == "tool_loop":
+            self._save(self._state_or(state).resume())
+            async for event in self._act_loop():
+                yield event
+            return
+        messages = (
+            self._batch_messages()
+            if self.config.strategy == "next_step"
+            else self._plan_messages(task, previous, live)
+        )
         problem, value, _ = await self._structured(
             "plan", messages, plan_schema(self.tools, self.config.max_steps)
         )
@@ -576,6 +612,11 @@ class PlannerTurn:
         while True:
             state = self._state_or(ExecutionState())
             step = state.next_pending_step()
+            if step is None and self.config.strategy == "next_step" and not self._goal_reached:
+                async for event in self._next_batch():
+                    yield event
+                state = self._state_or(ExecutionState())
+                step = state.next_pending_step()
             if step is None:
                 self._answer = self._fallback_answer(state)
                 self._save(state.complete(self._answer))
@@ -591,7 +632,8 @@ class PlannerTurn:
                 return  # paused for the user, or finished
 
     async def _step(self, step: PlanStep) -> AsyncIterator[AgentEvent]:
-        """Run one step; tool and reason steps are followed by a replan decision."""
+        """Run one step; under ``plan_replan`` a tool or reason step is followed by a replan
+        decision."""
         if step.type == "ask_user":
             yield self._ask(step)
             return
@@ -609,8 +651,9 @@ class PlannerTurn:
         else:
             async for event in self._reason(step):
                 yield event
-        async for event in self._replan_after(step.id):
-            yield event
+        if self.config.strategy == "plan_replan":
+            async for event in self._replan_after(step.id):
+                yield event
 
     def _ask_consent(self, step: PlanStep) -> AskUserEvent:
         args = mask_secrets(dict(step.tool_args))
@@ -707,7 +750,7 @@ class PlannerTurn:
         record = CallRecord(purpose="respond", messages=[m.model_dump() for m in messages])
         try:
             assert isinstance(self.model, ChatModel)
-            async with asyncio.timeout(self.stage_timeouts.get("respond", 36.0)):
+            async with asyncio.timeout(self._timeout("respond")):
                 async for event in self.model.stream(messages, purpose="respond"):
                     if isinstance(event, TextDelta):
                         pieces.append(event.text)
@@ -801,6 +844,225 @@ class PlannerTurn:
             steps=[_planned(step) for step in new_steps],
         )
 
+    # -- next_step: one batch at a time ------------------------------------------------------
+
+    def _batch_messages(self) -> list[ChatMessage]:
+        state = self._state_or(ExecutionState())
+        prompt = render_prompt(
+            "next_step",
+            self.agent_dir,
+            max_steps=str(self.config.max_steps),
+            tools=self.tools.render() or "(no tools)",
+            live_state=self._snapshot(state),
+            task_state=self._task_text(),
+            steps=self._steps_text(state) or "(none yet)",
+            observations=self._observations(state),
+            conversation=self._conversation(),
+            request=self.text,
+        )
+        return self._messages(prompt)
+
+    async def _next_batch(self) -> AsyncIterator[AgentEvent]:
+        """Plan the next batch from what the last one found; no steps means the goal is met."""
+        state = self._state_or(ExecutionState())
+        taken = frozenset(step.id for step in state.steps)
+        messages = self._batch_messages()
+        schema = plan_schema(self.tools, self.config.max_steps)
+        problem, value, _ = await self._structured("plan", messages, schema)
+        steps, problem = self._parse_batch(value, problem, taken)
+        repaired = False
+        if problem:
+            problem, value, _ = await self._repair("plan", messages, problem, schema)
+            steps, problem = self._parse_batch(value, problem, taken)
+            repaired = True
+        if problem:
+            raise _TurnFailedError(
+                "invalid_plan", f"no usable next batch after one repair round: {problem}"
+            )
+        if not steps:
+            self._goal_reached = True
+            self._note("PLAN", "next batch: none (goal reached)")
+            return
+        self._save(state.with_steps((*state.steps, *steps), plan_id=state.plan_id))
+        self._note(
+            "PLAN", json.dumps([_planned(s).to_json_dict() for s in steps], ensure_ascii=False)
+        )
+        yield PlanEvent(
+            goal=state.goal, steps=[_planned(step) for step in steps], repaired=repaired
+        )
+
+    def _parse_batch(
+        self, value: JsonValue, problem: str, taken: frozenset[str]
+    ) -> tuple[tuple[PlanStep, ...], str]:
+        if problem:
+            return (), problem
+        try:
+            _, steps = parse_plan(value, self.tools, self.config.max_steps, taken=taken, batch=True)
+        except PlanFormatError as error:
+            return (), error.problem
+        return steps, ""
+
+    # -- tool_loop: one action per call --------------------------------------------------------
+
+    async def _act_loop(self) -> AsyncIterator[AgentEvent]:
+        """Ask for one action at a time until the model answers (bounded by ``max_steps`` tool
+        calls and ``max_iterations`` model calls). A read repeated with the same arguments is not
+        run again: its result is already in the observations."""
+        iterations = 0
+        while True:
+            state = self._state_or(ExecutionState())
+            if state.status != "running":
+                return  # paused for consent, or finished
+            iterations += 1
+            if iterations > self.config.max_iterations:
+                raise _TurnFailedError(
+                    "iteration_limit", f"stopped after {self.config.max_iterations} iterations"
+                )
+            messages = self._act_messages()
+            problem, action = await self._act(messages)
+            if problem:
+                repair = render_prompt("repair", self.agent_dir, problem=problem)
+                more = [*messages, ChatMessage(role="user", content=repair)]
+                problem, action = await self._act(more)
+            if problem or action is None:
+                raise _TurnFailedError(
+                    "invalid_action", f"no usable action after one repair round: {problem}"
+                )
+            if action.action == "answer":
+                self._answer = self._scrub(action.text.strip())
+                yield AgentOutputEvent(text=self._answer)
+                self._save(state.complete(self._answer))
+                return
+            tool_steps = [step for step in state.steps if step.type == "tool"]
+            if len(tool_steps) >= self.config.max_steps:
+                raise _TurnFailedError(
+                    "step_limit", f"stopped after {self.config.max_steps} tool calls"
+                )
+            repeated = next(
+                (
+                    step
+                    for step in tool_steps
+                    if step.status == "done"
+                    and step.tool_name == action.tool_name
+                    and step.tool_args == action.tool_args
+                    and not self.tools.get(action.tool_name).side_effect
+                ),
+                None,
+            )
+            if repeated is not None:
+                self._save(state.observe(Observation(
+                    step_id=repeated.id,
+                    kind="note",
+                    content=f"{action.tool_name} was already called with these arguments; "
+                    "its result is above. Answer or call something else.",
+                )))  # fmt: skip
+                continue
+            step = PlanStep(
+                id=f"act_{len(state.steps) + 1}",
+                type="tool",
+                title=action.tool_name,
+                tool_name=action.tool_name,
+                tool_args=action.tool_args,
+            )
+            plan_id = state.plan_id or f"loop-{self._message_id}"
+            self._save(state.with_steps((*state.steps, step), plan_id=plan_id))
+            async for event in self._step(step):
+                yield event
+
+    def _act_messages(self) -> list[ChatMessage]:
+        state = self._state_or(ExecutionState())
+        prompt = render_prompt(
+            "act",
+            self.agent_dir,
+            tools=self.tools.render() or "(no tools)",
+            live_state=self._snapshot(state),
+            task_state=self._task_text(),
+            observations=self._observations(state),
+            conversation=self._conversation(),
+            request=self.text,
+        )
+        return self._messages(prompt)
+
+    async def _act(self, messages: list[ChatMessage]) -> tuple[str, ActReply | None]:
+        """One ``act`` call: ``(problem, action)``, the action checked against the registry."""
+        if not isinstance(self.model, ChatModel):
+            raise _TurnFailedError(
+                "unsupported_model", f"the planner needs a chat model, not {self.model.spec!r}"
+            )
+        if self.model.native_tools:
+            return await self._act_native(self.model, messages)
+        problem, value, _ = await self._structured("act", messages, act_schema(self.tools))
+        if problem:
+            return problem, None
+        try:
+            return "", parse_act(value, self.tools)
+        except PlanFormatError as error:
+            return error.problem, None
+
+    async def _act_native(
+        self, model: ChatModel, messages: list[ChatMessage]
+    ) -> tuple[str, ActReply | None]:
+        specs = [
+            ToolSpec(name=name, description=tool.description, parameters=tool.json_schema())
+            for name in self.tools.names()
+            for tool in (self.tools.get(name),)
+        ]
+        started = time.perf_counter()
+        record = CallRecord(
+            purpose="act",
+            messages=[m.model_dump() for m in messages],
+            schema_={"tools": [spec.name for spec in specs]},
+        )
+        try:
+            async with asyncio.timeout(self._timeout("act")):
+                completion = await model.complete_with_tools(messages, tools=specs, purpose="act")
+        except (ModelError, TimeoutError) as error:
+            problem = self._error_text(error)
+            self._record(record.model_copy(update={"error": problem}))
+            return problem, None
+        latency = round((time.perf_counter() - started) * 1000, 3)
+        self._add_usage(completion.usage)
+        record = record.model_copy(update={
+            "latency_ms": latency,
+            "input_tokens": completion.usage.input_tokens,
+            "output_tokens": completion.usage.output_tokens,
+        })  # fmt: skip
+        if completion.tool_calls:
+            call = completion.tool_calls[0]  # one action per call: the rest are asked again
+            shown = {"tool_calls": [mask_secrets({"name": call.name, "arguments": call.arguments})]}
+            record = record.model_copy(update={"raw": self._scrub(json.dumps(shown))})
+            try:
+                check_tool_call(self.tools, call.name, call.arguments)
+            except PlanFormatError as error:
+                self._record(record.model_copy(update={"error": error.problem}))
+                return error.problem, None
+            self._record(record.model_copy(update={"parsed": shown}))
+            return "", ActReply(action="tool", tool_name=call.name, tool_args=call.arguments)
+        text = completion.text.strip()
+        self._record(
+            record.model_copy(update={"raw": self._scrub(text), "parsed": self._scrub(text)})
+        )
+        if not text:
+            return "the reply had neither a tool call nor text", None
+        return "", ActReply(action="answer", text=text)
+
+    # -- classify (optional) -------------------------------------------------------------------
+
+    async def _classify(self) -> bool:
+        """Ask the model whether the request is about live configuration; a failed or invalid
+        reply leaves the keyword decision (not live) in place."""
+        prompt = render_prompt("classify", self.agent_dir, request=self._scrub(self.text))
+        problem, value, _ = await self._structured(
+            "classify", self._messages(prompt), classify_schema()
+        )
+        if not problem:
+            try:
+                return parse_classify(value) == "live_state"
+            except PlanFormatError as error:
+                problem = error.problem
+        self._note("CLASSIFY", f"no usable classification ({problem}); keywords decide")
+        return False
+
     # -- model calls -------------------------------------------------------------------------
 
     async def _structured(
@@ -869,7 +1131,7 @@ class PlannerTurn:
             purpose=purpose, messages=[m.model_dump() for m in messages], schema_=schema
         )
         try:
-            async with asyncio.timeout(self.stage_timeouts.get(purpose, 36.0)):
+            async with asyncio.timeout(self._timeout(purpose)):
                 completion = await self.model.complete(messages, purpose=purpose, schema=schema)
         finally:
             latency = round((time.perf_counter() - started) * 1000, 3)
@@ -883,6 +1145,9 @@ class PlannerTurn:
             text = self._scrub(completion.text)
             self._record(self._pending_record.model_copy(update={"raw": text, "parsed": text}))
         return completion
+
+    def _timeout(self, purpose: Purpose) -> float:
+        return self.stage_timeouts.get(purpose, 36.0) * self.config.stage_timeout_scale
 
     def _record(self, record: CallRecord) -> None:
         self.calls.append(record)
@@ -913,21 +1178,29 @@ class PlannerTurn:
         self, task: TaskState, previous: ExecutionState | None, live: bool
     ) -> list[ChatMessage]:
         state = self._state_or(ExecutionState())
-        snapshot = [obs.content for obs in state.observations if obs.kind == "live_state"]
         prompt = render_prompt(
             "plan",
             self.agent_dir,
             max_steps=str(self.config.max_steps),
             tools=self.tools.render() or "(no tools)",
-            live_state="\n".join(snapshot) or "(not refreshed for this request)",
-            task_state="(left out: this request is about live configuration)"
-            if live
-            else (task.render() if not task.is_empty else "(empty)"),
+            live_state=self._snapshot(state),
+            task_state=self._task_text(task, live),
             previous=self._previous_text(previous),
             conversation=self._conversation(),
             request=self.text,
         )
         return self._messages(prompt)
+
+    @staticmethod
+    def _snapshot(state: ExecutionState) -> str:
+        snapshot = [obs.content for obs in state.observations if obs.kind == "live_state"]
+        return "\n".join(snapshot) or "(not refreshed for this request)"
+
+    def _task_text(self, task: TaskState | None = None, live: bool | None = None) -> str:
+        task = self._task if task is None else task
+        if self._live if live is None else live:
+            return "(left out: this request is about live configuration)"
+        return task.render() if not task.is_empty else "(empty)"
 
     def _previous_text(self, previous: ExecutionState | None) -> str:
         if previous is None:
