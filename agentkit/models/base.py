@@ -41,9 +41,7 @@ __all__ = [
     "validate_structured",
 ]
 
-Purpose = Literal[
-    "chat", "plan", "replan", "reason", "respond", "summarize", "classify", "act"
-]
+Purpose = Literal["chat", "plan", "replan", "reason", "respond", "summarize", "classify", "act"]
 PURPOSES: tuple[Purpose, ...] = (
     "chat",
     "plan",
