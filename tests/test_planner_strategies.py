@@ -215,15 +215,21 @@ def test_tool_loop_refusal_runs_nothing(env: Env) -> None:
     assert "cancelled" in events[-1].text
 
 
-def test_tool_loop_does_not_rerun_a_repeated_read(env: Env) -> None:
-    script = {"act": [calls(("list_traders", {})), calls(("list_traders", {})), "No traders."]}
+def test_tool_loop_repeated_read_is_not_rerun_and_leads_to_the_answer(env: Env) -> None:
+    script = {
+        "act": [calls(("list_traders", {})), calls(("list_traders", {}))],
+        "respond": ["No traders."],
+    }
     turn = env.turn("traders?", script, config=TOOL_LOOP)
     events = run(turn)
     assert planned_tools(events) == ["list_traders"]  # asked twice, run once
-    model = turn.model
-    assert isinstance(model, ScriptedModel)
-    assert "already called with these arguments" in model.requests[2].messages[-1].content
+    assert purposes(turn) == ["act", "act", "respond"]
+    respond_prompt = turn.model.requests[2].messages[-1].content  # type: ignore[attr-defined]
+    assert '[tool_result act_1] {"traders": []}' in respond_prompt
     assert events[-1].text == "No traders."
+    state = env.state()
+    assert state is not None and state.status == "completed"
+    assert [s.type for s in state.steps] == ["tool", "respond"]
 
 
 @pytest.mark.parametrize(

@@ -907,7 +907,8 @@ class PlannerTurn:
     async def _act_loop(self) -> AsyncIterator[AgentEvent]:
         """Ask for one action at a time until the model answers (bounded by ``max_steps`` tool
         calls and ``max_iterations`` model calls). A read repeated with the same arguments is not
-        run again: its result is already in the observations."""
+        run again: its result is already known, so the respond stage answers from it (small
+        local models otherwise repeat one call until the iteration bound)."""
         iterations = 0
         while True:
             state = self._state_or(ExecutionState())
@@ -949,14 +950,23 @@ class PlannerTurn:
                 ),
                 None,
             )
-            if repeated is not None:
-                self._save(state.observe(Observation(
+            if repeated is not None:  # nothing new to fetch: answer from what is known
+                answer = PlanStep(
+                    id=f"answer_{len(state.steps) + 1}",
+                    type="respond",
+                    title="Answer",
+                    instruction="Answer the request from the observations.",
+                )
+                note = Observation(
                     step_id=repeated.id,
                     kind="note",
-                    content=f"{action.tool_name} was already called with these arguments; "
-                    "its result is above. Answer or call something else.",
-                )))  # fmt: skip
-                continue
+                    content=f"{action.tool_name} asked for again with the same arguments",
+                )
+                steps = (*state.steps, answer)
+                self._save(state.observe(note).with_steps(steps, plan_id=state.plan_id))
+                async for event in self._respond(answer):
+                    yield event
+                return
             step = PlanStep(
                 id=f"act_{len(state.steps) + 1}",
                 type="tool",
