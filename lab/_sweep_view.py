@@ -1,0 +1,168 @@
+"""What the compression lab shows, as plain functions (testable without a kernel).
+
+The sweep itself is :func:`agentkit.memory.sweep.sweep_compression`; this module turns its
+inputs into a :class:`SweepSource` (a scenario file or a stored conversation), parses the grid
+the user typed, and renders the rows as a DataFrame and a figure. The figure is drawn on a bare
+``matplotlib.figure.Figure`` (no pyplot, so no global state and no GUI backend) and shipped as
+PNG bytes, which an ``ipywidgets.Image`` shows the same way in a kernel and in a test.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from agentkit import Agent, Message, TaskState
+from agentkit.errors import UsageError
+from agentkit.memory.sweep import SweepRow, ThresholdGrid, load_scenario
+from matplotlib.figure import Figure
+
+__all__ = [
+    "SweepSource",
+    "conversation_source",
+    "figure_png",
+    "parse_facts",
+    "parse_grid",
+    "parse_values",
+    "scenario_files",
+    "scenario_source",
+    "sweep_figure",
+    "sweep_frame",
+]
+
+_SEPARATORS = re.compile(r"[\s,;]+")
+
+
+@dataclass(frozen=True)
+class SweepSource:
+    """What a sweep runs on: a window, the TaskState it starts from, the facts to look for."""
+
+    label: str
+    window: tuple[Message, ...]
+    task_state: TaskState
+    facts: tuple[str, ...] = ()
+
+
+def scenario_files(folder: Path | str | None) -> list[Path]:
+    """The ``*.json`` scenario files in *folder*, sorted (none when it does not exist)."""
+    if folder is None or not Path(folder).is_dir():
+        return []
+    return sorted(Path(folder).glob("*.json"))
+
+
+def scenario_source(path: Path | str) -> SweepSource:
+    """A scenario file (validated: a bad one is a ConfigError naming the field)."""
+    scenario = load_scenario(path)
+    return SweepSource(
+        label=scenario.title or Path(path).stem,
+        window=tuple(scenario.window()),
+        task_state=scenario.task_state(),
+        facts=scenario.facts,
+    )
+
+
+def conversation_source(
+    agent: Agent, conversation_id: str, facts: Iterable[str] = ()
+) -> SweepSource:
+    """A stored conversation's dialogue since its last ``/clear``, compression markers and
+    other system messages left out, so the sweep sees the whole dialogue, not just what an
+    earlier compression kept. It starts from the stored TaskState's pinned facts only (the
+    rest of the stored state is an earlier summary of this very dialogue)."""
+    history = agent.load_conversation_history(conversation_id)
+    start = 0
+    for index, message in enumerate(history):
+        if message.role == "user" and message.content.strip().lower() == "/clear":
+            start = index + 1
+    window = tuple(m for m in history[start:] if m.role != "system")
+    if not window:
+        raise UsageError(f"conversation {conversation_id!r} has no messages to compress")
+    pinned = agent.task_state(conversation_id).value.pinned_facts
+    title = agent.get_conversation(conversation_id).meta.title
+    return SweepSource(
+        label=f"{agent.id} / {title}",
+        window=window,
+        task_state=TaskState(pinned_facts=pinned).normalize(),
+        facts=tuple(facts),
+    )
+
+
+def parse_values(text: str, axis: str) -> tuple[int, ...]:
+    """``"4, 8 12"`` → ``(4, 8, 12)``; anything but whole numbers is a UsageError naming
+    *axis* and the offending item."""
+    values: list[int] = []
+    for item in _SEPARATORS.split(text.strip()):
+        if not item:
+            continue
+        if not item.isdigit():
+            raise UsageError(f"{axis}: {item!r} is not a whole number")
+        values.append(int(item))
+    return tuple(values)
+
+
+def parse_grid(n_text: str, t_text: str, k_text: str) -> ThresholdGrid:
+    """The grid typed in the lab's three fields (empty fields are an error naming the axis)."""
+    return ThresholdGrid(
+        max_messages=parse_values(n_text, "N (max_messages)"),
+        token_threshold=parse_values(t_text, "T (token_threshold)"),
+        keep_recent=parse_values(k_text, "K (keep_recent)"),
+    )
+
+
+def parse_facts(text: str) -> tuple[str, ...]:
+    """One fact per line; blank lines are skipped."""
+    return tuple(line.strip() for line in text.splitlines() if line.strip())
+
+
+def sweep_frame(rows: Sequence[SweepRow]) -> pd.DataFrame:
+    """One row per grid point, in grid order, with the retention ratios as columns."""
+    frame = pd.DataFrame([row.as_record() for row in rows])
+    if frame.empty:
+        return frame
+    total = frame["facts_total"].where(frame["facts_total"] > 0)
+    frame["state_retention"] = frame["facts_in_state"] / total
+    frame["context_retention"] = frame["facts_in_context"] / total
+    return frame
+
+
+def _label(row: SweepRow) -> str:
+    return f"N{row.max_messages} T{row.token_threshold} K{row.keep_recent}"
+
+
+def sweep_figure(rows: Sequence[SweepRow], title: str = "") -> Figure:
+    """Tokens before/after (bars) and facts kept (lines) at each grid point."""
+    figure = Figure(figsize=(max(6.0, 0.7 * len(rows) + 2), 6.0), layout="constrained")
+    tokens_axes, facts_axes = figure.subplots(2, 1, sharex=True)
+    positions = list(range(len(rows)))
+    width = 0.4
+    tokens_axes.bar(
+        [p - width / 2 for p in positions], [r.tokens_before for r in rows], width, label="before"
+    )
+    tokens_axes.bar(
+        [p + width / 2 for p in positions], [r.tokens_after for r in rows], width, label="after"
+    )
+    for position, row in zip(positions, rows, strict=True):
+        if row.status == "failed":
+            tokens_axes.annotate("failed", (position, row.tokens_after), ha="center", color="red")
+    tokens_axes.set_ylabel("tokens in the window")
+    tokens_axes.legend(loc="upper right")
+    tokens_axes.set_title(title or "compression sweep")
+    facts_axes.plot(positions, [r.facts_in_state for r in rows], "o-", label="in TaskState")
+    facts_axes.plot(positions, [r.facts_in_context for r in rows], "s--", label="in context")
+    total = max((r.facts_total for r in rows), default=0)
+    facts_axes.set_ylim(-0.2, total + 0.5)
+    facts_axes.set_ylabel(f"facts kept (of {total})")
+    facts_axes.legend(loc="lower right")
+    facts_axes.set_xticks(positions, [_label(r) for r in rows], rotation=45, ha="right")
+    facts_axes.set_xlabel("grid point (N messages, T tokens, K kept)")
+    return figure
+
+
+def figure_png(figure: Figure) -> bytes:
+    """The figure as PNG bytes."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90)
+    return buffer.getvalue()

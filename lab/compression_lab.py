@@ -1,0 +1,253 @@
+"""``CompressionLab``: sweep the compression thresholds N / T / K and see what survives.
+
+A thin view: the sweep is :func:`agentkit.memory.sweep.sweep_compression`, the parsing and the
+rendering are the plain functions of :mod:`lab._sweep_view`. The lab never writes anything: it
+reads a scenario file or a stored conversation and shows what compression *would* do.
+Sweeps run on a private background event loop, so the lab works inside Jupyter's own loop and
+a model's state stays on one loop across sweeps.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as widgets
+import pandas as pd
+from agentkit import Agent, ChatModel, create_model
+from agentkit._loop import BackgroundLoop
+from agentkit.errors import AgentkitError, UsageError
+from agentkit.memory.sweep import SweepRow, ThresholdGrid, sweep_compression
+from agentkit.workspace import resolve_data_dir
+
+from lab._sweep_view import (
+    SweepSource,
+    conversation_source,
+    figure_png,
+    parse_facts,
+    parse_grid,
+    scenario_files,
+    scenario_source,
+    sweep_figure,
+    sweep_frame,
+)
+
+__all__ = ["DEFAULT_GRID", "CompressionLab"]
+
+#: small enough for the embedded model: at most two summaries per source (two K values)
+DEFAULT_GRID = ThresholdGrid(max_messages=(4, 12), token_threshold=(100, 600), keep_recent=(2, 6))
+
+
+def _values_text(values: Sequence[int]) -> str:
+    return ", ".join(str(value) for value in values)
+
+
+class CompressionLab:
+    """Pick a scenario file or a conversation, a model and a grid; run; read the table/plot.
+
+    *agent* (with *conversation_id* preselected) enables the conversation source; scenario
+    files are listed from *scenarios_dir* (default ``{data root}/scenarios/compression``) and
+    *scenario*. *model* is a spec (``llama``, ``scripted:FILE``…) or a ChatModel; by default
+    the agent's configured model, else ``llama`` (a relative ``scripted:FILE`` resolves against
+    the agent's folder, else the working directory). After a run, :attr:`rows` and :attr:`frame`
+    hold the results.
+    """
+
+    def __init__(
+        self,
+        agent: Agent | None = None,
+        conversation_id: str | None = None,
+        *,
+        scenario: Path | str | None = None,
+        scenarios_dir: Path | str | None = None,
+        facts: Sequence[str] = (),
+        model: str | ChatModel | None = None,
+        grid: ThresholdGrid | None = None,
+    ) -> None:
+        self.agent = agent
+        self.rows: list[SweepRow] = []
+        self.frame = pd.DataFrame()
+        self._given_model = model if isinstance(model, ChatModel) else None
+        self._models: dict[str, ChatModel] = {}
+        self._loop: BackgroundLoop | None = None
+        grid = grid or DEFAULT_GRID
+        folder = scenarios_dir
+        if folder is None:
+            folder = resolve_data_dir() / "scenarios" / "compression"
+        files = scenario_files(folder)
+        if scenario is not None and Path(scenario) not in files:
+            files.insert(0, Path(scenario))
+        spec = model.spec if isinstance(model, ChatModel) else model
+        if spec is None:
+            spec = agent.config.model if agent is not None else "llama"
+
+        self.source_kind = widgets.ToggleButtons(
+            options=[("scenario file", "scenario"), ("conversation", "conversation")],
+            value="conversation" if conversation_id else "scenario",
+            description="Source",
+        )
+        self.scenario = widgets.Dropdown(
+            options=[(path.name, str(path)) for path in files],
+            value=str(scenario) if scenario is not None else (str(files[0]) if files else None),
+            description="Scenario",
+        )
+        conversations = (
+            [
+                (f"{c.title} · {c.conversation_id}", c.conversation_id)
+                for c in agent.list_conversations()
+            ]
+            if agent is not None
+            else []
+        )
+        self.conversation = widgets.Dropdown(
+            options=conversations, value=conversation_id, description="Conversation"
+        )
+        if agent is None:
+            self.source_kind.disabled = True
+        self.facts = widgets.Textarea(
+            value="\n".join(facts),
+            description="Facts",
+            placeholder="one known fact per line",
+            layout=widgets.Layout(width="60%", height="110px"),
+        )
+        self.model = widgets.Text(
+            value=spec, description="Model", disabled=self._given_model is not None
+        )
+        self.n_values = widgets.Text(_values_text(grid.max_messages), description="N values")
+        self.t_values = widgets.Text(_values_text(grid.token_threshold), description="T values")
+        self.k_values = widgets.Text(_values_text(grid.keep_recent), description="K values")
+        self.run_button = widgets.Button(description="Run sweep", button_style="primary")
+        self.progress = widgets.IntProgress(value=0, min=0, max=grid.size, description="Sweep")
+        self.status = widgets.HTML()
+        self.plot = widgets.Image(format="png")
+        self.table = widgets.HTML()
+        self.run_button.on_click(self._on_run)
+        self.scenario.observe(self._on_scenario, names="value")
+        self.source_kind.observe(self._on_source, names="value")
+        if not facts and self.source_kind.value == "scenario":
+            self._fill_facts()
+        self.widget = widgets.VBox([
+            widgets.HTML("<b>Compression lab</b>: sweep N / T / K over one dialogue"),
+            self.source_kind,
+            self.scenario,
+            self.conversation,
+            self.facts,
+            self.model,
+            widgets.HBox([self.n_values, self.t_values, self.k_values]),
+            widgets.HBox([self.run_button, self.progress]),
+            self.status,
+            self.plot,
+            self.table,
+        ])  # fmt: skip
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:  # noqa: ANN401 - IPython's protocol
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    # -- inputs ---------------------------------------------------------------------------
+
+    def source(self) -> SweepSource:
+        """The selected scenario or conversation (facts from the Facts field)."""
+        facts = parse_facts(self.facts.value)
+        if self.source_kind.value == "conversation":
+            if self.agent is None or not self.conversation.value:
+                raise UsageError("pick a conversation first")
+            return conversation_source(self.agent, self.conversation.value, facts)
+        if not self.scenario.value:
+            raise UsageError("no scenario file: give scenario= or scenarios_dir=")
+        found = scenario_source(self.scenario.value)
+        return SweepSource(found.label, found.window, found.task_state, facts)
+
+    def grid(self) -> ThresholdGrid:
+        return parse_grid(self.n_values.value, self.t_values.value, self.k_values.value)
+
+    def chat_model(self) -> ChatModel:
+        """The model given, else the one the Model field names (created once per spec)."""
+        if self._given_model is not None:
+            return self._given_model
+        spec = self.model.value.strip()
+        if spec not in self._models:
+            base = self.agent.folder.path if self.agent is not None else Path.cwd()
+            created = create_model(spec, base_dir=base)
+            if not isinstance(created, ChatModel):
+                raise UsageError(f"compression needs a chat model; {spec!r} is a session backend")
+            self._models[spec] = created
+        return self._models[spec]
+
+    # -- running --------------------------------------------------------------------------
+
+    def run(self) -> pd.DataFrame:
+        """Run the sweep with what the widgets hold; fills the table, the plot and :attr:`frame`.
+
+        Raises the input's error (a ConfigError naming the field of a bad scenario, a
+        UsageError for an empty grid…); :meth:`_on_run` shows it instead."""
+        source = self.source()
+        grid = self.grid()
+        model = self.chat_model()
+        self.progress.max, self.progress.value = grid.size, 0
+        if self._loop is None:
+            self._loop = BackgroundLoop()
+        self.rows = self._loop.run(
+            sweep_compression(
+                source.window,
+                source.task_state,
+                model,
+                grid,
+                facts=source.facts,
+                progress=self._advance,
+            )
+        )
+        self.frame = sweep_frame(self.rows)
+        self.plot.value = figure_png(sweep_figure(self.rows, source.label))
+        self.table.value = self.frame.to_html(index=False, na_rep="")
+        failed = sum(row.status == "failed" for row in self.rows)
+        summaries = sum(
+            row.status in ("compressed", "failed") and not row.reused for row in self.rows
+        )
+        self.status.value = html.escape(
+            f"{source.label}: {len(self.rows)} grid points, {summaries} summarize calls"
+            + (f", {failed} failed" if failed else "")
+        )
+        return self.frame
+
+    def _advance(self, done: int, total: int) -> None:
+        self.progress.max, self.progress.value = total, done
+
+    def _show_error(self, error: Exception) -> None:
+        self.status.value = f'<span style="color:#b00020">{html.escape(str(error))}</span>'
+
+    def _on_run(self, _: widgets.Button) -> None:
+        self.run_button.disabled = True
+        try:
+            self.run()
+        except AgentkitError as error:
+            self._show_error(error)
+        finally:
+            self.run_button.disabled = False
+
+    def _fill_facts(self) -> None:
+        if not self.scenario.value:
+            return
+        try:
+            self.facts.value = "\n".join(scenario_source(self.scenario.value).facts)
+            self.status.value = ""
+        except AgentkitError as error:
+            self._show_error(error)
+
+    def _on_scenario(self, _: dict[str, Any]) -> None:
+        if self.source_kind.value == "scenario":
+            self._fill_facts()
+
+    def _on_source(self, change: dict[str, Any]) -> None:
+        if change["new"] == "scenario":
+            self._fill_facts()
+
+    def close(self) -> None:
+        """Release the models the lab created and its event loop."""
+        if self._loop is not None:
+            for model in self._models.values():
+                self._loop.run(model.aclose())
+            self._loop.close()
+            self._loop = None
+        self._models.clear()
