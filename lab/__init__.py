@@ -1,6 +1,14 @@
 """The agentkit workbench: thin ipywidgets views over agentkit's public API.
 
-The dashboards (chat panel, plan view, TaskState editor, compression lab, conversation
-browser, prompt lab) arrive with issue #6. This package may import ipywidgets and pandas;
-``agentkit`` itself never imports ``lab``.
+Each view renders what plain functions (in the ``*_state``, ``*_table``, ``*_form`` and
+``*_tables`` modules) derive from agentkit objects, and calls the public ``Agent`` API; none
+keeps state of its own beyond what is on screen. This package may import ipywidgets and
+pandas; ``agentkit`` itself never imports ``lab``.
 """
+
+from lab.chat_panel import ChatPanel
+from lab.conversation_browser import ConversationBrowser
+from lab.plan_view import PlanView
+from lab.task_state_editor import TaskStateEditor
+
+__all__ = ["ChatPanel", "ConversationBrowser", "PlanView", "TaskStateEditor"]

@@ -1,0 +1,114 @@
+"""Running agent work for a widget: on the agent's own background loop, without blocking.
+
+Invariant: every turn and every cancel a widget starts for an :class:`~agentkit.Agent` runs on
+the same event loop as ``Agent.send`` (the agent's ``BackgroundLoop``, created the way
+``Agent.send`` creates it). Live sessions are bound to the loop they were opened on, so this is
+what lets a second message from a widget reach the live session (scenario B) and lets the stop
+button's ``agent.cancel`` find the running turn in the same session pool.
+
+The caller gets a :class:`concurrent.futures.Future` at once: a widget callback returns
+immediately and the kernel stays responsive while the reply streams in. Events are handed to
+``on_event`` as they arrive (on the loop thread); a failing callback never stops the turn
+half-way: the turn is consumed to its ``result`` event and the first callback error is raised
+from the future afterwards.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from agentkit import Agent
+from agentkit._loop import BackgroundLoop
+from agentkit.events import AgentEvent
+
+__all__ = ["run_on_agent_loop", "start_turn", "then"]
+
+T = TypeVar("T")
+
+
+def _agent_loop(agent: Agent) -> BackgroundLoop:
+    # The same lazily created loop Agent.send uses (Agent keeps it in ``_loop``).
+    if agent._loop is None:
+        agent._loop = BackgroundLoop()
+    return agent._loop
+
+
+def run_on_agent_loop(
+    agent: Agent, work: Callable[[], Coroutine[Any, Any, T]], *, name: str = "agentkit-lab"
+) -> Future[T]:
+    """Run ``work()`` on *agent*'s loop from a helper thread; return its future at once.
+
+    *work* is a coroutine function (not a coroutine), so nothing is created that could be left
+    un-awaited when the future is cancelled before it starts.
+    """
+    loop = _agent_loop(agent)
+    future: Future[T] = Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(loop.run(work()))
+        except BaseException as error:  # handed to whoever reads the future
+            future.set_exception(error)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
+
+
+def start_turn(
+    agent: Agent,
+    conversation_id: str | None,
+    text: str,
+    on_event: Callable[[AgentEvent], None],
+) -> Future[list[AgentEvent]]:
+    """Start one turn (``agent.send_message``); its future holds every event of the turn.
+
+    Errors raised before the turn starts (empty text, unknown or busy conversation, a bad model
+    spec) come out of the future; nothing was written in those cases.
+    """
+
+    async def consume() -> list[AgentEvent]:
+        events: list[AgentEvent] = []
+        callback_error: Exception | None = None
+        async for event in agent.send_message(conversation_id, text):
+            events.append(event)
+            try:
+                on_event(event)
+            except Exception as error:  # a view problem must not cut the turn short
+                callback_error = callback_error or error
+        if callback_error is not None:
+            raise callback_error
+        return events
+
+    return run_on_agent_loop(agent, consume, name="agentkit-lab-turn")
+
+
+def then(future: Future[T], after: Callable[[Future[T]], None]) -> Future[T]:
+    """A future that completes like *future*, but only once ``after(future)`` has run.
+
+    Views return this from their send methods, so whoever waits on it (a notebook cell, a
+    test) sees the widgets already showing the finished turn. An error in *after* is raised
+    from the returned future.
+    """
+    chained: Future[T] = Future()
+
+    def settle(done: Future[T]) -> None:
+        try:
+            after(done)
+        except Exception as error:
+            chained.set_exception(error)
+            return
+        if done.cancelled():
+            chained.cancel()
+            chained.set_running_or_notify_cancel()
+        elif (problem := done.exception()) is not None:
+            chained.set_exception(problem)
+        else:
+            chained.set_result(done.result())
+
+    future.add_done_callback(settle)
+    return chained

@@ -1,0 +1,271 @@
+"""``ChatPanel``: chat with an agent in a notebook, the reply streaming in as it is written.
+
+A thin view over ``agent.send_message``: the turn runs on the agent's background loop
+(:mod:`lab._turns`), each event is folded into a :class:`~lab.chat_state.TurnView` and the
+widgets are redrawn from it. For a planner agent the panel embeds a :class:`~lab.plan_view.PlanView`
+of the same conversation, refreshed after every event that can change the plan.
+
+Nothing typed is lost: a message refused before its turn starts (empty, busy conversation,
+unknown model spec) stays in the text box with the reason shown.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from html import escape
+from typing import Any
+
+import ipywidgets as widgets
+from agentkit import Agent, AgentkitError, Message
+from agentkit.events import AgentEvent, SessionEvent
+
+from lab._html import notice_html, pre_html
+from lab._turns import run_on_agent_loop, start_turn, then
+from lab.chat_state import (
+    NEW_CONVERSATION,
+    TurnView,
+    badge_html,
+    conversation_options,
+    message_problem,
+    transcript_html,
+)
+from lab.plan_view import PlanView
+
+__all__ = ["ChatPanel"]
+
+_LOG_LINES = 200
+
+
+class ChatPanel(widgets.VBox):
+    """Pick or start a conversation, send messages, watch the reply, the events and the plan."""
+
+    def __init__(
+        self, agent: Agent, conversation_id: str | None = None, *, plan: bool | None = None
+    ) -> None:
+        self.agent = agent
+        self.history: list[Message] = (
+            agent.load_conversation_history(conversation_id) if conversation_id else []
+        )  # raises ConversationNotFoundError for an unknown id, before any widget exists
+        self.conversation_id = conversation_id
+        self.turn: Future[list[AgentEvent]] | None = None
+        self.turn_view: TurnView | None = None
+        self.log_lines: list[str] = []
+        self._picking = False
+        self._running = False
+
+        title = f"<b>{escape(agent.config.name or agent.id)}</b> · {escape(agent.id)}"
+        self.heading = widgets.HTML(f"{title} · engine {escape(agent.config.engine)}")
+        self.picker = widgets.Dropdown(
+            description="Conversation",
+            options=conversation_options(agent.list_conversations()),
+            value=conversation_id or NEW_CONVERSATION,
+            layout={"width": "70%"},
+            style={"description_width": "initial"},
+        )
+        self.picker.add_class("agentkit-chat-picker")
+        self.reload_button = widgets.Button(icon="refresh", tooltip="Reload the conversations")
+        self.badge = widgets.HTML(badge_html(""))
+        self.badge.add_class("agentkit-chat-badge")
+        self.transcript = widgets.HTML()
+        self.transcript.add_class("agentkit-chat-transcript")
+        self.input = widgets.Textarea(
+            placeholder="Type a message, then Send", layout={"width": "70%", "height": "4em"}
+        )
+        self.input.add_class("agentkit-chat-input")
+        self.send_button = widgets.Button(description="Send", button_style="primary", icon="send")
+        self.send_button.add_class("agentkit-chat-send")
+        self.stop_button = widgets.Button(description="Stop", icon="stop", disabled=True)
+        self.stop_button.add_class("agentkit-chat-stop")
+        self.notice = widgets.HTML()
+        self.event_log = widgets.HTML(pre_html("(no events yet)"))
+        self.event_log.add_class("agentkit-chat-log")
+        log_box = widgets.Accordion([self.event_log], titles=("Event log",))
+
+        is_planner = agent.config.engine == "planner"
+        self.plan_view: PlanView | None = (
+            PlanView(agent, conversation_id, send=self.submit)
+            if (plan if plan is not None else is_planner)
+            else None
+        )
+
+        self.picker.observe(self._on_pick, names="value")
+        self.reload_button.on_click(lambda _: self.reload())
+        self.send_button.on_click(lambda _: self.submit())
+        self.stop_button.on_click(lambda _: self.stop())
+
+        children: list[widgets.Widget] = [
+            self.heading,
+            widgets.HBox([self.picker, self.reload_button]),
+            self.badge,
+            self.transcript,
+            widgets.HBox([self.input, widgets.VBox([self.send_button, self.stop_button])]),
+            self.notice,
+        ]
+        if self.plan_view is not None:
+            children.append(self.plan_view)
+        children.append(log_box)
+        super().__init__(children)
+        self.add_class("agentkit-chat-panel")
+        self._draw()
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """True from Send until the view shows the finished turn."""
+        return self._running
+
+    def _draw(self) -> None:
+        self.transcript.value = transcript_html(self.history, self.turn_view)
+        lines = self.log_lines + (self.turn_view.log if self.turn_view is not None else [])
+        self.event_log.value = pre_html("\n".join(lines[-_LOG_LINES:]) or "(no events yet)")
+        busy = self.busy
+        self.send_button.disabled = busy
+        self.stop_button.disabled = not busy
+        self.picker.disabled = busy
+
+    def _archive_turn(self) -> None:
+        """Move the finished turn's log lines to the panel's log; forget the turn view."""
+        if self.turn_view is not None:
+            self.log_lines.extend(self.turn_view.log)
+            del self.log_lines[:-_LOG_LINES]
+        self.turn_view = None
+
+    def _set_picker(self, conversation_id: str | None) -> None:
+        self._picking = True
+        try:
+            self.picker.options = conversation_options(self.agent.list_conversations())
+            self.picker.value = conversation_id or NEW_CONVERSATION
+        finally:
+            self._picking = False
+        self._running = False
+
+    def reload(self) -> None:
+        """Reload the conversation list and the current conversation's messages."""
+        self._set_picker(self.conversation_id)
+        self.history = (
+            self.agent.load_conversation_history(self.conversation_id)
+            if self.conversation_id
+            else []
+        )
+        if self.plan_view is not None:
+            self.plan_view.show(self.conversation_id)
+        self._draw()
+
+    def select(self, conversation_id: str | None) -> None:
+        """Switch to *conversation_id* (None: the next message starts a new conversation)."""
+        self.picker.value = conversation_id or NEW_CONVERSATION
+
+    def _on_pick(self, change: dict[str, Any]) -> None:
+        if self._picking:
+            return
+        chosen = change["new"] or None
+        try:
+            self.history = self.agent.load_conversation_history(chosen) if chosen else []
+        except AgentkitError as error:  # deleted meanwhile
+            self.notice.value = notice_html(str(error), "error")
+            self._set_picker(self.conversation_id)
+            return
+        self.conversation_id = chosen
+        self._archive_turn()
+        self.badge.value = badge_html("")
+        self.notice.value = ""
+        if self.plan_view is not None:
+            self.plan_view.show(chosen)
+        self._draw()
+
+    # -- a turn --------------------------------------------------------------------------------
+
+    def submit(self, text: str | None = None) -> Future[list[AgentEvent]] | None:
+        """Send *text* (default: the text box); the reply streams in. None when refused."""
+        typed = text is None
+        text = self.input.value if text is None else text
+        problem = message_problem(text)
+        if not problem and self.busy:
+            problem = "A turn is still running: wait for it, or press Stop."
+        if problem:
+            self.notice.value = notice_html(problem, "warn")
+            return None
+        self.notice.value = ""
+        self._archive_turn()
+        self.turn_view = TurnView(user_text=text.strip())
+        if typed:
+            self.input.value = ""
+        self._running = True
+        self._draw()
+        started = start_turn(self.agent, self.conversation_id, text, self._on_event)
+        self.turn = then(started, self._after_turn)
+        return self.turn
+
+    def _on_event(self, event: AgentEvent) -> None:
+        turn = self.turn_view
+        if turn is None:
+            return
+        plan_changed = turn.apply(event)
+        if isinstance(event, SessionEvent):
+            self.badge.value = badge_html(event.scenario)
+            if self.conversation_id != event.conversation_id:
+                self.conversation_id = event.conversation_id
+                if self.plan_view is not None:
+                    self.plan_view.show(event.conversation_id)
+        if plan_changed and self.plan_view is not None:
+            self.plan_view.refresh()
+        self._draw()
+
+    def _after_turn(self, future: Future[list[AgentEvent]]) -> None:
+        self._running = False
+        turn = self.turn_view
+        error = None if future.cancelled() else future.exception()
+        if turn is not None and error is not None and not turn.message_id:
+            # Refused before it started: nothing was written; give the text back.
+            turn.fail(error)
+            if not self.input.value:
+                self.input.value = turn.user_text
+            self._archive_turn()
+            self.notice.value = notice_html(f"Not sent: {error}", "error")
+        elif error is not None:
+            self.notice.value = notice_html(f"The view failed to follow the turn: {error}", "error")
+        elif turn is not None and turn.errors:
+            self.notice.value = notice_html("; ".join(turn.errors), "error")
+        elif turn is not None and turn.status == "cancelled":
+            self.notice.value = notice_html("Stopped: the reply was cut short.", "warn")
+        try:
+            self._set_picker(self.conversation_id)
+            if self.conversation_id:
+                self.history = self.agent.load_conversation_history(self.conversation_id)
+        except AgentkitError as problem:
+            self.notice.value = notice_html(str(problem), "error")
+        if self.plan_view is not None:
+            self.plan_view.refresh()
+        self._draw()
+
+    def stop(self) -> Future[bool] | None:
+        """Ask the running turn to stop (``agent.cancel``); None when no turn is running."""
+        turn = self.turn_view
+        if not self.busy or turn is None:
+            self.notice.value = notice_html("No turn is running.", "warn")
+            return None
+        conversation_id = turn.conversation_id or self.conversation_id
+        if not conversation_id:
+            self.notice.value = notice_html("The turn is starting; press Stop again.", "warn")
+            return None
+
+        async def cancel() -> bool:
+            return await self.agent.cancel(conversation_id)
+
+        future = run_on_agent_loop(self.agent, cancel, name="agentkit-lab-cancel")
+        future.add_done_callback(self._after_stop)
+        return future
+
+    def _after_stop(self, future: Future[bool]) -> None:
+        error = None if future.cancelled() else future.exception()
+        if error is not None:
+            self.notice.value = notice_html(f"Stop failed: {error}", "error")
+        elif future.result():
+            self.notice.value = notice_html("Stop requested.", "info")
+        else:
+            self.notice.value = notice_html(
+                "Nothing to stop: this turn has no live session (planner turns run to their "
+                "end; the plan view shows where they are).",
+                "warn",
+            )

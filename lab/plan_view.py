@@ -1,0 +1,192 @@
+"""``PlanView``: a planner conversation's ExecutionState as a live table, and its pause.
+
+A thin view: the table and the pending request come from :mod:`lab.plan_table` (plain
+functions over the stored state); the buttons call the agent. Answering a question sends the
+answer as the next message; approving a consent request sends "yes", rejecting sends "no"
+(the planner's own confirmation words). Before sending, the stored state is read again: a
+pause that was answered elsewhere meanwhile is not answered twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Literal
+
+import ipywidgets as widgets
+from agentkit import Agent, AgentkitError, ExecutionState
+from agentkit.events import AgentEvent
+
+from lab._html import frame_html, message_html, notice_html
+from lab._turns import start_turn, then
+from lab.chat_state import TurnView, message_problem
+from lab.plan_table import PendingRequest, pending_request, plan_frame, plan_summary
+
+__all__ = ["PlanView"]
+
+SendFunction = Callable[[str], "Future[list[AgentEvent]] | None"]
+"""How the view sends a message (a ChatPanel passes its own, so replies show in the chat)."""
+
+APPROVE_TEXT = "yes"
+REJECT_TEXT = "no"
+
+
+class PlanView(widgets.VBox):
+    """The plan steps of *conversation_id* (status, tool, masked arguments, observations)."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        conversation_id: str | None = None,
+        *,
+        send: SendFunction | None = None,
+    ) -> None:
+        self.agent = agent
+        self.conversation_id = conversation_id
+        self.state: ExecutionState | None = None
+        self.version = 0
+        self.pending: PendingRequest | None = None
+        self.turn: Future[list[AgentEvent]] | None = None
+        self._send_text = send
+        self._own_turn: TurnView | None = None
+        self._running = False
+
+        self.summary = widgets.HTML()
+        self.table = widgets.HTML()
+        self.notice = widgets.HTML()
+        self.reply = widgets.HTML()
+        self.refresh_button = widgets.Button(description="Refresh", icon="refresh")
+        self.question = widgets.HTML()
+        self.answer_box = widgets.Text(placeholder="Your answer", layout={"width": "60%"})
+        self.answer_box.add_class("agentkit-plan-answer")
+        self.answer_button = widgets.Button(description="Answer", button_style="primary")
+        self.answer_button.add_class("agentkit-plan-answer-send")
+        self.approve_button = widgets.Button(description="Approve", button_style="success")
+        self.approve_button.add_class("agentkit-plan-approve")
+        self.reject_button = widgets.Button(description="Reject", button_style="danger")
+        self.reject_button.add_class("agentkit-plan-reject")
+        self.answer_row = widgets.HBox([self.answer_box, self.answer_button])
+        self.consent_row = widgets.HBox([self.approve_button, self.reject_button])
+        self.pending_box = widgets.VBox([])
+
+        self.refresh_button.on_click(lambda _: self.refresh())
+        self.answer_button.on_click(lambda _: self.answer())
+        self.answer_box.on_submit(lambda _: self.answer())
+        self.approve_button.on_click(lambda _: self.approve())
+        self.reject_button.on_click(lambda _: self.reject())
+
+        header = widgets.HBox([widgets.HTML("<b>Plan</b>"), self.refresh_button])
+        super().__init__(
+            [header, self.summary, self.table, self.pending_box, self.notice, self.reply]
+        )
+        self.add_class("agentkit-plan-view")
+        self.refresh()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def show(self, conversation_id: str | None) -> None:
+        """Follow another conversation (None: none yet)."""
+        self.conversation_id = conversation_id
+        self.reply.value = ""
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the stored ExecutionState again and redraw."""
+        state: ExecutionState | None = None
+        version = 0
+        problem = ""
+        if self.conversation_id is not None:
+            try:
+                loaded = self.agent.execution_state(self.conversation_id)
+            except AgentkitError as error:  # unknown conversation, unreadable state
+                problem = str(error)
+            else:
+                if loaded is not None:
+                    state, version = loaded.value, loaded.version
+        self.state, self.version = state, version
+        self.pending = pending_request(state)
+        self.summary.value = f"<small>{plan_summary(state)}</small>"
+        self.table.value = frame_html(
+            plan_frame(state), empty="No plan steps yet.", css_class="agentkit-plan-table"
+        )
+        self._draw_pending()
+        if problem:
+            self.notice.value = notice_html(problem, "error")
+
+    def _draw_pending(self) -> None:
+        pending = self.pending
+        busy = self._running
+        for button in (self.answer_button, self.approve_button, self.reject_button):
+            button.disabled = busy
+        if pending is None:
+            self.pending_box.children = []
+            return
+        label = "Question" if pending.kind == "question" else "Consent needed"
+        self.question.value = f"<b>{label}:</b> " + message_html("assistant", pending.text)
+        row = self.answer_row if pending.kind == "question" else self.consent_row
+        self.pending_box.children = [self.question, row]
+
+    # -- answering -----------------------------------------------------------------------------
+
+    def answer(self, text: str | None = None) -> Future[list[AgentEvent]] | None:
+        """Answer the pending question (default: the answer box); None when nothing was sent."""
+        text = self.answer_box.value if text is None else text
+        problem = message_problem(text)
+        if problem:
+            self.notice.value = notice_html(problem.replace("message", "answer"), "warn")
+            return None
+        future = self._respond("question", text)
+        if future is not None:
+            self.answer_box.value = ""
+        return future
+
+    def approve(self) -> Future[list[AgentEvent]] | None:
+        """Consent to the pending tool call (sends "yes")."""
+        return self._respond("confirmation", APPROVE_TEXT)
+
+    def reject(self) -> Future[list[AgentEvent]] | None:
+        """Refuse the pending tool call (sends "no"); the flow is cancelled."""
+        return self._respond("confirmation", REJECT_TEXT)
+
+    def _respond(
+        self, kind: Literal["question", "confirmation"], text: str
+    ) -> Future[list[AgentEvent]] | None:
+        if self._running:
+            self.notice.value = notice_html("A turn is still running; wait for it.", "warn")
+            return None
+        self.refresh()  # the pause may have been answered elsewhere meanwhile
+        if self.pending is None or self.pending.kind != kind or self.conversation_id is None:
+            what = "an answer" if kind == "question" else "your consent"
+            status = self.state.status if self.state is not None else "no plan"
+            self.notice.value = notice_html(
+                f"Nothing is waiting for {what} any more (status: {status}); nothing was sent.",
+                "warn",
+            )
+            return None
+        self.notice.value = ""
+        if self._send_text is not None:
+            future = self._send_text(text)
+        else:
+            self._own_turn = TurnView(user_text=text)
+            future = start_turn(self.agent, self.conversation_id, text, self._on_event)
+        if future is None:
+            return None
+        self._running = True
+        self._draw_pending()
+        self.turn = then(future, self._after_turn)
+        return self.turn
+
+    def _on_event(self, event: AgentEvent) -> None:
+        turn = self._own_turn
+        if turn is None:
+            return
+        if turn.apply(event):
+            self.refresh()
+        self.reply.value = message_html("assistant", turn.reply or "…")
+
+    def _after_turn(self, future: Future[list[AgentEvent]]) -> None:
+        self._running = False
+        error = None if future.cancelled() else future.exception()
+        if error is not None:
+            self.notice.value = notice_html(f"Not sent: {error}", "error")
+        self.refresh()
