@@ -7,8 +7,17 @@ pandas; ``agentkit`` itself never imports ``lab``.
 """
 
 from lab.chat_panel import ChatPanel
+from lab.compression_lab import CompressionLab
 from lab.conversation_browser import ConversationBrowser
 from lab.plan_view import PlanView
+from lab.prompt_lab import PromptLab
 from lab.task_state_editor import TaskStateEditor
 
-__all__ = ["ChatPanel", "ConversationBrowser", "PlanView", "TaskStateEditor"]
+__all__ = [
+    "ChatPanel",
+    "CompressionLab",
+    "ConversationBrowser",
+    "PlanView",
+    "PromptLab",
+    "TaskStateEditor",
+]
