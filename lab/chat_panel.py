@@ -49,6 +49,7 @@ class ChatPanel(widgets.VBox):
         self.conversation_id = conversation_id
         self.turn: Future[list[AgentEvent]] | None = None
         self.turn_view: TurnView | None = None
+        self.stopping: Future[bool] | None = None
         self.log_lines: list[str] = []
         self._picking = False
         self._running = False
@@ -254,8 +255,8 @@ class ChatPanel(widgets.VBox):
             return await self.agent.cancel(conversation_id)
 
         future = run_on_agent_loop(self.agent, cancel, name="agentkit-lab-cancel")
-        future.add_done_callback(self._after_stop)
-        return future
+        self.stopping = then(future, self._after_stop)
+        return self.stopping
 
     def _after_stop(self, future: Future[bool]) -> None:
         error = None if future.cancelled() else future.exception()

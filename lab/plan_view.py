@@ -71,7 +71,6 @@ class PlanView(widgets.VBox):
 
         self.refresh_button.on_click(lambda _: self.refresh())
         self.answer_button.on_click(lambda _: self.answer())
-        self.answer_box.on_submit(lambda _: self.answer())
         self.approve_button.on_click(lambda _: self.approve())
         self.reject_button.on_click(lambda _: self.reject())
 
@@ -133,7 +132,7 @@ class PlanView(widgets.VBox):
         text = self.answer_box.value if text is None else text
         problem = message_problem(text)
         if problem:
-            self.notice.value = notice_html(problem.replace("message", "answer"), "warn")
+            self.notice.value = notice_html(problem.replace("a message", "an answer"), "warn")
             return None
         future = self._respond("question", text)
         if future is not None:

@@ -1,0 +1,320 @@
+"""The chat panel: its view functions without widgets, and the widget driven by Button.click()."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from agentkit import Agent, ConversationNotFoundError, ScriptedModel
+from agentkit.events import (
+    AgentOutputEvent,
+    AskUserEvent,
+    ResultEvent,
+    SessionEvent,
+    ToolCallEvent,
+)
+from agentkit.models.base import (
+    ChatMessage,
+    ChatModel,
+    Completion,
+    JsonSchema,
+    ModelEvent,
+    Purpose,
+    TextDelta,
+)
+from lab import ChatPanel
+from lab.chat_state import (
+    NEW_CONVERSATION,
+    TurnView,
+    conversation_options,
+    describe_event,
+    message_problem,
+    transcript_html,
+)
+
+SESSION = SessionEvent(
+    agent_id="innovator-001",
+    conversation_id="conv-a",
+    message_id="msg-1",
+    scenario="B",
+    injected="nothing (live session)",
+)
+
+
+def result(text: str = "", status: str = "completed") -> ResultEvent:
+    return ResultEvent(conversation_id="conv-a", message_id="msg-1", status=status, text=text)  # type: ignore[arg-type]
+
+
+# -- the view functions -----------------------------------------------------------------------
+
+
+def test_turn_view_joins_the_streamed_pieces_and_keeps_one_log_line_for_them() -> None:
+    view = TurnView(user_text="hi")
+    changed = [
+        view.apply(event)
+        for event in (SESSION, *(AgentOutputEvent(text=t) for t in ("Hel", "lo ", "you")))
+    ]
+    changed.append(view.apply(result("Hello you")))
+    assert view.reply == "Hello you"
+    assert (view.scenario, view.conversation_id, view.status) == ("B", "conv-a", "completed")
+    assert view.log[0].startswith("session: scenario B")
+    assert view.log[1] == "agent_output: 3 pieces, 9 characters"
+    assert view.log[2].startswith("result: completed")
+    assert len(view.log) == 3
+    assert changed == [False, False, False, False, True]  # only result may change a plan
+
+
+def test_a_turn_without_streamed_text_shows_the_result_text() -> None:
+    view = TurnView(user_text="create a trader")
+    view.apply(SESSION)
+    assert view.apply(AskUserEvent(question="What should it be called?")) is True
+    view.apply(result("What should it be called?"))
+    assert view.reply == "What should it be called?"
+
+
+def test_the_event_log_masks_tool_arguments() -> None:
+    line = describe_event(
+        ToolCallEvent(
+            id="s1",
+            name="create_exchange_config",
+            arguments={"exchange": "binance", "api_key": "AKEY-0123456789abcd"},
+        )
+    )
+    assert "AKEY-0123456789abcd" not in line
+    assert "****abcd" in line and "binance" in line
+
+
+def test_the_transcript_escapes_what_it_shows() -> None:
+    view = TurnView(user_text="<script>alert(1)</script>")
+    html = transcript_html([], view)
+    assert "<script>" not in html
+    assert "&lt;script&gt;" in html
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("", "Type a message first."), ("   \n", "Type a message first."), ("x" * 32_001, "at most")],
+)
+def test_messages_that_cannot_be_sent_are_named(text: str, problem: str) -> None:
+    assert problem in message_problem(text)
+    assert message_problem(" hello ") == ""
+
+
+def test_the_picker_offers_a_new_conversation_first(data_dir: Path) -> None:
+    with Agent.open("innovator-001", data_dir=data_dir) as agent:
+        first = agent.create_conversation("First")
+        second = agent.create_conversation("Second")
+        options = conversation_options(agent.list_conversations())
+    assert options[0][1] == NEW_CONVERSATION
+    assert {value for _, value in options[1:]} == {first.conversation_id, second.conversation_id}
+
+
+# -- the widget -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def chat_agent(data_dir: Path) -> Iterator[Agent]:
+    script = {"chat": ["Hello from the scripted model.", "Still here, same session."]}
+    with Agent.open("innovator-001", data_dir=data_dir, model=ScriptedModel(script)) as agent:
+        yield agent
+
+
+def test_send_streams_the_reply_and_the_second_message_reuses_the_live_session(
+    chat_agent: Agent,
+) -> None:
+    panel = ChatPanel(chat_agent)
+    assert panel.picker.value == NEW_CONVERSATION
+    panel.input.value = "Hi there"
+    panel.send_button.click()
+    assert panel.turn is not None
+    events = panel.turn.result(timeout=60)
+    assert events[0].type == "session" and events[-1].type == "result"
+    assert sum(e.type == "agent_output" for e in events) > 1  # it streamed in pieces
+    conversation = panel.conversation_id
+    assert conversation is not None and panel.picker.value == conversation
+    assert "scenario A" in panel.badge.value
+    assert "Hello from the scripted model." in panel.transcript.value
+    assert panel.input.value == ""
+    assert not panel.send_button.disabled and panel.stop_button.disabled
+
+    panel.input.value = "Still there?"
+    panel.send_button.click()
+    panel.turn.result(timeout=60)
+    assert "scenario B" in panel.badge.value
+    assert "Still here, same session." in panel.transcript.value
+    stored = [m.content for m in chat_agent.load_conversation_history(conversation)]
+    assert stored == [
+        "Hi there",
+        "Hello from the scripted model.",
+        "Still there?",
+        "Still here, same session.",
+    ]
+    assert "session: scenario A" in panel.event_log.value
+    assert "session: scenario B" in panel.event_log.value
+
+
+def test_an_empty_message_is_refused_and_nothing_is_written(chat_agent: Agent) -> None:
+    panel = ChatPanel(chat_agent)
+    panel.input.value = "   "
+    panel.send_button.click()
+    assert panel.turn is None
+    assert "Type a message first." in panel.notice.value
+    assert chat_agent.list_conversations() == []
+
+
+def test_a_message_refused_before_its_turn_goes_back_into_the_text_box(data_dir: Path) -> None:
+    with Agent.open("innovator-001", data_dir=data_dir, model="nosuchbackend:x") as agent:
+        panel = ChatPanel(agent)
+        panel.input.value = "Keep me"
+        panel.send_button.click()
+        assert panel.turn is not None
+        with pytest.raises(Exception, match="nosuchbackend"):
+            panel.turn.result(timeout=60)
+        assert panel.input.value == "Keep me"
+        assert "Not sent" in panel.notice.value
+        assert agent.list_conversations() == []
+        assert not panel.busy and not panel.send_button.disabled
+
+
+def test_an_unknown_conversation_is_a_clear_error(chat_agent: Agent) -> None:
+    with pytest.raises(ConversationNotFoundError):
+        ChatPanel(chat_agent, "conv-doesnotexist")
+
+
+def test_picking_a_conversation_shows_its_messages(chat_agent: Agent) -> None:
+    first = chat_agent.send("Hi there")
+    panel = ChatPanel(chat_agent)
+    panel.select(first.conversation_id)
+    assert panel.conversation_id == first.conversation_id
+    assert "Hello from the scripted model." in panel.transcript.value
+    panel.select(None)
+    assert panel.conversation_id is None
+    assert "No messages yet" in panel.transcript.value
+
+
+class HeldModel(ChatModel):
+    """Streams "Hello ", then waits until released (or cancelled), then "world".
+
+    Purposes listed in *fixed* get that reply at once instead (a planner's plan and replan).
+    """
+
+    def __init__(self, fixed: dict[str, str] | None = None) -> None:
+        self.spec = "held"
+        self.fixed = fixed or {}
+        self.parked = threading.Event()
+        self.release = threading.Event()
+
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        purpose: Purpose,
+        schema: JsonSchema | None = None,
+    ) -> AsyncIterator[ModelEvent]:
+        if purpose in self.fixed:
+            yield Completion(text=self.fixed[purpose])
+            return
+        yield TextDelta(text="Hello ")
+        self.parked.set()
+        while not self.release.is_set():
+            await asyncio.sleep(0.005)
+        yield TextDelta(text="world")
+        yield Completion(text="Hello world")
+
+
+def test_a_second_message_while_a_turn_runs_is_refused_and_kept(data_dir: Path) -> None:
+    model = HeldModel()
+    with Agent.open("innovator-001", data_dir=data_dir, model=model) as agent:
+        panel = ChatPanel(agent)
+        first = panel.submit("first")
+        assert first is not None
+        assert model.parked.wait(timeout=60)
+        assert panel.busy and panel.send_button.disabled and not panel.stop_button.disabled
+        panel.input.value = "second"
+        assert panel.submit() is None
+        assert panel.input.value == "second"
+        assert "still running" in panel.notice.value
+        model.release.set()
+        first.result(timeout=60)
+        assert "Hello world" in panel.transcript.value
+
+
+def test_stop_cancels_the_running_turn(data_dir: Path) -> None:
+    model = HeldModel()
+    with Agent.open("innovator-001", data_dir=data_dir, model=model) as agent:
+        panel = ChatPanel(agent)
+        turn = panel.submit("tell me a long story")
+        assert turn is not None
+        assert model.parked.wait(timeout=60)
+        assert "Hello" in panel.transcript.value  # the first piece is on screen mid-turn
+        panel.stop_button.click()
+        assert panel.stopping is not None and panel.stopping.result(timeout=60) is True
+        assert "Stop requested." in panel.notice.value
+        model.release.set()  # the next piece arrives; the session sees the cancel and ends
+        stopped = turn.result(timeout=60)
+    final = stopped[-1]
+    assert isinstance(final, ResultEvent) and final.status == "cancelled"
+    assert "Stopped" in panel.notice.value
+    assert "world" not in panel.transcript.value
+
+
+def test_a_planner_panel_embeds_the_plan_and_updates_it_after_the_turn(data_dir: Path) -> None:
+    script = {
+        "plan": [
+            {
+                "goal": "list the traders",
+                "steps": [
+                    {
+                        "id": "s1",
+                        "type": "tool",
+                        "title": "List traders",
+                        "tool_name": "list_traders",
+                    },
+                    {"id": "s2", "type": "respond", "title": "Answer", "instruction": "Summarise."},
+                ],
+            }
+        ],
+        "replan": [{"action": "continue"}],
+        "respond": ["You have no traders yet."],
+    }
+    with Agent.open("desk-001", data_dir=data_dir, model=ScriptedModel(script)) as agent:
+        panel = ChatPanel(agent)
+        assert panel.plan_view is not None
+        assert "No plan steps yet" in panel.plan_view.table.value
+        turn = panel.submit("list my traders")
+        assert turn is not None
+        turn.result(timeout=60)
+        table = panel.plan_view.table.value
+        assert "List traders" in table and "list_traders" in table
+        assert table.count(">done<") == 2
+        assert panel.plan_view.conversation_id == panel.conversation_id
+        assert "You have no traders yet." in panel.transcript.value
+        assert "scenario A" in panel.badge.value
+
+
+def test_stop_on_a_planner_turn_says_there_is_no_session_to_cancel(data_dir: Path) -> None:
+    plan = {
+        "goal": "answer",
+        "steps": [{"id": "s1", "type": "respond", "title": "Answer", "instruction": "Answer."}],
+    }
+    model = HeldModel({"plan": json.dumps(plan)})
+    with Agent.open("desk-001", data_dir=data_dir, model=model) as agent:
+        panel = ChatPanel(agent)
+        turn = panel.submit("hello")
+        assert turn is not None
+        assert model.parked.wait(timeout=60)
+        stop = panel.stop()
+        assert stop is not None and stop.result(timeout=60) is False
+        assert "Nothing to stop" in panel.notice.value
+        model.release.set()
+        events = turn.result(timeout=60)
+    assert events[-1].type == "result" and "Hello world" in panel.transcript.value
+
+
+def test_a_chat_agent_has_no_plan_view_unless_asked(chat_agent: Agent) -> None:
+    assert ChatPanel(chat_agent).plan_view is None
+    assert ChatPanel(chat_agent, plan=True).plan_view is not None
