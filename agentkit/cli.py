@@ -437,6 +437,45 @@ def tool_command(
             raise typer.Exit(1)
 
 
+@app.command("serve")
+def serve_command(
+    ctx: typer.Context,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind; anything but loopback needs a token.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to bind.", min=1, max=65535)] = 8765,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="AGENTKIT_TOKEN",
+            show_envvar=True,
+            help="Require 'Authorization: Bearer TOKEN' on every route but /api/health.",
+        ),
+    ] = None,
+    model: ModelOption = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host", help="Another name clients may use in the Host header (repeatable)."
+        ),
+    ] = None,
+) -> None:
+    """Serve the agents over HTTP: the /api/agent/… routes, chat as server-sent events."""
+    from agentkit.api import serve  # FastAPI and uvicorn load only for this command
+
+    with _clean_errors():
+        serve(
+            _data_dir(ctx),
+            host=host,
+            port=port,
+            token=token or None,
+            model=model,
+            allowed_hosts=allow_host,
+            announce=lambda line: typer.echo(line, err=True),
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``agentkit`` script: usage errors too are one line on stderr."""
     args = sys.argv[1:] if argv is None else argv

@@ -9,6 +9,7 @@ that shape here, so the mapping cannot drift between routes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -16,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from agentkit.errors import (
     AgentkitError,
@@ -118,11 +120,17 @@ def _message_for(error: AgentkitError, status: int) -> str:
 
 def _describe_validation(error: RequestValidationError) -> str:
     problems: list[str] = []
+    whole_body = False
     for item in error.errors()[:5]:
-        where = ".".join(str(part) for part in item.get("loc", ()) if part != "body") or "body"
+        location = tuple(item.get("loc", ()))
+        whole_body = whole_body or location == ("body",)
+        where = ".".join(str(part) for part in location if part != "body") or "body"
         problems.append(f"{where}: {item.get('msg', 'invalid')}")
-    return "the request does not match the API schema (see /openapi.json): " + "; ".join(
-        problems
+    hint = " (send a JSON object with Content-Type: application/json)" if whole_body else ""
+    return (
+        "the request does not match the API schema (see /openapi.json): "
+        + "; ".join(problems)
+        + hint
     )
 
 
@@ -133,6 +141,24 @@ _HTTP_CODES = {
     413: "body_too_large",
     415: "unsupported_media_type",
 }
+
+
+def _leaf_routes(routes: Iterable[Any]) -> Iterator[Any]:
+    for route in routes:
+        included = getattr(route, "original_router", None)  # FastAPI's include_router wrapper
+        if included is not None:
+            yield from _leaf_routes(included.routes)
+        else:
+            yield route
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    methods: set[str] = set()
+    for route in _leaf_routes(request.app.router.routes):
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -163,6 +189,8 @@ def install_error_handlers(app: FastAPI) -> None:
         else:
             message = str(error.detail)
         headers: dict[str, Any] | None = getattr(error, "headers", None)
+        if status == 405:  # name every method of the path, not just the first route's
+            headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(request))}
         return error_response(status, _HTTP_CODES.get(status, "http_error"), message, headers)
 
     async def on_unexpected(_request: Request, error: Exception) -> JSONResponse:

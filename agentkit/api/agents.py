@@ -1,0 +1,92 @@
+"""The agents one server serves: opened once, sharing one store, one session pool, one model.
+
+All state of a server lives in a :class:`ServedAgents` built by ``create_app`` (never at
+module level), so two apps on two data roots can run in one process. Agents are opened on
+first use and cached by id: consecutive chats on a conversation then find their live session
+in the shared pool (scenario B); a new server on the same data root starts with an empty pool
+(scenario C).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agentkit.agent import Agent
+from agentkit.errors import ModelSpecError
+from agentkit.ids import check_id
+from agentkit.models.base import ChatModel, SessionBackend
+from agentkit.models.spec import create_model, parse_model_spec, resolve_model_spec
+from agentkit.sessions import SessionPool
+from agentkit.store import FileConversationStore
+from agentkit.workspace import AgentFolder, list_agent_ids
+
+__all__ = ["ServedAgents"]
+
+Backend = ChatModel | SessionBackend
+
+
+class ServedAgents:
+    def __init__(self, data_dir: Path, model: Backend | str | None = None) -> None:
+        self.data_dir = data_dir
+        self.store = FileConversationStore(data_dir)
+        self.pool = SessionPool()
+        self._override = model
+        self._agents: dict[str, Agent] = {}
+        self._models: dict[str, Backend] = {}
+        self._opening = asyncio.Lock()
+
+    def ids(self) -> list[str]:
+        return list_agent_ids(self.data_dir)
+
+    def folder(self, agent_id: str) -> AgentFolder:
+        """The agent's folder (config re-read), without opening its conversations."""
+        return AgentFolder.load(self.data_dir, check_id(agent_id, "agent"))
+
+    def _model_for(self, folder: AgentFolder) -> Backend | str | None:
+        """One backend per distinct spec, shared by the agents that name it (weights load once).
+
+        A spec with a relative file path is relative to the agent's folder (to the working
+        directory when it came from the command line), so it is keyed by that folder too. A
+        spec that names no usable backend is passed on as is: the agent raises
+        :class:`ModelSpecError` when a turn needs the model, and the rest of the API works.
+        """
+        if isinstance(self._override, ChatModel | SessionBackend):
+            return self._override
+        spec = resolve_model_spec(self._override, folder.config.model)
+        base_dir = folder.path if self._override is None else None
+        try:
+            parsed = parse_model_spec(spec)
+            relative = (
+                bool(parsed.argument) and not Path(parsed.argument).expanduser().is_absolute()
+            )
+            key = f"{folder.path}|{spec}" if relative and base_dir else spec
+            model = self._models.get(key)
+            if model is None:
+                model = self._models[key] = create_model(spec, base_dir=base_dir)
+        except ModelSpecError:
+            return spec
+        return model
+
+    async def get(self, agent_id: str) -> Agent:
+        """The served agent; opening it the first time recovers its conversations."""
+        check_id(agent_id, "agent")
+        agent = self._agents.get(agent_id)
+        if agent is not None:
+            return agent
+        async with self._opening:
+            agent = self._agents.get(agent_id)
+            if agent is None:
+                folder = AgentFolder.load(self.data_dir, agent_id)
+                self.store.recover(folder.agent_id)
+                agent = Agent(folder, self.store, model=self._model_for(folder), pool=self.pool)
+                self._agents[agent_id] = agent
+        return agent
+
+    async def aclose(self) -> None:
+        """Close every live session, and each agent's model and memory store."""
+        for agent in self._agents.values():
+            await agent.aclose()  # closing a shared model or the shared pool twice is harmless
+        await self.pool.close_all()
+        self._agents.clear()
+        self._models.clear()

@@ -1,0 +1,102 @@
+"""``create_app``: the HTTP API over one data root, built from its collaborators.
+
+Nothing lives at module level: each call builds its own agents, session pool, turn registry
+and guard policy, so tests and embedders can run several apps side by side. The lifespan
+closes what the app opened: on shutdown the running turns are awaited (they persist their
+replies), then sessions, models and memory stores are closed.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+import agentkit
+from agentkit.api.agents import ServedAgents
+from agentkit.api.errors import install_error_handlers
+from agentkit.api.openapi import build_openapi
+from agentkit.api.routes import router
+from agentkit.api.security import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_JSON_DEPTH,
+    GuardPolicy,
+    RequestGuard,
+)
+from agentkit.api.turns import TurnRegistry
+from agentkit.models.base import ChatModel, SessionBackend
+from agentkit.workspace import resolve_data_dir
+
+__all__ = ["DEFAULT_PORT", "create_app"]
+
+DEFAULT_PORT = 8765
+
+
+def create_app(
+    data_dir: Path | str | None = None,
+    *,
+    model: ChatModel | SessionBackend | str | None = None,
+    token: str | None = None,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    allowed_hosts: Iterable[str] | None = None,
+    cors_origins: Iterable[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
+    shutdown_timeout: float = 60.0,
+) -> FastAPI:
+    """The API app serving the agents under *data_dir* (default ``$AGENTKIT_DATA_DIR``/data).
+
+    *model* overrides every agent's model (a backend object, or a spec string such as
+    ``scripted:replies.json``); *host* and *port* are where the server is bound: the Host
+    header must name them (or one of *allowed_hosts*), and a non-loopback *host* without a
+    *token* raises :class:`~agentkit.errors.UsageError`. With *cors_origins* empty no CORS
+    header is ever sent.
+    """
+    policy = GuardPolicy.for_server(
+        host=host,
+        port=port,
+        token=token,
+        allowed_hosts=allowed_hosts,
+        cors_origins=cors_origins,
+        max_body_bytes=max_body_bytes,
+        max_json_depth=max_json_depth,
+    )
+    served = ServedAgents(resolve_data_dir(data_dir), model)
+    turns = TurnRegistry()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await turns.wait_all(timeout=shutdown_timeout)
+            await served.aclose()
+
+    app = FastAPI(
+        title="agentkit",
+        version=agentkit.__version__,
+        summary="Chat with agentkit agents; turns stream as server-sent events.",
+        docs_url=None,  # the interactive pages load scripts from a CDN; this API is local
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.openapi = functools.partial(build_openapi, app)  # type: ignore[method-assign]
+    app.state.served = served
+    app.state.turns = turns
+    app.state.policy = policy
+    install_error_handlers(app)
+    app.include_router(router)
+    if policy.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(policy.cors_origins),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["authorization", "content-type"],
+        )
+    app.add_middleware(RequestGuard, policy=policy)  # outermost: runs before anything else
+    return app

@@ -1,0 +1,364 @@
+"""The routes of seed §16.5, plus create, cancel and health.
+
+Handlers hold no state: what a server serves lives in ``app.state`` (built by ``create_app``)
+and reaches a handler through a dependency. Handlers raise agentkit's own errors; the one
+table in :mod:`agentkit.api.errors` turns them into responses. Every status code a route can
+answer, including the guard's (400, 401, 403, 413), is declared for ``/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Path, Request
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+import agentkit
+from agentkit.api.agents import ServedAgents
+from agentkit.api.errors import ErrorBody
+from agentkit.api.schemas import (
+    ID_REGEX,
+    AgentInfo,
+    AgentList,
+    AgentSummary,
+    CancelResult,
+    ChatRequest,
+    ConversationDetail,
+    ConversationList,
+    CreateConversationRequest,
+    Deleted,
+    Health,
+)
+from agentkit.api.turns import RunningTurn, TurnRegistry
+from agentkit.errors import AgentkitError, ConversationBusyError, ConversationNotFoundError
+from agentkit.events import AgentEvent, SessionEvent
+from agentkit.store import ConversationKey
+from agentkit.types import ConversationMeta
+
+__all__ = ["SseResponse", "router"]
+
+router = APIRouter(prefix="/api")
+
+#: seconds a frozen client may block one SSE write before the stream is dropped (the turn
+#: itself is unaffected); and the keep-alive comment interval
+SSE_SEND_TIMEOUT = 60.0
+SSE_PING_SECONDS = 15
+
+
+class SseResponse(EventSourceResponse):
+    """sse-starlette's response, with its media type visible to the OpenAPI generator."""
+
+    media_type = "text/event-stream"
+
+
+_DESCRIPTIONS = {
+    400: "Foreign Host header, malformed or too deeply nested JSON body",
+    401: "Bearer token missing or wrong (only when the server has a token)",
+    403: "Request from a web origin that is not allowed",
+    404: "No such agent or conversation",
+    409: "The conversation is mid-turn; retry when that turn has finished",
+    413: "Request body larger than the server's cap",
+    422: "Invalid id or body (the message says which field and why)",
+    500: "The agent's configuration is invalid, or the store failed",
+    503: "The agent's model cannot be used",
+}
+
+
+def _responses(
+    *statuses: int, guarded: bool = True, streaming: bool = False
+) -> dict[int | str, dict[str, Any]]:
+    """The error responses of a route: the guard's, plus *statuses*, all :class:`ErrorBody`.
+
+    A streaming route's own media type is text/event-stream, so its errors name their JSON
+    media type explicitly.
+    """
+    codes = sorted({400, 403, 413, *((401,) if guarded else ()), *statuses})
+    if streaming:
+        ref = {"$ref": "#/components/schemas/ErrorBody"}
+        return {
+            code: {
+                "description": _DESCRIPTIONS[code],
+                "content": {"application/json": {"schema": ref}},
+            }
+            for code in codes
+        }
+    return {code: {"model": ErrorBody, "description": _DESCRIPTIONS[code]} for code in codes}
+
+
+def _link(operation_id: str) -> dict[str, Any]:
+    return {
+        "operationId": operation_id,
+        "parameters": {
+            "agentId": "$request.path.agentId",
+            "convId": "$response.body#/conversationId",
+        },
+    }
+
+
+_CONVERSATION_LINKS = {
+    "GetConversation": _link("getConversation"),
+    "CancelTurn": _link("cancelTurn"),
+    "DeleteConversation": _link("deleteConversation"),
+}
+
+
+def served_agents(request: Request) -> ServedAgents:
+    served = request.app.state.served
+    assert isinstance(served, ServedAgents)
+    return served
+
+
+def turn_registry(request: Request) -> TurnRegistry:
+    turns = request.app.state.turns
+    assert isinstance(turns, TurnRegistry)
+    return turns
+
+
+Served = Annotated[ServedAgents, Depends(served_agents)]
+Turns = Annotated[TurnRegistry, Depends(turn_registry)]
+AgentId = Annotated[
+    str,
+    Path(
+        alias="agentId",
+        pattern=ID_REGEX,
+        max_length=64,
+        description="An agent id: 1-64 ASCII letters, digits, '-' or '_', starting with a "
+        "letter or digit",
+        examples=["innovator-001"],
+    ),
+]
+ConversationId = Annotated[
+    str,
+    Path(
+        alias="convId",
+        pattern=ID_REGEX,
+        max_length=64,
+        description="A conversation id (same rule as agent ids)",
+        examples=["conv-mn3e4k1a7x2p9q0w3e"],
+    ),
+]
+
+
+@router.get(
+    "/health", operation_id="health", response_model=Health, responses=_responses(guarded=False)
+)
+async def health(served: Served, turns: Turns) -> Health:
+    """Liveness (no token needed; the Host check still applies)."""
+    return Health(version=agentkit.__version__, agents=len(served.ids()), running_turns=len(turns))
+
+
+@router.get(
+    "/agent/list", operation_id="listAgents", response_model=AgentList, responses=_responses()
+)
+async def list_agents(served: Served) -> AgentList:
+    """Every agent under the data root (an agent whose config is invalid says why)."""
+    rows: list[AgentSummary] = []
+    for agent_id in served.ids():
+        try:
+            folder = served.folder(agent_id)
+        except AgentkitError as error:
+            rows.append(
+                AgentSummary(
+                    agent_id=agent_id, name=agent_id, engine="", model="", error=str(error)
+                )
+            )
+            continue
+        config = folder.config
+        rows.append(
+            AgentSummary(
+                agent_id=agent_id,
+                name=folder.name,
+                description=config.description,
+                engine=config.engine,
+                model=config.model,
+            )
+        )
+    return AgentList(agents=rows)
+
+
+@router.get(
+    "/agent/{agentId}/info",
+    operation_id="getAgentInfo",
+    response_model=AgentInfo,
+    responses=_responses(404, 422, 500),
+)
+async def agent_info(agent_id: AgentId, served: Served) -> AgentInfo:
+    """An agent's configuration, prompt files and number of conversations."""
+    agent = await served.get(agent_id)
+    config = agent.config
+    return AgentInfo(
+        agent_id=agent.id,
+        name=agent.folder.name,
+        description=config.description,
+        engine=config.engine,
+        model=config.model,
+        prompt_files=[path.name for path in agent.folder.prompt_files()],
+        conversation_count=len(agent.list_conversations()),
+        config=config.model_dump(mode="json"),
+    )
+
+
+@router.get(
+    "/agent/{agentId}/conversations",
+    operation_id="listConversations",
+    response_model=ConversationList,
+    responses=_responses(404, 422, 500),
+)
+async def list_conversations(agent_id: AgentId, served: Served) -> ConversationList:
+    """The agent's conversations, most recently updated first."""
+    agent = await served.get(agent_id)
+    return ConversationList(conversations=agent.list_conversations())
+
+
+@router.post(
+    "/agent/{agentId}/conversations",
+    operation_id="createConversation",
+    status_code=201,
+    response_model=ConversationMeta,
+    responses={
+        201: {"description": "The new conversation's metadata", "links": _CONVERSATION_LINKS},
+        **_responses(404, 422, 500),
+    },
+)
+async def create_conversation(
+    agent_id: AgentId,
+    served: Served,
+    body: Annotated[CreateConversationRequest | None, Body()] = None,
+) -> ConversationMeta:
+    """Start an empty conversation (the body and its title are optional)."""
+    agent = await served.get(agent_id)
+    request = body or CreateConversationRequest()
+    return agent.create_conversation(request.title)
+
+
+@router.get(
+    "/agent/{agentId}/conversations/{convId}",
+    operation_id="getConversation",
+    response_model=ConversationDetail,
+    responses=_responses(404, 422, 500),
+)
+async def get_conversation(
+    agent_id: AgentId, conversation_id: ConversationId, served: Served
+) -> ConversationDetail:
+    """A conversation's metadata and every message, oldest first."""
+    agent = await served.get(agent_id)
+    conversation = agent.get_conversation(conversation_id)
+    return ConversationDetail(meta=conversation.meta, messages=list(conversation.messages))
+
+
+@router.delete(
+    "/agent/{agentId}/conversations/{convId}",
+    operation_id="deleteConversation",
+    response_model=Deleted,
+    responses=_responses(404, 409, 422, 500),
+)
+async def delete_conversation(
+    agent_id: AgentId, conversation_id: ConversationId, served: Served, turns: Turns
+) -> Deleted:
+    """Delete a conversation and its folder; refused while it is mid-turn."""
+    agent = await served.get(agent_id)
+    if turns.running(agent.id, conversation_id) is not None:
+        raise ConversationBusyError(agent.id, conversation_id, 0.0)
+    # In a worker thread: another process may hold the conversation (bounded wait there).
+    await asyncio.to_thread(agent.delete_conversation, conversation_id)
+    return Deleted(agent_id=agent.id, conversation_id=conversation_id)
+
+
+@router.post(
+    "/agent/{agentId}/conversations/{convId}/cancel",
+    operation_id="cancelTurn",
+    response_model=CancelResult,
+    responses=_responses(404, 422, 500),
+)
+async def cancel_turn(
+    agent_id: AgentId, conversation_id: ConversationId, served: Served, turns: Turns
+) -> CancelResult:
+    """Ask the conversation's running turn to stop; its partial reply is kept."""
+    agent = await served.get(agent_id)
+    if not agent.store.exists(ConversationKey(agent.id, conversation_id)):
+        raise ConversationNotFoundError(agent.id, conversation_id)
+    result = {"agent_id": agent.id, "conversation_id": conversation_id}
+    if turns.running(agent.id, conversation_id) is None:
+        return CancelResult(
+            **result, cancelled=False, message="no turn is running in this conversation"
+        )
+    if not await agent.cancel(conversation_id):
+        return CancelResult(
+            **result,
+            cancelled=False,
+            message=f"a turn of engine {agent.config.engine!r} cannot be interrupted; "
+            "it will finish on its own",
+        )
+    return CancelResult(
+        **result,
+        cancelled=True,
+        message="the running turn was asked to stop; it ends with a 'cancelled' result",
+    )
+
+
+_SSE_DOC = (
+    "One SSE event per event of the turn: `event: <type>` and `data: <JSON>`. The first is "
+    "`session` (conversationId, messageId, scenario A/B/C), the last `result`; between them "
+    "thinking, agent_output (text pieces), tool_call, tool_result, error, and the planner's "
+    "planning, plan, step_start, step_complete, replan, ask_user, compression. A client that "
+    "disconnects loses nothing: the turn runs to completion and is persisted."
+)
+
+
+@router.post(
+    "/agent/{agentId}/chat",
+    operation_id="chat",
+    response_class=SseResponse,
+    description=_SSE_DOC,
+    responses={
+        200: {
+            "description": "The turn's events as a server-sent event stream",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        **_responses(404, 409, 422, 500, 503, streaming=True),
+    },
+)
+async def chat(agent_id: AgentId, body: ChatRequest, served: Served, turns: Turns) -> SseResponse:
+    """Send a message and stream the turn; it is admitted or refused before the stream starts."""
+    agent = await served.get(agent_id)
+    conversation_id = body.conversation_id
+    if conversation_id is not None and turns.running(agent.id, conversation_id) is not None:
+        raise ConversationBusyError(agent.id, conversation_id, 0.0)
+    turn = turns.start(agent, conversation_id, body.message)
+    try:
+        first = await turn.first_event()
+    except asyncio.CancelledError:
+        turn.detached = True  # the client left before the first event; the turn goes on
+        raise
+    return SseResponse(
+        _frames(first, turn),
+        ping=SSE_PING_SECONDS,
+        send_timeout=SSE_SEND_TIMEOUT,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+async def _frames(first: AgentEvent, turn: RunningTurn) -> AsyncIterator[ServerSentEvent]:
+    message_id = first.message_id if isinstance(first, SessionEvent) else "turn"
+    number = 0
+
+    def frame(event: AgentEvent) -> ServerSentEvent:
+        nonlocal number
+        number += 1
+        return ServerSentEvent(
+            data=json.dumps(event.to_json_dict(), ensure_ascii=False),
+            event=event.type,
+            id=f"{message_id}:{number}",
+        )
+
+    try:
+        yield frame(first)
+        async with contextlib.aclosing(turn.observe()) as events:
+            async for event in events:
+                yield frame(event)
+    finally:
+        turn.detached = True  # closed early when the client left; the turn runs on
