@@ -94,3 +94,46 @@ def test_agentkit_send_answers_offline_from_the_embedded_model(data_dir: Path) -
     assert events[-1]["type"] == "result" and events[-1]["status"] == "completed"
     assert events[-1]["text"].strip()
     assert any(event["type"] == "agent_output" for event in events)
+
+
+def test_agentkit_send_runs_a_desk_turn_on_the_embedded_model(data_dir: Path) -> None:
+    """desk-local-001 (strategy tool_loop): the turn completes and every action the model
+    wrote validates against the action schema (a grammar constrains llama to it)."""
+    import jsonschema
+    from agentkit.planning.plan import act_schema
+    from agentkit.tools import agent_tools
+    from agentkit.workspace import AgentFolder
+
+    done = subprocess.run(
+        [
+            str(SCRIPT),
+            "--data-dir",
+            str(data_dir),
+            "send",
+            "desk-local-001",
+            "--json",
+            "list my traders",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert events[-1]["type"] == "result" and events[-1]["status"] == "completed", events[-1]
+    assert events[-1]["text"].strip()
+    conversation = events[0]["conversationId"]
+    folder = data_dir / "agents" / "desk-local-001" / "conversations" / conversation
+    records = [
+        json.loads(line)
+        for path in folder.glob("*/calls.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    actions = [record for record in records if record["purpose"] == "act"]
+    assert actions, records
+    with agent_tools(AgentFolder.load(data_dir, "desk-local-001")) as tools:
+        schema = act_schema(tools)
+    for record in actions:
+        assert not record.get("error"), record
+        jsonschema.validate(json.loads(record["raw"]), schema)

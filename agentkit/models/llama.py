@@ -59,6 +59,7 @@ class LlamaModel(ChatModel):
         *,
         n_ctx: int = 4096,
         max_tokens: int = 256,
+        structured_max_tokens: int = 768,
         temperature: float = 0.2,
         repeat_penalty: float = 1.3,
         seed: int = 7,
@@ -69,6 +70,8 @@ class LlamaModel(ChatModel):
         self.spec = "llama" if path is None else f"llama:{self.path}"
         self.n_ctx = n_ctx
         self.max_tokens = max_tokens
+        # a plan is longer than a chat reply: cut at 256 tokens it is unterminated JSON
+        self.structured_max_tokens = structured_max_tokens
         self.temperature = temperature
         self.repeat_penalty = repeat_penalty  # a 135M model loops without it
         self.seed = seed
@@ -123,7 +126,7 @@ class LlamaModel(ChatModel):
                 messages=messages,  # type: ignore[arg-type]  # TypedDicts in llama_cpp
                 stream=True,
                 grammar=grammar,
-                max_tokens=self.max_tokens,
+                max_tokens=self.structured_max_tokens if schema is not None else self.max_tokens,
                 temperature=self.temperature,
                 repeat_penalty=self.repeat_penalty,
                 seed=self.seed,

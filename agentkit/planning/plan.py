@@ -291,15 +291,14 @@ _STEP_SCHEMA: dict[str, Any] = {
 }
 
 
-_GRAMMAR_NOISE = frozenset(
-    {"maxLength", "minLength", "format", "writeOnly", "description", "title"}
-)
+_GRAMMAR_NOISE = frozenset({"maxLength", "format", "writeOnly", "description", "title"})
 
 
 def _lean(node: Any) -> Any:  # noqa: ANN401 - JSON in, JSON out
-    """A schema without length bounds and annotations: the plan's tool arguments are checked
-    against the full schema by the registry anyway, and each ``maxLength`` turns into hundreds
-    of grammar rules that slow a local model's constrained sampling to a crawl."""
+    """A schema without upper length bounds and annotations: the plan's tool arguments are
+    checked against the full schema by the registry anyway, and each ``maxLength`` turns into
+    hundreds of grammar rules that slow a local model's constrained sampling to a crawl.
+    ``minLength`` stays (cheap, and it stops a small model from writing empty ids)."""
     if isinstance(node, dict):
         return {k: _lean(v) for k, v in node.items() if k not in _GRAMMAR_NOISE}
     if isinstance(node, list):
