@@ -50,7 +50,8 @@ class CompressionLab:
     *agent* (with *conversation_id* preselected) enables the conversation source; scenario
     files are listed from *scenarios_dir* (default ``{data root}/scenarios/compression``) and
     *scenario*. *model* is a spec (``llama``, ``scripted:FILE``…) or a ChatModel; by default
-    the agent's configured model, else ``llama`` (a relative ``scripted:FILE`` resolves against
+    the agent's model, else ``llama``. The Model field shows its spec; typing another spec
+    switches models (a relative ``scripted:FILE`` resolves against
     the agent's folder, else the working directory). After a run, :attr:`rows` and :attr:`frame`
     hold the results.
     """
@@ -69,6 +70,8 @@ class CompressionLab:
         self.agent = agent
         self.rows: list[SweepRow] = []
         self.frame = pd.DataFrame()
+        if model is None and agent is not None and isinstance(agent.model, ChatModel):
+            model = agent.model
         self._given_model = model if isinstance(model, ChatModel) else None
         self._models: dict[str, ChatModel] = {}
         self._loop: BackgroundLoop | None = None
@@ -79,9 +82,7 @@ class CompressionLab:
         files = scenario_files(folder)
         if scenario is not None and Path(scenario) not in files:
             files.insert(0, Path(scenario))
-        spec = model.spec if isinstance(model, ChatModel) else model
-        if spec is None:
-            spec = agent.config.model if agent is not None else "llama"
+        spec = model.spec if isinstance(model, ChatModel) else (model or "llama")
 
         self.source_kind = widgets.ToggleButtons(
             options=[("scenario file", "scenario"), ("conversation", "conversation")],
@@ -112,9 +113,7 @@ class CompressionLab:
             placeholder="one known fact per line",
             layout=widgets.Layout(width="60%", height="110px"),
         )
-        self.model = widgets.Text(
-            value=spec, description="Model", disabled=self._given_model is not None
-        )
+        self.model = widgets.Text(value=spec, description="Model")
         self.n_values = widgets.Text(_values_text(grid.max_messages), description="N values")
         self.t_values = widgets.Text(_values_text(grid.token_threshold), description="T values")
         self.k_values = widgets.Text(_values_text(grid.keep_recent), description="K values")
@@ -164,9 +163,9 @@ class CompressionLab:
 
     def chat_model(self) -> ChatModel:
         """The model given, else the one the Model field names (created once per spec)."""
-        if self._given_model is not None:
-            return self._given_model
         spec = self.model.value.strip()
+        if self._given_model is not None and spec == self._given_model.spec:
+            return self._given_model
         if spec not in self._models:
             base = self.agent.folder.path if self.agent is not None else Path.cwd()
             created = create_model(spec, base_dir=base)

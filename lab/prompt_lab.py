@@ -47,9 +47,11 @@ __all__ = ["PromptLab"]
 class PromptLab:
     """The model calls of turn *message_id* of *conversation_id*, and a prompt editor.
 
-    *model* (a spec or a ChatModel) is what the replay uses; by default the agent's configured
-    model. *template* is the prompt opened in the editor first; *purposes* limits which
-    recorded calls are replayed (plan only is the quickest way to compare plans).
+    *model* (a spec or a ChatModel) is what the replay uses; by default the agent's model;
+    typing another spec in the Model field switches. *template* is the prompt opened in the
+    editor first; *purposes* limits which recorded calls are replayed (plan only is the
+    quickest way to compare plans). Each replayed call has the runtime's stage timeout times
+    *timeout_scale* (default: the agent's ``planner.stage_timeout_scale``, as in a real turn).
     Raises :class:`~agentkit.planning.replay.TraceNotFoundError` when the turn has no trace.
     """
 
@@ -62,6 +64,7 @@ class PromptLab:
         model: str | ChatModel | None = None,
         template: str = "plan",
         purposes: Collection[str] = REPLAYED_PURPOSES,
+        timeout_scale: float | None = None,
     ) -> None:
         if template not in PROMPT_NAMES:
             raise UsageError(f"{template!r} is not a planner prompt (known: {PROMPT_NAMES})")
@@ -70,8 +73,15 @@ class PromptLab:
         self.message_id = check_id(message_id, "message")
         self.records = load_call_records(trace_dir(agent, conversation_id), message_id)
         self.purposes = tuple(purposes)
+        self.timeout_scale = (
+            agent.config.planner.stage_timeout_scale if timeout_scale is None else timeout_scale
+        )
+        if self.timeout_scale <= 0:
+            raise UsageError(f"timeout_scale must be positive, not {self.timeout_scale}")
         self.replayed: list[ReplayedCall] = []
         self.plans = pd.DataFrame()
+        if model is None and isinstance(agent.model, ChatModel):
+            model = agent.model
         self._given_model = model if isinstance(model, ChatModel) else None
         self._models: dict[str, ChatModel] = {}
         self._loop: BackgroundLoop | None = None
@@ -90,9 +100,7 @@ class PromptLab:
         )
         self.template_source = widgets.HTML()
         self.editor = widgets.Textarea(layout=widgets.Layout(width="100%", height="300px"))
-        self.model = widgets.Text(
-            value=spec, description="Model", disabled=self._given_model is not None
-        )
+        self.model = widgets.Text(value=spec, description="Model")
         self.rerun_button = widgets.Button(description="Re-run turn", button_style="primary")
         self.save_button = widgets.Button(description="Save as agent override")
         self.status = widgets.HTML()
@@ -155,9 +163,9 @@ class PromptLab:
 
     def chat_model(self) -> ChatModel:
         """The model given, else the one the Model field names (created once per spec)."""
-        if self._given_model is not None:
-            return self._given_model
         spec = self.model.value.strip()
+        if self._given_model is not None and spec == self._given_model.spec:
+            return self._given_model
         if spec not in self._models:
             created = create_model(spec, base_dir=self.agent.folder.path)
             if not isinstance(created, ChatModel):
@@ -181,7 +189,7 @@ class PromptLab:
         name, text = self.template_name.value, self.editor.value
         check_template(name, text)
         model = self.chat_model()
-        scale = self.agent.config.planner.stage_timeout_scale
+        scale = self.timeout_scale
         timeouts = {purpose: seconds * scale for purpose, seconds in STAGE_TIMEOUTS.items()}
         if self._loop is None:
             self._loop = BackgroundLoop()

@@ -143,7 +143,7 @@ def check_template(name: str, text: str) -> Template:
     template = Template(text)
     for match in template.pattern.finditer(text):
         if match.group("invalid") is not None:
-            line, column = _line_and_column(text, match.start("invalid"))
+            line, column = _line_and_column(text, match.start())
             raise PromptTemplateError(
                 name, f"a '$' at line {line}, column {column} starts no placeholder (use '$$')"
             )
@@ -305,15 +305,18 @@ class _Replayer:
         """``(completion, raw, error)``: a structured reply that fails validation still gives
         its raw text (the caller parses it leniently, as the runtime does)."""
         started = time.perf_counter()
+        limit = self.timeouts.get(record.purpose, 36.0)
         try:
-            async with asyncio.timeout(self.timeouts.get(record.purpose, 36.0)):
+            async with asyncio.timeout(limit):
                 completion = await self.model.complete(
                     messages, purpose=record.purpose, schema=record.schema_
                 )
         except StructuredOutputError as error:
             return None, error.raw, ""
-        except (ModelError, TimeoutError) as error:
-            return None, "", str(error) or type(error).__name__
+        except TimeoutError:
+            return None, "", f"timed out after {limit:g} s (the {record.purpose} stage's limit)"
+        except ModelError as error:
+            return None, "", str(error)
         finally:
             self.elapsed += time.perf_counter() - started
         return completion, completion.text, ""

@@ -1,0 +1,105 @@
+"""Notebooks 04-06 as regression tests: papermill runs with scripted models, checked through
+the JSON summary each notebook writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import papermill
+from agentkit import TaskState
+from agentkit.memory.fidelity import fact_retention
+from agentkit.memory.sweep import load_scenario
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = REPO / "notebooks"
+SCENARIOS = REPO / "data" / "scenarios" / "compression"
+SUMMARY = {
+    "current_goal": "launch the booking app on March 14 in Lisbon",
+    "important_facts": ["launch budget 12,000 EUR", "the stack stays on Postgres"],
+}
+
+
+def execute(name: str, tmp_path: Path, **parameters: object) -> dict:
+    summary_path = tmp_path / f"{name}.json"
+    papermill.execute_notebook(
+        str(NOTEBOOKS / f"{name}.ipynb"),
+        str(tmp_path / f"{name}.out.ipynb"),
+        parameters={**parameters, "summary_path": str(summary_path)},
+        kernel_name="python3",
+        cwd=str(NOTEBOOKS),
+        progress_bar=False,
+    )
+    return json.loads(summary_path.read_text(encoding="utf-8"))
+
+
+def script(tmp_path: Path, replies: dict) -> str:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(replies, ensure_ascii=False), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def kept(path: Path, summary: dict) -> float | None:
+    """The retention the summary should score on a scenario (pinned facts carried over)."""
+    scenario = load_scenario(path)
+    state = TaskState(**summary, pinned_facts=scenario.pinned_facts)
+    return fact_retention(state, scenario.facts).ratio
+
+
+def test_04_sweeps_the_thresholds_and_records_a_failed_summary(tmp_path: Path) -> None:
+    spec = script(tmp_path, {"summarize": [SUMMARY, "{not json"]})
+    summary = execute(
+        "04_compression_thresholds", tmp_path, model_spec=spec, scenario_dir=str(SCENARIOS)
+    )
+    rows = {(r["N"], r["T"], r["K"]): r for r in summary["rows"]}
+    assert summary["grid_points"] == len(rows) == 8
+    assert summary["summarize_calls"] == 2  # one per K; N only decides whether
+    for n in (4, 12):
+        assert rows[(n, 100, 2)]["status"] == "compressed"
+        assert rows[(n, 100, 6)]["status"] == "failed"  # the malformed reply, sweep went on
+        assert "structured output did not validate" in rows[(n, 100, 6)]["error"]
+        assert rows[(n, 600, 2)]["status"] == rows[(n, 600, 6)]["status"] == "under_threshold"
+    done = rows[(4, 100, 2)]
+    assert done["tokens_after"] < done["tokens_before"]
+    expected = kept(SCENARIOS / "project_planning_en.json", SUMMARY)
+    assert expected is not None
+    assert done["facts_in_state"] == round(expected * done["facts_total"])
+    assert summary["facts_in_state_by_K"] == {"2": done["facts_in_state"]}
+
+
+def test_05_sweeps_every_scenario_and_reports_retention(tmp_path: Path) -> None:
+    spec = script(tmp_path, {"summarize": [SUMMARY]})
+    summary = execute("05_evaluation_sweep", tmp_path, model_spec=spec, scenario_dir=str(SCENARIOS))
+    names = sorted(path.stem for path in SCENARIOS.glob("*.json"))
+    assert summary["scenarios"] == names and summary["failed"] == 0
+    assert summary["retention"] == {
+        name: {"4": kept(SCENARIOS / f"{name}.json", SUMMARY)} for name in names
+    }
+
+
+def test_06_records_a_turn_replays_it_with_the_edited_prompt_and_saves_it(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    new_plan = {
+        "goal": "traders",
+        "steps": [{"id": "only", "type": "respond", "title": "Answer", "instruction": "none"}],
+    }
+    spec = script(tmp_path, {"plan": [new_plan]})
+    summary = execute(
+        "06_prompt_lab", tmp_path, model_spec=spec, data_dir=str(data_dir), save_override=True
+    )
+    assert summary["recorded_purposes"] == ["plan", "replan", "respond"]
+    assert summary["replayed"] == [
+        {"purpose": "plan", "template": "plan", "problem": "", "error": "", "repaired": False}
+    ]
+    assert summary["old_plan"]["steps"][0]["tool_name"] == "list_traders"
+    assert summary["new_plan"] == new_plan
+    sent = summary["new_plan_prompt"]
+    assert "prefer a single tool step" in sent and "Make a short plan" not in sent
+    assert sent.rstrip().endswith("list my traders")  # the recorded request, re-rendered
+    agent = data_dir / "agents" / "desk-001"
+    calls = agent / "conversations" / summary["conversation_id"] / summary["message_id"]
+    assert (calls / "calls.jsonl").is_file()
+    override = Path(summary["override_path"])
+    assert override == agent / "prompts" / "plan.md"
+    assert "prefer a single tool step" in override.read_text(encoding="utf-8")
