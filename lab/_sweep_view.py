@@ -76,7 +76,7 @@ def conversation_source(
     start = 0
     for index, message in enumerate(history):
         if message.role == "user" and message.content.strip().lower() == "/clear":
-            start = index + 1
+            start = index + 2  # the command and its reply, as the planner's window does
     window = tuple(m for m in history[start:] if m.role != "system")
     if not window:
         raise UsageError(f"conversation {conversation_id!r} has no messages to compress")

@@ -18,7 +18,7 @@ import ipywidgets as widgets
 import pandas as pd
 from agentkit import Agent, ChatModel, create_model
 from agentkit._loop import BackgroundLoop
-from agentkit.errors import AgentkitError, UsageError
+from agentkit.errors import AgentkitError, ConversationNotFoundError, UsageError
 from agentkit.memory.sweep import SweepRow, ThresholdGrid, sweep_compression
 from agentkit.workspace import resolve_data_dir
 
@@ -102,6 +102,10 @@ class CompressionLab:
             if agent is not None
             else []
         )
+        if conversation_id is not None and conversation_id not in {cid for _, cid in conversations}:
+            if agent is None:
+                raise UsageError("a conversation_id needs the agent it belongs to")
+            raise ConversationNotFoundError(agent.id, conversation_id)
         self.conversation = widgets.Dropdown(
             options=conversations, value=conversation_id, description="Conversation"
         )

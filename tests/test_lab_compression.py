@@ -6,7 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from agentkit import Agent, ConfigError, Message, ScriptedModel, TaskState, UsageError
+from agentkit import (
+    Agent,
+    ConfigError,
+    ConversationNotFoundError,
+    Message,
+    ScriptedModel,
+    TaskState,
+    UsageError,
+)
 from agentkit.memory import build_summarize_messages
 from agentkit.memory.fidelity import fact_location, fact_retention, facts_in_messages
 from agentkit.memory.sweep import (
@@ -17,7 +25,13 @@ from agentkit.memory.sweep import (
 )
 from agentkit.memory.tokens import estimate_messages, estimate_tokens
 from lab import CompressionLab
-from lab._sweep_view import parse_grid, parse_values, scenario_source, sweep_frame
+from lab._sweep_view import (
+    conversation_source,
+    parse_grid,
+    parse_values,
+    scenario_source,
+    sweep_frame,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "data" / "scenarios" / "compression"
@@ -423,6 +437,21 @@ def test_the_lab_sweeps_a_stored_conversation_from_its_pinned_facts(data_dir: Pa
             assert lab.model.value == "scripted:inline"
         finally:
             lab.close()
+
+
+def test_a_conversation_source_starts_after_the_last_clear(data_dir: Path) -> None:
+    with Agent.open("desk-001", data_dir=data_dir, model=ScriptedModel({})) as agent:
+        cid = agent.create_conversation("cleared").conversation_id
+        for text in ("forgotten question", "/clear", "kept question"):
+            question = Message.user(text)
+            agent.append_message(cid, question)
+            agent.append_message(
+                cid, Message.assistant(f"reply to {text}", message_id=question.message_id)
+            )
+        source = conversation_source(agent, cid, ["kept"])
+        assert [m.content for m in source.window] == ["kept question", "reply to kept question"]
+        with pytest.raises(ConversationNotFoundError):
+            CompressionLab(agent, "conv-doesnotexist", scenarios_dir=None)
 
 
 def test_a_session_backend_spec_is_refused_as_a_sweep_model() -> None:
