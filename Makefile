@@ -51,11 +51,14 @@ AGENT ?= innovator-001
 chat: $(STAMP) ## Chat with an agent in the terminal (AGENT=innovator-001, MODEL=spec optional)
 	$(BIN)/agentkit chat $(AGENT) $(if $(MODEL),--model '$(MODEL)')
 
-serve: $(STAMP) ## Serve agents over HTTP with SSE (arrives with issue #5)
-	@echo "make serve: the HTTP API arrives with issue #5." >&2; exit 2
+PORT ?= 8765
+serve: $(STAMP) ## Serve the agents over HTTP on 127.0.0.1:PORT (8765); chat streams as SSE
+	$(BIN)/agentkit serve --port $(PORT) $(if $(MODEL),--model '$(MODEL)')
 
-fuzz: $(STAMP) ## Long API fuzzing run (arrives with issue #5)
-	@echo "make fuzz: API fuzzing arrives with issue #5." >&2; exit 2
+FUZZ_SECONDS ?= 600
+fuzz: $(STAMP) ## Fuzz the HTTP API with schemathesis for FUZZ_SECONDS (600); prints the counts
+	AGENTKIT_FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/pytest tests/test_api_fuzz.py \
+		-p no:cacheprovider -q -s --timeout=$$(( $(FUZZ_SECONDS) + 300 ))
 
 clean: ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -51,7 +51,12 @@ class _Body(BaseModel):
 class ChatRequest(_Body):
     """One user message; without ``conversationId`` a new conversation is started."""
 
-    message: str = Field(min_length=1, max_length=MAX_MESSAGE_LENGTH)
+    message: str = Field(
+        min_length=1,
+        max_length=MAX_MESSAGE_LENGTH,
+        pattern=r"\S",
+        description="the user's message; it must contain something besides whitespace",
+    )
     conversation_id: ConversationIdField | None = None
 
 
