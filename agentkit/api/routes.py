@@ -47,6 +47,9 @@ router = APIRouter(prefix="/api")
 #: itself is unaffected); and the keep-alive comment interval
 SSE_SEND_TIMEOUT = 60.0
 SSE_PING_SECONDS = 15
+#: on server shutdown, streams go on this long (uvicorn waits 30 s for connections) so a
+#: client still receives a turn that ends meanwhile; the turn itself is awaited regardless
+SSE_SHUTDOWN_GRACE = 25.0
 
 
 class SseResponse(EventSourceResponse):
@@ -338,6 +341,7 @@ async def chat(agent_id: AgentId, body: ChatRequest, served: Served, turns: Turn
         _frames(first, turn),
         ping=SSE_PING_SECONDS,
         send_timeout=SSE_SEND_TIMEOUT,
+        shutdown_grace_period=SSE_SHUTDOWN_GRACE,
         headers={"Cache-Control": "no-store"},
     )
 

@@ -42,7 +42,7 @@ def serve(
     )
     if announce is not None:
         shown = f"[{host}]" if ":" in host else host
-        auth = "a bearer token is required" if token else "no token (loopback only)"
+        auth = "a bearer token is required" if token else "no token: loopback clients only"
         announce(f"agentkit: serving {app.state.served.data_dir} on http://{shown}:{port} ({auth})")
     config = uvicorn.Config(
         app,
