@@ -1,0 +1,303 @@
+"""Checking expectations against what a run showed.
+
+:class:`Observed` is everything an expectation may look at, taken from the turn's typed events
+(the same stream every edge consumes) and from the state right after it (ExecutionState,
+TaskState, the desk database). :func:`check` turns one :class:`Expectations` into a list of
+:class:`Check` values, one per field that is set, each saying what was expected and what was
+seen, so a failing row explains itself without re-running anything.
+
+Nothing here reads files or calls a model: it is a pure function of its inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import JsonValue
+
+from agentkit.eval.scenario import DeskExpectation, Expectations
+from agentkit.events import (
+    AgentEvent,
+    AskUserEvent,
+    CompressionEvent,
+    ErrorEvent,
+    PlanningEvent,
+    ResultEvent,
+    SessionEvent,
+    StepStartEvent,
+    ToolCallEvent,
+)
+from agentkit.memory import TaskState
+from agentkit.memory.fidelity import fact_retention
+
+__all__ = [
+    "EXPECTATION_KINDS",
+    "Check",
+    "DeskSnapshot",
+    "Observed",
+    "TurnFacts",
+    "check",
+    "turn_facts",
+]
+
+#: every expectation field, in the order the result columns use
+EXPECTATION_KINDS: tuple[str, ...] = tuple(Expectations.model_fields)
+_LIVE_PREFIX = "live-"  # the planner's own re-reads of the live configuration
+
+
+@dataclass(frozen=True, slots=True)
+class DeskSnapshot:
+    """The desk database at one moment, as plain values."""
+
+    traders: dict[str, dict[str, str]] = field(default_factory=dict)  # name → fields
+    model_configs: int = 0
+    exchange_configs: int = 0
+    preferences: dict[str, JsonValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFacts:
+    """What the events of one or more turns showed."""
+
+    planned_tools: tuple[str, ...] = ()
+    questions: tuple[str, ...] = ()
+    consents: tuple[str, ...] = ()  # tool names a confirmation was asked for
+    live_state: bool = False
+    plans: int = 0  # planning events: a new plan was started
+    compressions: tuple[CompressionEvent, ...] = ()
+    errors: tuple[str, ...] = ()
+    steps: int = 0
+    session: str = ""
+    result_status: str = ""
+    answer: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+
+    def then(self, later: TurnFacts) -> TurnFacts:
+        """These facts followed by *later*'s (counts add up; last-turn fields are *later*'s)."""
+        return TurnFacts(
+            planned_tools=self.planned_tools + later.planned_tools,
+            questions=self.questions + later.questions,
+            consents=self.consents + later.consents,
+            live_state=self.live_state or later.live_state,
+            plans=self.plans + later.plans,
+            compressions=self.compressions + later.compressions,
+            errors=self.errors + later.errors,
+            steps=self.steps + later.steps,
+            session=later.session,
+            result_status=later.result_status,
+            answer=later.answer,
+            input_tokens=self.input_tokens + later.input_tokens,
+            output_tokens=self.output_tokens + later.output_tokens,
+            latency_ms=self.latency_ms + later.latency_ms,
+        )
+
+
+def turn_facts(events: Iterable[AgentEvent]) -> TurnFacts:
+    """Read one turn's events."""
+    planned: list[str] = []
+    questions: list[str] = []
+    consents: list[str] = []
+    compressions: list[CompressionEvent] = []
+    errors: list[str] = []
+    live = False
+    plans = 0
+    steps = 0
+    session = ""
+    result: ResultEvent | None = None
+    for event in events:
+        if isinstance(event, ToolCallEvent) and not event.id.startswith(_LIVE_PREFIX):
+            planned.append(event.name)
+        elif isinstance(event, AskUserEvent):
+            if event.kind == "confirmation":
+                consents.append(event.tool_name)
+            else:
+                questions.append(event.question)
+        elif isinstance(event, PlanningEvent):
+            live = live or bool(event.live_state)
+            plans += 1
+        elif isinstance(event, CompressionEvent):
+            compressions.append(event)
+        elif isinstance(event, ErrorEvent):
+            errors.append(f"{event.code}: {event.message}")
+        elif isinstance(event, StepStartEvent):
+            steps += 1
+        elif isinstance(event, SessionEvent):
+            session = event.scenario
+        elif isinstance(event, ResultEvent):
+            result = event
+    return TurnFacts(
+        planned_tools=tuple(planned),
+        questions=tuple(questions),
+        consents=tuple(consents),
+        live_state=live,
+        plans=plans,
+        compressions=tuple(compressions),
+        errors=tuple(errors),
+        steps=steps,
+        session=session,
+        result_status=result.status if result else "",
+        answer=result.text if result else "",
+        input_tokens=result.usage.input_tokens if result else 0,
+        output_tokens=result.usage.output_tokens if result else 0,
+        latency_ms=result.latency_ms if result else 0.0,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """The facts of a turn (or of the whole run) and the state after it."""
+
+    facts: TurnFacts
+    status: str  # the ExecutionState status, or "none"
+    task_state: TaskState
+    desk: DeskSnapshot
+    model_calls: int
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One expectation checked: which field, where (``run`` or ``turn N``), and the verdict."""
+
+    kind: str
+    where: str
+    passed: bool
+    detail: str = ""
+
+    def __str__(self) -> str:
+        verdict = "ok" if self.passed else "FAILED"
+        return f"{self.where}: {self.kind} {verdict}" + (f" ({self.detail})" if self.detail else "")
+
+
+def _names(values: Sequence[str]) -> str:
+    return "[" + ", ".join(values) + "]" if values else "none"
+
+
+def _short(text: str, limit: int = 120) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _desk_problems(expected: DeskExpectation, desk: DeskSnapshot) -> list[str]:
+    problems: list[str] = []
+    names = sorted(desk.traders)
+    if expected.traders is not None and sorted(expected.traders) != names:
+        problems.append(f"traders {_names(sorted(expected.traders))}, found {_names(names)}")
+    counts = (
+        ("trader_count", expected.trader_count, len(desk.traders)),
+        ("model_config_count", expected.model_config_count, desk.model_configs),
+        ("exchange_config_count", expected.exchange_config_count, desk.exchange_configs),
+    )
+    for label, wanted, found in counts:
+        if wanted is not None and wanted != found:
+            problems.append(f"{label} {wanted}, found {found}")
+    for key, value in (expected.preferences or {}).items():
+        if key not in desk.preferences:
+            problems.append(f"preference {key!r} missing")
+        elif desk.preferences[key] != value:
+            problems.append(f"preference {key!r} = {value!r}, found {desk.preferences[key]!r}")
+    for name, fields in (expected.trader_fields or {}).items():
+        found_trader = desk.traders.get(name)
+        if found_trader is None:
+            problems.append(f"no trader {name!r}")
+            continue
+        for key, value in fields.items():
+            if found_trader.get(key) != value:
+                problems.append(f"{name}.{key} = {value!r}, found {found_trader.get(key)!r}")
+    return problems
+
+
+def check(expect: Expectations, seen: Observed, where: str) -> list[Check]:  # noqa: PLR0912, PLR0915
+    """Every expectation that *expect* sets, checked against *seen*."""
+    facts = seen.facts
+    checks: list[Check] = []
+
+    def add(kind: str, passed: bool, detail: str) -> None:
+        checks.append(Check(kind, where, passed, "" if passed else detail))
+
+    planned = facts.planned_tools
+    if expect.tools_called:
+        missing = [name for name in expect.tools_called if name not in planned]
+        add("tools_called", not missing, f"not called: {_names(missing)}; called {_names(planned)}")
+    if expect.tools_not_called:
+        called = [name for name in expect.tools_not_called if name in planned]
+        add("tools_not_called", not called, f"called anyway: {_names(called)}")
+    if expect.tool_sequence is not None:
+        add(
+            "tool_sequence",
+            tuple(expect.tool_sequence) == planned,
+            f"expected {_names(expect.tool_sequence)}, called {_names(planned)}",
+        )
+    if expect.asked_user is not None:
+        asked = bool(facts.questions)
+        add("asked_user", asked == expect.asked_user, f"questions asked: {len(facts.questions)}")
+    if expect.new_plan is not None:
+        started = facts.plans > 0
+        add("new_plan", started == expect.new_plan, f"new plans: {facts.plans}")
+    if expect.consent_requested is not None:
+        requested = bool(facts.consents)
+        add(
+            "consent_requested",
+            requested == expect.consent_requested,
+            f"confirmations asked for {_names(facts.consents)}",
+        )
+    if expect.consent_for:
+        missing = [name for name in expect.consent_for if name not in facts.consents]
+        add("consent_for", not missing, f"no confirmation for {_names(missing)}")
+    if expect.status is not None:
+        add("status", seen.status == expect.status, f"expected {expect.status}, was {seen.status}")
+    if expect.result_status is not None:
+        add(
+            "result_status",
+            facts.result_status == expect.result_status,
+            f"expected {expect.result_status}, was {facts.result_status or 'no result'}",
+        )
+    if expect.session is not None:
+        add("session", facts.session == expect.session, f"scenario {facts.session or '?'}")
+    answer = facts.answer.casefold()
+    if expect.answer_contains:
+        missing = [text for text in expect.answer_contains if text.casefold() not in answer]
+        add("answer_contains", not missing, f"missing {missing} in {_short(facts.answer)!r}")
+    if expect.answer_not_contains:
+        present = [text for text in expect.answer_not_contains if text.casefold() in answer]
+        add("answer_not_contains", not present, f"found {present} in {_short(facts.answer)!r}")
+    if expect.live_state is not None:
+        add(
+            "live_state",
+            facts.live_state == expect.live_state,
+            f"live state re-read: {facts.live_state}",
+        )
+    if expect.compressed is not None:
+        compressed = bool(facts.compressions)
+        add(
+            "compressed",
+            compressed == expect.compressed,
+            f"compressions: {len(facts.compressions)}",
+        )
+    if expect.facts_in_task_state:
+        retention = fact_retention(seen.task_state, expect.facts_in_task_state)
+        add("facts_in_task_state", not retention.lost, f"lost {list(retention.lost)}")
+    if expect.no_errors is not None:
+        clean = not facts.errors
+        add("no_errors", clean == expect.no_errors, "; ".join(facts.errors) or "no errors")
+    if expect.max_model_calls is not None:
+        add(
+            "max_model_calls",
+            seen.model_calls <= expect.max_model_calls,
+            f"{seen.model_calls} calls > {expect.max_model_calls}",
+        )
+    if expect.desk is not None:
+        problems = _desk_problems(expect.desk, seen.desk)
+        add("desk", not problems, "; ".join(problems))
+    return checks
+
+
+def summarize_checks(checks: Sequence[Check]) -> dict[str, Any]:
+    """Per kind: True when every check of that kind passed (kinds without checks are absent)."""
+    verdicts: dict[str, bool] = {}
+    for item in checks:
+        verdicts[item.kind] = verdicts.get(item.kind, True) and item.passed
+    return verdicts

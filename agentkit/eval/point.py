@@ -1,0 +1,407 @@
+"""One run: one scenario at one parameter point, in a data root of its own.
+
+This is the unit a worker executes (in this process, a process pool, or on a Dask worker), so
+it is a plain function of a picklable :class:`PointTask` and returns a plain ``dict`` row.
+
+Invariants:
+
+* **independence**: every run builds a fresh data root (a temporary folder, removed afterwards
+  unless ``keep_dir`` asks to keep it): the agent's files as shipped in the task (so a remote
+  worker needs no shared disk), its config.json with the point's parameters, a desk database
+  seeded from the scenario, an empty ``agentkit.db``. Runs share nothing and can run in any
+  order, anywhere, and give the same row for the scripted model;
+* **one row per run, whatever happens**: a run that cannot finish (a failing out-of-band call,
+  a crash, the turn time limit) is a row with ``error`` set and ``passed`` False;
+* rows carry no run-specific paths or ids (errors are scrubbed of the data root), so two
+  executors can be compared row for row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Coroutine, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from agentkit.agent import Agent
+from agentkit.eval.expectations import (
+    Check,
+    DeskSnapshot,
+    Observed,
+    TurnFacts,
+    check,
+    summarize_checks,
+    turn_facts,
+)
+from agentkit.eval.params import Params
+from agentkit.eval.scenario import DeskState, Scenario
+from agentkit.events import AgentEvent, SessionEvent
+from agentkit.memory.fidelity import fact_retention
+from agentkit.models.base import (
+    ChatMessage,
+    ChatModel,
+    Completion,
+    JsonSchema,
+    ModelEvent,
+    Purpose,
+    SessionBackend,
+    ToolSpec,
+)
+from agentkit.models.scripted import ScriptedModel
+from agentkit.models.spec import create_model
+from agentkit.tools import open_desk, run_tool
+from agentkit.types import Message
+
+__all__ = [
+    "SCRIPTED",
+    "PointTask",
+    "TurnScriptedModel",
+    "run_point",
+    "snapshot_agent",
+]
+
+#: the model spec that means "each scenario's own scripted replies"
+SCRIPTED = "scripted"
+_SKIPPED_PARTS = ("conversations", "logs")
+_ANSWER_CHARS = 500
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class PointTask:
+    """Everything a worker needs for one run (picklable; no open files, no paths it must see)."""
+
+    index: int
+    point: int
+    scenario: Scenario
+    agent_files: tuple[tuple[str, bytes], ...]
+    config: dict[str, Any]
+    params: Params
+    model: str
+    keep_dir: str | None = None
+    turn_timeout: float | None = None
+
+
+def snapshot_agent(agent_dir: Path) -> tuple[tuple[str, bytes], ...]:
+    """The agent folder's files (prompts, config, skills, knowledge …) as (path, bytes) pairs,
+    without its conversations, logs, lock files or desk database: a run starts from those."""
+    files: list[tuple[str, bytes]] = []
+    for path in sorted(agent_dir.rglob("*")):
+        relative = path.relative_to(agent_dir)
+        if not path.is_file() or relative.parts[0] in _SKIPPED_PARTS:
+            continue
+        if path.name.startswith(".") or path.name.startswith("desk.db"):
+            continue
+        files.append((relative.as_posix(), path.read_bytes()))
+    return tuple(files)
+
+
+class TurnScriptedModel(ChatModel):
+    """A scenario's scripted replies: a fresh :class:`ScriptedModel` for each turn's script."""
+
+    native_tools = True
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.spec = SCRIPTED
+        self._scenario = scenario
+        self._current: ScriptedModel | None = None
+
+    def start_turn(self, index: int) -> None:
+        script = self._scenario.turns[index].script or {}
+        self._current = ScriptedModel(
+            {purpose: list(replies) for purpose, replies in script.items()},
+            name=f"{self._scenario.id}#turn{index + 1}",
+        )
+
+    def _model(self) -> ScriptedModel:
+        if self._current is None:
+            raise RuntimeError("start_turn() was not called")
+        return self._current
+
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        purpose: Purpose,
+        schema: JsonSchema | None = None,
+    ) -> AsyncIterator[ModelEvent]:
+        async for event in self._model().stream(messages, purpose=purpose, schema=schema):
+            yield event
+
+    async def complete_with_tools(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec],
+        purpose: Purpose = "act",
+    ) -> Completion:
+        return await self._model().complete_with_tools(messages, tools=tools, purpose=purpose)
+
+
+class _RunError(Exception):
+    """A run cannot go on (the message says why, for the row's ``error``)."""
+
+
+def _run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run *coroutine* to completion, also from a thread whose loop is running (Jupyter)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coroutine)
+        except BaseException as error:  # handed back to the caller's thread
+            box["error"] = error
+
+    thread = threading.Thread(target=target, name="agentkit-eval-run")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    result: T = box["value"]
+    return result
+
+
+def run_point(task: PointTask) -> dict[str, Any]:
+    """Run *task*; return its result row (see :mod:`agentkit.eval.results` for the columns)."""
+    if task.keep_dir is not None:
+        root = Path(task.keep_dir) / f"{task.scenario.id}--p{task.point}"
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+    else:
+        root = Path(tempfile.mkdtemp(prefix="agentkit-eval-"))
+    try:
+        return _run_sync(_Run(task, root).row())
+    finally:
+        if task.keep_dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _seed_desk(workspace: Path, desk: DeskState) -> None:
+    workspace.mkdir(parents=True, exist_ok=True)
+    with open_desk(workspace) as db:
+        for model_config in desk.model_configs:
+            db.add_model_config(model_config.provider, model_config.model, model_config.api_key)
+        for exchange in desk.exchange_configs:
+            db.add_exchange_config(
+                exchange.exchange, exchange.account_name, exchange.api_key, exchange.secret_key
+            )
+        for trader in desk.traders:
+            db.add_trader(trader.name, trader.exchange_id, trader.model_id)
+        for key, value in desk.preferences.items():
+            db.set_preference(key, value)
+
+
+def _desk_snapshot(workspace: Path) -> DeskSnapshot:
+    with open_desk(workspace) as db:
+        return DeskSnapshot(
+            traders={
+                trader.name: {
+                    "id": trader.id,
+                    "exchange_id": trader.exchange_id,
+                    "model_id": trader.model_id,
+                }
+                for trader in db.traders()
+            },
+            model_configs=len(db.model_configs()),
+            exchange_configs=len(db.exchange_configs()),
+            preferences=db.preferences(),
+        )
+
+
+class _Run:
+    """The state of one run while it goes (one object per run, used once)."""
+
+    def __init__(self, task: PointTask, root: Path) -> None:
+        self.task = task
+        self.scenario = task.scenario
+        self.root = root
+        self.folder = root / "agents" / self.scenario.agent
+        self.workspace = self.folder / "workspace"
+        self.scripted = task.model == SCRIPTED
+        self.checks: list[Check] = []
+        self.facts = TurnFacts()
+        self.model_calls = 0
+        self.turns_run = 0
+
+    # -- setting up --
+
+    def _materialise(self) -> None:
+        for relative, content in self.task.agent_files:
+            path = self.folder / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+        (self.folder / "config.json").write_text(
+            json.dumps(self.task.config, ensure_ascii=False, indent=2), encoding="utf-8"
+        )
+        _seed_desk(self.workspace, self.scenario.desk)
+
+    def _model(self, scripts: TurnScriptedModel | None) -> ChatModel | SessionBackend:
+        if scripts is not None:
+            return scripts
+        return create_model(self.task.model, base_dir=self.folder)
+
+    # -- observing --
+
+    def _traced_calls(self, message_id: str, conversation_id: str) -> int:
+        calls = self.folder / "conversations" / conversation_id / message_id / "calls.jsonl"
+        if not calls.is_file():
+            return 0
+        return sum(1 for line in calls.read_text(encoding="utf-8").splitlines() if line.strip())
+
+    def _observe(
+        self, agent: Agent, conversation_id: str, facts: TurnFacts, calls: int
+    ) -> Observed:
+        state = agent.execution_state(conversation_id)
+        return Observed(
+            facts=facts,
+            status=state.value.status if state is not None else "none",
+            task_state=agent.task_state(conversation_id).value,
+            desk=_desk_snapshot(self.workspace),
+            model_calls=calls,
+        )
+
+    # -- the run --
+
+    async def _turns(self) -> Observed:
+        scenario = self.scenario
+        scripts = TurnScriptedModel(scenario) if self.scripted else None
+        agent = Agent.open(scenario.agent, data_dir=self.root, model=self._model(scripts))
+        try:
+            conversation_id = agent.create_conversation(
+                scenario.title or scenario.id
+            ).conversation_id
+            if scenario.task_state is not None:
+                agent.save_task_state(conversation_id, scenario.task_state, expected_version=0)
+            turn_id = ""
+            for message in scenario.history:
+                if message.role == "user" or not turn_id:
+                    opened = Message.user(message.content)
+                    turn_id = opened.message_id
+                    if message.role == "user":
+                        agent.append_message(conversation_id, opened)
+                        continue
+                agent.append_message(
+                    conversation_id, Message.assistant(message.content, message_id=turn_id)
+                )
+            for number, turn in enumerate(scenario.turns, 1):
+                if turn.restart:
+                    await agent.aclose()
+                    agent = Agent.open(
+                        scenario.agent, data_dir=self.root, model=self._model(scripts)
+                    )
+                for call in turn.before:
+                    result = run_tool(
+                        self.workspace, call.tool, json.dumps(call.args, ensure_ascii=False)
+                    )
+                    if not result.ok:
+                        raise _RunError(
+                            f"turn {number}: the out-of-band call {call.tool} failed: {result.text}"
+                        )
+                if scripts is not None:
+                    scripts.start_turn(number - 1)
+                events = await self._send(agent, conversation_id, turn.user, number)
+                facts = turn_facts(events)
+                message_id = next((e.message_id for e in events if isinstance(e, SessionEvent)), "")
+                calls = self._traced_calls(message_id, conversation_id) + len(facts.compressions)
+                if agent.config.engine == "chat":
+                    calls += 1
+                self.model_calls += calls
+                self.facts = self.facts.then(facts)
+                self.turns_run = number
+                if not turn.expect.is_empty:
+                    seen = self._observe(agent, conversation_id, facts, calls)
+                    self.checks += check(turn.expect, seen, f"turn {number}")
+            final = self._observe(agent, conversation_id, self.facts, self.model_calls)
+            self.checks += check(scenario.expect, final, "run")
+            return final
+        finally:
+            await agent.aclose()
+
+    async def _send(
+        self, agent: Agent, conversation_id: str, text: str, number: int
+    ) -> list[AgentEvent]:
+        events: list[AgentEvent] = []
+        limit = self.task.turn_timeout
+        try:
+            async with asyncio.timeout(limit):
+                async for event in agent.send_message(conversation_id, text):
+                    events.append(event)
+        except TimeoutError:
+            raise _RunError(f"turn {number} took longer than the limit of {limit:g} s") from None
+        return events
+
+    async def row(self) -> dict[str, Any]:
+        started = time.perf_counter()
+        error = ""
+        final: Observed | None = None
+        try:
+            self._materialise()
+            final = await self._turns()
+        except _RunError as failure:
+            error = str(failure)
+        except Exception as failure:  # one row per run, whatever happens
+            error = f"{type(failure).__name__}: {failure}"
+        wall_ms = (time.perf_counter() - started) * 1000
+        return self._row(final, error.replace(str(self.root), "<run>"), wall_ms)
+
+    def _row(self, final: Observed | None, error: str, wall_ms: float) -> dict[str, Any]:
+        task, scenario, facts = self.task, self.scenario, self.facts
+        failed = [item for item in self.checks if not item.passed]
+        last = facts.compressions[-1] if facts.compressions else None
+        retention = (
+            fact_retention(final.task_state, scenario.facts)
+            if final is not None and scenario.facts
+            else None
+        )
+        row: dict[str, Any] = {
+            "scenario": scenario.id,
+            "title": scenario.title,
+            "language": scenario.language,
+            "agent": scenario.agent,
+            "tags": ",".join(scenario.tags),
+            "point": task.point,
+            **task.params,
+            "model": task.model,
+            "passed": not error and not failed,
+            "checks": len(self.checks),
+            "checks_failed": len(failed),
+            "failures": "; ".join(str(item) for item in failed),
+            "error": error,
+            "turns": self.turns_run,
+            "steps": facts.steps,
+            "tool_calls": len(facts.planned_tools),
+            "tools": ",".join(facts.planned_tools),
+            "questions": len(facts.questions),
+            "consents": len(facts.consents),
+            "model_calls": self.model_calls,
+            "input_tokens": facts.input_tokens,
+            "output_tokens": facts.output_tokens,
+            "compressions": len(facts.compressions),
+            "messages_before": last.messages_before if last else None,
+            "messages_after": last.messages_after if last else None,
+            "tokens_before": last.tokens_before if last else None,
+            "tokens_after": last.tokens_after if last else None,
+            "facts_total": retention.total if retention else None,
+            "facts_kept": len(retention.kept) if retention else None,
+            "fact_retention": retention.ratio if retention else None,
+            "final_status": final.status if final else "",
+            "result_status": facts.result_status,
+            "answer": facts.answer[:_ANSWER_CHARS],
+            "errors": " | ".join(facts.errors),
+            "latency_ms": round(facts.latency_ms, 3),
+            "wall_ms": round(wall_ms, 3),
+        }
+        for kind, passed in summarize_checks(self.checks).items():
+            row[f"exp_{kind}"] = passed
+        return row

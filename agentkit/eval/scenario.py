@@ -1,0 +1,398 @@
+"""Evaluation scenarios: one agent, a starting state, turns, and what should come of them.
+
+A scenario file (YAML or JSON, ``v: 1``) is a trust boundary: it is validated strictly, an
+unknown key or a tool name that no desk tool has is a :class:`~agentkit.errors.ConfigError`
+naming the file and the field (a misspelt ``tools_not_called`` entry would otherwise pass
+forever). Scenarios are plain values: a run never changes one, so the same object can be sent
+to any number of workers.
+
+Each turn may carry ``script``: the scripted model's replies for that turn, by purpose (the
+same purpose maps as :class:`~agentkit.models.scripted.ScriptedModel`), which is what makes a
+scenario run deterministically under ``--model scripted``. With any other model the scripts are
+ignored and the expectations measure the model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from agentkit.errors import ConfigError, UsageError
+from agentkit.events import Scenario as SessionScenario
+from agentkit.ids import ID_PATTERN
+from agentkit.memory import ExecutionStatus, TaskState
+from agentkit.models.base import Purpose
+
+__all__ = [
+    "SCENARIO_SUFFIXES",
+    "DeskExpectation",
+    "DeskState",
+    "Expectations",
+    "OutOfBandCall",
+    "Scenario",
+    "ScenarioMessage",
+    "Turn",
+    "load_scenario",
+    "load_scenarios",
+]
+
+SCENARIO_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json")
+
+_Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+_Id = Annotated[str, StringConstraints(pattern=f"^{ID_PATTERN}$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@cache
+def desk_tool_names() -> frozenset[str]:
+    """The names of the desk tools (read from the registry; no database is opened)."""
+    from agentkit.tools import DeskDatabase, desk_tools
+
+    return frozenset(desk_tools(DeskDatabase(Path("unused.db"))).names())
+
+
+def _known_tools(names: Iterable[str]) -> None:
+    unknown = sorted(set(names) - desk_tool_names())
+    if unknown:
+        known = ", ".join(sorted(desk_tool_names()))
+        raise ValueError(f"unknown tool {unknown[0]!r} (the desk tools are: {known})")
+
+
+# -- the starting state ---------------------------------------------------------------------------
+
+
+class DeskModelConfig(_Strict):
+    provider: _Text
+    model: _Text
+    api_key: str | None = None
+
+
+class DeskExchangeConfig(_Strict):
+    exchange: _Text
+    account_name: _Text
+    api_key: _Text
+    secret_key: _Text
+
+
+class DeskTrader(_Strict):
+    name: _Text
+    exchange_id: _Text = Field(description="e.g. ex-1: ids follow the order of the lists above")
+    model_id: _Text
+
+
+class DeskState(_Strict):
+    """The desk database a run starts from (rows are added in order, so ids are
+    ``model-1``…, ``ex-1``…, ``trader-1``…)."""
+
+    model_configs: tuple[DeskModelConfig, ...] = ()
+    exchange_configs: tuple[DeskExchangeConfig, ...] = ()
+    traders: tuple[DeskTrader, ...] = ()
+    preferences: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class ScenarioMessage(_Strict):
+    """An earlier message of the conversation (before the first turn)."""
+
+    role: Literal["user", "assistant"]
+    content: _Text
+
+
+class OutOfBandCall(_Strict):
+    """A tool the *user* runs between turns (``agentkit tool …``): a change made outside the
+    chat, which the agent must notice."""
+
+    tool: str
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @field_validator("tool")
+    @classmethod
+    def _a_desk_tool(cls, value: str) -> str:
+        _known_tools([value])
+        return value
+
+
+# -- expectations ---------------------------------------------------------------------------------
+
+
+class DeskExpectation(_Strict):
+    """Fields of the desk after the run (or after a turn)."""
+
+    traders: tuple[str, ...] | None = Field(
+        default=None, description="exactly these trader names (any order)"
+    )
+    trader_count: int | None = Field(default=None, ge=0)
+    model_config_count: int | None = Field(default=None, ge=0)
+    exchange_config_count: int | None = Field(default=None, ge=0)
+    preferences: dict[str, JsonValue] | None = Field(
+        default=None, description="these keys hold these values (other keys may exist)"
+    )
+    trader_fields: dict[str, dict[str, str]] | None = Field(
+        default=None, description="trader name → {field: value}, e.g. {Alpha: {model_id: model-2}}"
+    )
+
+
+class Expectations(_Strict):
+    """What should be true. At scenario level it is checked over the whole run (tools over
+    every turn, the answer and statuses of the last turn, the state at the end); under a turn,
+    over that turn and the state right after it. Unset fields are not checked.
+
+    Tool expectations count the tools the agent *planned* (not the live-state snapshot the
+    planner re-reads by itself, which ``live_state`` checks).
+    """
+
+    tools_called: tuple[str, ...] = ()
+    tools_not_called: tuple[str, ...] = ()
+    tool_sequence: tuple[str, ...] | None = Field(
+        default=None, description="exactly these planned tool calls, in this order"
+    )
+    asked_user: bool | None = Field(default=None, description="a question was asked")
+    new_plan: bool | None = Field(
+        default=None,
+        description="the planner started a new plan (false: it resumed the paused flow)",
+    )
+    consent_requested: bool | None = None
+    consent_for: tuple[str, ...] = Field(
+        default=(), description="a confirmation was asked naming each of these tools"
+    )
+    status: ExecutionStatus | Literal["none"] | None = Field(
+        default=None, description="the ExecutionState status ('none': no plan on record)"
+    )
+    result_status: Literal["completed", "failed", "cancelled"] | None = None
+    session: SessionScenario | None = Field(
+        default=None, description="how the prompt was built: A new, B live session, C restored"
+    )
+    answer_contains: tuple[_Text, ...] = ()
+    answer_not_contains: tuple[_Text, ...] = ()
+    live_state: bool | None = Field(
+        default=None, description="the planner re-read the live configuration first"
+    )
+    compressed: bool | None = None
+    facts_in_task_state: tuple[_Text, ...] = Field(
+        default=(), description="each fact is carried by TaskState (agentkit.memory.fidelity)"
+    )
+    no_errors: bool | None = None
+    max_model_calls: int | None = Field(default=None, ge=0)
+    desk: DeskExpectation | None = None
+
+    @model_validator(mode="after")
+    def _known_tool_names(self) -> Expectations:
+        named = [*self.tools_called, *self.tools_not_called, *self.consent_for]
+        _known_tools([*named, *(self.tool_sequence or ())])
+        return self
+
+    @property
+    def is_empty(self) -> bool:
+        return self == Expectations()
+
+
+# -- turns and scenarios ------------------------------------------------------------------------
+
+Script = dict[Purpose, list[JsonValue]]
+
+
+class Turn(_Strict):
+    """One user message, what happens just before it, and the scripted replies for it."""
+
+    user: _Text
+    before: tuple[OutOfBandCall, ...] = Field(
+        default=(), description="tools the user runs outside the chat before this message"
+    )
+    restart: bool = Field(
+        default=False, description="open the agent afresh first (a new process: scenario C)"
+    )
+    script: Script | None = Field(
+        default=None, description="the scripted model's replies for this turn, by purpose"
+    )
+    expect: Expectations = Expectations()
+
+    @field_validator("script")
+    @classmethod
+    def _replies_present(cls, script: Script | None) -> Script | None:
+        for purpose, replies in (script or {}).items():
+            if not replies:
+                raise ValueError(f"purpose {purpose!r} has no replies")
+        return script
+
+
+class Scenario(_Strict):
+    """A scenario file. ``id`` defaults to the file name without its suffix."""
+
+    v: Literal[1] = 1
+    id: _Id
+    title: str = ""
+    language: Literal["zh", "en"]
+    agent: _Id
+    tags: tuple[_Text, ...] = ()
+    config: dict[str, JsonValue] = Field(
+        default_factory=dict,
+        description="a partial config.json merged over the agent's (before --set/--grid)",
+    )
+    desk: DeskState = DeskState()
+    task_state: TaskState | None = Field(
+        default=None, description="the conversation's TaskState before the first turn"
+    )
+    history: tuple[ScenarioMessage, ...] = Field(
+        default=(), description="earlier messages of the conversation"
+    )
+    facts: tuple[_Text, ...] = Field(
+        default=(), description="known facts: their retention in TaskState is measured"
+    )
+    turns: tuple[Turn, ...] = Field(min_length=1)
+    expect: Expectations = Expectations()
+
+    @property
+    def scripted(self) -> bool:
+        """Every turn carries a script (the scenario can run under ``--model scripted``)."""
+        return all(turn.script is not None for turn in self.turns)
+
+    def missing_scripts(self) -> list[int]:
+        """1-based numbers of the turns without a script."""
+        return [number for number, turn in enumerate(self.turns, 1) if turn.script is None]
+
+
+class _DuplicateKeyError(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKeyError(key)
+        result[key] = value
+    return result
+
+
+@cache
+def _unique_key_loader() -> type[Any]:
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error (plain
+    YAML keeps the last one silently, so a pasted block could replace a turn unnoticed)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping",
+                        node.start_mark,
+                        f"the key {key!r} is given twice",
+                        key_node.start_mark,
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
+def _read(path: Path) -> Any:  # noqa: ANN401 - parsed YAML/JSON, validated by the caller
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(path, "", "does not exist") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(path, "", f"cannot be read: {error}") from None
+    if path.suffix == ".json":
+        try:
+            return json.loads(text, object_pairs_hook=_unique_keys)
+        except json.JSONDecodeError as error:
+            raise ConfigError(
+                path, "", f"is not valid JSON (line {error.lineno}, column {error.colno})"
+            ) from None
+        except _DuplicateKeyError as error:
+            raise ConfigError(
+                path, "", f"is not valid JSON: the key {error.key!r} is given twice"
+            ) from None
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(error, "problem", None)
+        detail = f": {problem}" if problem else ""
+        raise ConfigError(path, "", f"is not valid YAML{where}{detail}") from None
+
+
+def load_scenario(path: Path | str) -> Scenario:
+    """Read and validate one scenario file (``.yaml``, ``.yml`` or ``.json``)."""
+    file = Path(path)
+    if file.suffix not in SCENARIO_SUFFIXES:
+        raise ConfigError(
+            file, "", f"is not a scenario file (expected {', '.join(SCENARIO_SUFFIXES)})"
+        )
+    data = _read(file)
+    if not isinstance(data, dict):
+        raise ConfigError(file, "", "must hold a mapping (v, id, agent, turns, …)")
+    data.setdefault("id", file.stem)
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+        more = error.error_count() - 1
+        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        raise ConfigError(file, where, f"{problem}{suffix}") from None
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_dir():
+        # A folder means the scenario files directly in it: sub-folders hold other kinds of
+        # file (data/scenarios/compression/ holds compression-lab dialogues).
+        return sorted(p for p in path.iterdir() if p.is_file() and p.suffix in SCENARIO_SUFFIXES)
+    if path.exists():
+        return [path]
+    raise UsageError(f"no scenario file or folder at {path}")
+
+
+def load_scenarios(
+    paths: Path | str | Sequence[Path | str], *, tags: Iterable[str] = ()
+) -> list[Scenario]:
+    """Every scenario in *paths* (files, or folders: the scenario files directly in them),
+    in the order given (a folder's files by name). With *tags*, only the scenarios carrying
+    at least one of them. Two scenarios with the same id are a :class:`UsageError`."""
+    items = [paths] if isinstance(paths, str | Path) else list(paths)
+    if not items:
+        raise UsageError("no scenario files given")
+    wanted = set(tags)
+    scenarios: list[Scenario] = []
+    seen: dict[str, Path] = {}
+    for item in items:
+        files = _files(Path(item))
+        if not files:
+            raise UsageError(f"no scenario files ({', '.join(SCENARIO_SUFFIXES)}) in {item}")
+        for file in files:
+            scenario = load_scenario(file)
+            if scenario.id in seen:
+                raise UsageError(
+                    f"scenario id {scenario.id!r} is used by both {seen[scenario.id]} and {file}"
+                )
+            seen[scenario.id] = file
+            if not wanted or wanted & set(scenario.tags):
+                scenarios.append(scenario)
+    if not scenarios:
+        raise UsageError(f"no scenario carries any of the tags {sorted(wanted)}")
+    return scenarios

@@ -1,0 +1,170 @@
+"""``run_eval``: scenarios at parameter points → runs → one results table.
+
+Everything that can be wrong with a sweep is found *before* the first run: a scenario file
+that does not validate, an unknown agent, an unknown config key, a value its field refuses, a
+scenario without scripts under ``--model scripted``, a malformed model spec, an unknown
+executor. A sweep that starts runs to the end, with one row per scenario and point (see
+:mod:`agentkit.eval.point` for why each run is independent and :mod:`agentkit.eval.results`
+for the columns).
+
+The model of a run is, in this order: a ``model`` key of the point (``--grid model=a,b``), the
+*model* argument (``--model``), the agent's config.json. The spec ``scripted`` means each
+scenario's own scripted replies; any other spec is a real backend, and the expectations then
+measure how often it does the right thing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentkit.errors import AgentNotFoundError, UsageError
+from agentkit.eval.executors import ExecutorSpec, run_tasks
+from agentkit.eval.params import apply_params, grid_points, merge_config, validate_config
+from agentkit.eval.point import SCRIPTED, PointTask, snapshot_agent
+from agentkit.eval.results import require_pandas, to_frame
+from agentkit.eval.scenario import Scenario, load_scenarios
+from agentkit.ids import check_id
+from agentkit.models.spec import parse_model_spec
+from agentkit.workspace import AgentFolder, resolve_data_dir
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["plan_runs", "run_eval"]
+
+ScenarioSource = Path | str | Sequence[Path | str] | Sequence[Scenario]
+
+
+def _scenarios(source: ScenarioSource, tags: Iterable[str]) -> list[Scenario]:
+    if isinstance(source, str | Path):
+        return load_scenarios(source, tags=tags)
+    items = list(source)
+    if items and all(isinstance(item, Scenario) for item in items):
+        wanted = set(tags)
+        chosen = [
+            s for s in items if isinstance(s, Scenario) and (not wanted or wanted & set(s.tags))
+        ]
+        if not chosen:
+            raise UsageError(f"no scenario carries any of the tags {sorted(wanted)}")
+        return chosen
+    if any(isinstance(item, Scenario) for item in items):
+        raise UsageError("give scenarios either as Scenario objects or as paths, not both")
+    return load_scenarios([item for item in items if isinstance(item, str | Path)], tags=tags)
+
+
+def _agent_base(
+    data_dir: Path, agent_id: str
+) -> tuple[tuple[tuple[str, bytes], ...], dict[str, Any]]:
+    """The agent's files and its raw config.json (validated once, here)."""
+    check_id(agent_id, "agent")
+    folder = AgentFolder.load(data_dir, agent_id)  # AgentNotFoundError, ConfigError
+    config_file = folder.path / "config.json"
+    raw: dict[str, Any] = (
+        json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+    )
+    return snapshot_agent(folder.path), raw
+
+
+def plan_runs(
+    scenarios: Sequence[Scenario],
+    *,
+    model: str | None = None,
+    sets: Mapping[str, object] | None = None,
+    grid: Mapping[str, Sequence[object]] | None = None,
+    data_dir: Path | str | None = None,
+    keep_dir: Path | str | None = None,
+    turn_timeout: float | None = None,
+) -> list[PointTask]:
+    """Every run of the sweep, checked, in order (scenario by scenario, points in grid order)."""
+    if not scenarios:
+        raise UsageError("no scenarios to run")
+    points = grid_points(sets, grid)
+    if model is not None and any("model" in point for point in points):
+        raise UsageError(
+            "give the model with --model or as the 'model' key of --set/--grid, not both"
+        )
+    if turn_timeout is not None and turn_timeout <= 0:
+        raise UsageError(f"the turn time limit must be positive, got {turn_timeout}")
+    root = resolve_data_dir(data_dir)
+    bases: dict[str, tuple[tuple[tuple[str, bytes], ...], dict[str, Any]]] = {}
+    tasks: list[PointTask] = []
+    for scenario in scenarios:
+        if scenario.agent not in bases:
+            try:
+                bases[scenario.agent] = _agent_base(root, scenario.agent)
+            except AgentNotFoundError:
+                raise UsageError(
+                    f"scenario {scenario.id!r}: no agent {scenario.agent!r} under {root / 'agents'}"
+                ) from None
+        files, base = bases[scenario.agent]
+        for number, point in enumerate(points):
+            config = apply_params(merge_config(base, scenario.config), point)
+            checked = validate_config(config, f"scenario {scenario.id!r}")
+            spec = str(point.get("model") or model or checked.model)
+            if spec == SCRIPTED:
+                missing = scenario.missing_scripts()
+                if missing:
+                    raise UsageError(
+                        f"scenario {scenario.id!r} has no script for turn(s) "
+                        f"{', '.join(map(str, missing))}: it cannot run with --model scripted"
+                    )
+            else:
+                parse_model_spec(spec)  # ModelSpecError (a UsageError) before any run
+            tasks.append(
+                PointTask(
+                    index=len(tasks),
+                    point=number,
+                    scenario=scenario,
+                    agent_files=files,
+                    config=config,
+                    params=dict(point),
+                    model=spec,
+                    keep_dir=str(keep_dir) if keep_dir is not None else None,
+                    turn_timeout=turn_timeout,
+                )
+            )
+    return tasks
+
+
+def run_eval(
+    scenarios: ScenarioSource,
+    *,
+    model: str | None = None,
+    sets: Mapping[str, object] | None = None,
+    grid: Mapping[str, Sequence[object]] | None = None,
+    workers: int = 1,
+    executor: ExecutorSpec = None,
+    data_dir: Path | str | None = None,
+    tags: Iterable[str] = (),
+    keep_dir: Path | str | None = None,
+    turn_timeout: float | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Run every scenario at every parameter point; the results table (one row per run).
+
+    *scenarios*: files or folders (the scenario files directly in them), or Scenario objects.
+    *sets*/*grid*: dotted config keys → a value / a list of values (text is read as on the
+    command line). *executor*: ``None``/``"local"`` (with *workers* processes),
+    ``"dask://HOST:PORT"``, or a ``distributed.Client``. *data_dir*: the data root whose
+    ``agents/`` hold the scenarios' agents (default: ``$AGENTKIT_DATA_DIR``, else ``./data``).
+    *keep_dir*: keep each run's data root there (``{scenario}--p{point}``), to browse its
+    conversations and model-call traces. *turn_timeout*: seconds a turn may take (else the
+    run is an error row). *progress*: show a progress bar (stderr).
+    """
+    require_pandas()  # before any run, not after the last one
+    chosen = _scenarios(scenarios, tags)
+    tasks = plan_runs(
+        chosen,
+        model=model,
+        sets=sets,
+        grid=grid,
+        data_dir=data_dir,
+        keep_dir=keep_dir,
+        turn_timeout=turn_timeout,
+    )
+    rows = run_tasks(tasks, executor=executor, workers=workers, progress=progress)
+    keys = list(tasks[0].params) if tasks else []
+    return to_frame(rows, params=[key for key in keys if key != "model"])
