@@ -476,6 +476,82 @@ def serve_command(
         )
 
 
+@app.command("eval")
+def eval_command(
+    ctx: typer.Context,
+    scenarios: Annotated[
+        list[Path], typer.Argument(help="Scenario files, or folders of them (not recursive).")
+    ],
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="'scripted' (each scenario's own replies) or a model spec such as llama "
+            "(default: each agent's config.json).",
+        ),
+    ] = None,
+    assignments: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", help="KEY=VALUE in config.json for every run, e.g. compression.keep_recent=4."
+        ),
+    ] = None,
+    axes: Annotated[
+        list[str] | None,
+        typer.Option("--grid", help="KEY=V1,V2,… to sweep (repeatable: the runs are the product)."),
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Local worker processes.")] = 1,
+    executor: Annotated[
+        str, typer.Option("--executor", help="local, or dask://HOST:PORT (a Dask scheduler).")
+    ] = "local",
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the results table (.parquet or .csv).")
+    ] = None,
+    tags: Annotated[
+        list[str] | None, typer.Option("--tag", help="Only scenarios with this tag (repeatable).")
+    ] = None,
+    keep: Annotated[
+        Path | None,
+        typer.Option("--keep", help="Keep each run's data root under this folder, to browse."),
+    ] = None,
+    turn_timeout: Annotated[
+        float | None, typer.Option("--turn-timeout", help="Seconds one turn may take.")
+    ] = None,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")
+    ] = True,
+) -> None:
+    """Run scenarios at every point of a parameter grid; print a summary, write a table."""
+    with _clean_errors():
+        from agentkit.eval import (
+            check_output_path,
+            parse_grid,
+            parse_sets,
+            report,
+            run_eval,
+            save_results,
+        )
+
+        target = check_output_path(out) if out is not None else None
+        frame = run_eval(
+            scenarios,
+            model=model,
+            sets=parse_sets(assignments or []),
+            grid=parse_grid(axes or []),
+            workers=workers,
+            executor=executor,
+            data_dir=_data_dir(ctx),
+            tags=tags or [],
+            keep_dir=keep,
+            turn_timeout=turn_timeout,
+            progress=progress,
+        )
+        typer.echo(report(frame))
+        if target is not None:
+            save_results(frame, target)
+            typer.echo(f"wrote {target} ({len(frame)} rows, {len(frame.columns)} columns)")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``agentkit`` script: usage errors too are one line on stderr."""
     args = sys.argv[1:] if argv is None else argv

@@ -25,8 +25,10 @@ from agentkit.eval.params import grid_points, parse_grid, parse_sets
 from agentkit.eval.point import SCRIPTED, PointTask, run_point
 from agentkit.eval.results import (
     TIMING_COLUMNS,
+    check_output_path,
     failures,
     load_results,
+    report,
     save_results,
     summarize,
     to_frame,
@@ -43,6 +45,7 @@ __all__ = [
     "PointTask",
     "Scenario",
     "Turn",
+    "check_output_path",
     "failures",
     "grid_points",
     "load_results",
@@ -51,6 +54,7 @@ __all__ = [
     "parse_grid",
     "parse_sets",
     "plan_runs",
+    "report",
     "run_eval",
     "run_point",
     "save_results",

@@ -142,7 +142,7 @@ def _on_dask(client: Any, tasks: Sequence[PointTask], done: Callable[[int], obje
     index_of = {future.key: task.index for future, task in zip(futures, tasks, strict=True)}
     rows: dict[int, Row] = {}
     try:
-        for future in dask_completed(futures):  # type: ignore[no-untyped-call]
+        for future in dask_completed(futures, loop=client.loop):  # type: ignore[no-untyped-call]
             rows[index_of[future.key]] = future.result()
             done(1)
     finally:

@@ -37,9 +37,11 @@ __all__ = [
     "IDENTITY_COLUMNS",
     "RESULT_SUFFIXES",
     "TIMING_COLUMNS",
+    "check_output_path",
     "failures",
     "load_results",
     "param_columns",
+    "report",
     "require_pandas",
     "save_results",
     "summarize",
@@ -140,6 +142,38 @@ def failures(frame: pd.DataFrame) -> pd.DataFrame:
     columns = ["scenario", *param_columns(frame), "model", "failures", "error"]
     failed = frame.loc[~frame["passed"], [c for c in columns if c in frame]]
     return failed.reset_index(drop=True)
+
+
+def check_output_path(path: Path | str) -> Path:
+    """*path* if it names a .parquet or .csv file (checked before a sweep starts)."""
+    target = Path(path)
+    _checked_suffix(target)
+    if target.is_dir():
+        raise UsageError(f"{target} is a folder: give a .parquet or .csv file name")
+    return target
+
+
+def report(frame: pd.DataFrame, *, max_failures: int = 20) -> str:
+    """The text the CLI prints at the end: the summary table, then the failed runs and why."""
+    require_pandas()
+    import pandas as pd
+
+    summary = summarize(frame)
+    with pd.option_context("display.width", 160, "display.max_columns", 30):
+        lines = [summary.to_string(index=False, float_format=lambda value: f"{value:.3g}")]
+    failed = failures(frame)
+    params = param_columns(frame)
+    if len(failed):
+        lines.append(f"\nfailed runs ({len(failed)} of {len(frame)}):")
+        for record in failed.head(max_failures).to_dict("records"):
+            point = ", ".join(f"{key}={record[key]}" for key in params)
+            why = record.get("error") or record.get("failures") or ""
+            lines.append(f"  {record['scenario']}" + (f" [{point}]" if point else "") + f": {why}")
+        if len(failed) > max_failures:
+            lines.append(f"  … and {len(failed) - max_failures} more (see the failures column)")
+    else:
+        lines.append(f"\nall {len(frame)} runs passed")
+    return "\n".join(lines)
 
 
 def _checked_suffix(path: Path) -> str:
