@@ -10,7 +10,7 @@ import json
 import shutil
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import httpx
 import pytest
 from agentkit import ScriptedModel, UsageError
 from agentkit.api import create_app
+from agentkit.models.base import ChatMessage, ChatModel, JsonSchema, ModelEvent, Purpose, TextDelta
 from agentkit.store import ConversationKey, FileConversationStore
 
 from tests.conftest import SAMPLE_AGENTS, run_cli, tree
@@ -559,6 +560,35 @@ def test_fifty_disconnects_after_the_first_event_lose_no_turn(
             ("assistant", model.reply),
         ]
         assert detail["meta"]["status"] == "completed"
+
+
+class BrokenModel(ChatModel):
+    """Streams one piece, then fails with an unexpected (non-model) error."""
+
+    spec = "broken"
+
+    async def stream(
+        self, messages: Sequence[ChatMessage], *, purpose: Purpose, schema: JsonSchema | None = None
+    ) -> AsyncIterator[ModelEvent]:
+        yield TextDelta(text="partial ")
+        raise RuntimeError("boom")
+
+
+def test_a_turn_that_fails_midway_ends_its_stream_with_an_error_event(data_dir: Path) -> None:
+    with (
+        live_server(lambda port: create_app(data_dir, model=BrokenModel(), port=port)) as base,
+        httpx.Client(base_url=base, timeout=60) as client,
+    ):
+        events = chat(client, "hi")
+        assert [e.event for e in events] == ["session", "agent_output", "error"]
+        assert events[-1].data["code"] == "internal_error"
+        assert (
+            "server log" in events[-1].data["message"] and "boom" not in events[-1].data["message"]
+        )
+        conversation = events[0].data["conversationId"]
+        stored = client.get(f"{INNOVATOR}/conversations/{conversation}").json()
+        assert [m["content"] for m in stored["messages"]] == ["hi"]  # the question is kept
+        assert client.get("/api/health").json()["runningTurns"] == 0  # and the server goes on
 
 
 # -- security: token, Host, Origin, bind address -----------------------------------------------

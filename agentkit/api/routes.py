@@ -268,6 +268,7 @@ async def delete_conversation(
         raise ConversationBusyError(agent.id, conversation_id, 0.0)
     # In a worker thread: another process may hold the conversation (bounded wait there).
     await asyncio.to_thread(agent.delete_conversation, conversation_id)
+    await served.pool.drop(agent.id, conversation_id)  # its live session, if it had one
     return Deleted(agent_id=agent.id, conversation_id=conversation_id)
 
 

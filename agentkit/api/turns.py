@@ -60,11 +60,17 @@ class RunningTurn:
                 self._push(event)
                 self._started = True
         except Exception as error:  # the observer reports it; nothing may escape a task
-            if self._started:
-                status, code = status_for(error)
-                log.error("turn of %s/%s failed: %s", self.agent.id, self.conversation_id, error)
-                message = str(error) if status < 500 or code != "internal_error" else "failed"
-                self._push(ErrorEvent(message=f"the turn stopped: {message}", code=code))
+            if self._started:  # the stream is open: say so in it
+                _status, code = status_for(error)
+                log.error(
+                    "turn of %s/%s failed: %s",
+                    self.agent.id,
+                    self.conversation_id,
+                    error,
+                    exc_info=error if code == "internal_error" else None,
+                )
+                detail = str(error) if code != "internal_error" else "see the server log"
+                self._push(ErrorEvent(message=f"the turn stopped: {detail}", code=code))
             self._error = error
         finally:
             self._finished = True
