@@ -518,6 +518,27 @@ def test_busy_conversation_gets_409_and_cancel_stops_the_turn(
     assert follow_up[-1].data["status"] == "completed"
 
 
+def test_cancel_of_a_planner_turn_says_it_cannot_be_interrupted(
+    gated: tuple[httpx.Client, GatedModel],
+) -> None:
+    client, model = gated
+    desk = "/api/agent/desk-001"
+    conversation = client.post(f"{desk}/conversations").json()["conversationId"]
+    with client.stream(
+        "POST", f"{desk}/chat", json={"message": "list my traders", "conversationId": conversation}
+    ) as stream:
+        events = iter_events(stream)
+        assert next(events).event == "session"
+        wait_until(lambda: model.waiting == 1, "the planner's model call to park at the gate")
+        cancel = client.post(f"{desk}/conversations/{conversation}/cancel").json()
+        assert (
+            cancel["cancelled"] is False and "'planner' cannot be interrupted" in cancel["message"]
+        )
+        model.open_gate()
+        rest = list(events)
+    assert rest[-1].event == "result"  # the turn went on to its end (the gated reply is no plan)
+
+
 def test_conversation_held_by_another_process_gets_409(
     scripted_server: httpx.Client, data_dir: Path
 ) -> None:
