@@ -34,12 +34,22 @@ def notice_html(text: str, kind: str = "info") -> str:
     )
 
 
+_TABLE_STYLE = (
+    "<style>"
+    ".agentkit-table { border-collapse: collapse; font-size: 12px; margin: 4px 0; }"
+    ".agentkit-table th, .agentkit-table td { padding: 3px 8px; text-align: left;"
+    " vertical-align: top; border-bottom: 1px solid #e5e7eb; line-height: 1.4; }"
+    ".agentkit-table th { background: #f5f5f4; }"
+    "</style>"
+)
+
+
 def frame_html(frame: pd.DataFrame, *, empty: str = "(nothing yet)", css_class: str = "") -> str:
     """A DataFrame as an HTML table (cells escaped), or *empty* when it has no rows."""
     if frame.empty:
         return f"<i>{escape(empty)}</i>"
     classes = ["agentkit-table", *([css_class] if css_class else [])]
-    return frame.to_html(index=False, escape=True, classes=classes, border=0)
+    return _TABLE_STYLE + frame.to_html(index=False, escape=True, classes=classes, border=0)
 
 
 def message_html(role: str, text: str, *, css_class: str = "") -> str:

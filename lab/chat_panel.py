@@ -64,7 +64,9 @@ class ChatPanel(widgets.VBox):
             style={"description_width": "initial"},
         )
         self.picker.add_class("agentkit-chat-picker")
-        self.reload_button = widgets.Button(icon="refresh", tooltip="Reload the conversations")
+        self.reload_button = widgets.Button(
+            icon="refresh", tooltip="Reload the conversations", layout={"width": "3em"}
+        )
         self.badge = widgets.HTML(badge_html(""))
         self.badge.add_class("agentkit-chat-badge")
         self.transcript = widgets.HTML()
@@ -266,7 +268,7 @@ class ChatPanel(widgets.VBox):
             self.notice.value = notice_html("Stop requested.", "info")
         else:
             self.notice.value = notice_html(
-                "Nothing to stop: this turn has no live session (planner turns run to their "
-                "end; the plan view shows where they are).",
+                "Nothing to stop: the agent found no running turn it can interrupt here; "
+                "this one runs to its end.",
                 "warn",
             )

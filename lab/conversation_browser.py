@@ -8,6 +8,8 @@ opened without a model, so browsing never loads model weights.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +37,18 @@ class ConversationBrowser(widgets.VBox):
     def __init__(self, data_dir: Path | str | None = None) -> None:
         self.data_dir = resolve_data_dir(data_dir)
         self.opened: dict[str, Agent] = {}
+        self._syncing = False
         self.agents = agents_frame(self.data_dir)
         self.conversations = _empty(CONVERSATION_COLUMNS)
         self.messages = _empty(MESSAGE_COLUMNS)
         self.turns = _empty(TURN_COLUMNS)
 
-        self.agent_choice = widgets.Dropdown(description="Agent")
+        wide = {"description_width": "initial"}
+        self.agent_choice = widgets.Dropdown(description="Agent", style=wide)
         self.conversation_choice = widgets.Dropdown(
-            description="Conversation", layout={"width": "60%"}
+            description="Conversation", layout={"width": "60%"}, style=wide
         )
-        self.turn_choice = widgets.Dropdown(description="Turn", layout={"width": "60%"})
+        self.turn_choice = widgets.Dropdown(description="Turn", layout={"width": "60%"}, style=wide)
         self.refresh_button = widgets.Button(description="Refresh", icon="refresh")
         self.agents_table = widgets.HTML()
         self.conversations_table = widgets.HTML()
@@ -87,15 +91,17 @@ class ConversationBrowser(widgets.VBox):
     def refresh(self) -> None:
         """Read the data root again, keeping the current choices where they still exist."""
         self.agents = agents_frame(self.data_dir)
-        self.agents_table.value = frame_html(self.agents, empty="No agents under this data root.")
+        self.agents_table.value = frame_html(
+            self.agents,
+            empty="No agents under this data root.",
+            css_class="agentkit-browser-agents",
+        )
         ids = list(self.agents["agentId"])
         current = self.agent_choice.value
-        self.agent_choice.options = ids
-        if current in ids:
-            self.agent_choice.value = current
-            self._show_agent(current)
-        elif not ids:
-            self._show_agent(None)
+        with self._quiet():
+            self.agent_choice.options = ids
+            self.agent_choice.value = current if current in ids else (ids[0] if ids else None)
+        self._show_agent(self.agent_choice.value)
 
     def select(
         self, agent_id: str, conversation_id: str | None = None, message_id: str | None = None
@@ -107,8 +113,18 @@ class ConversationBrowser(widgets.VBox):
         if message_id is not None:
             self.turn_choice.value = message_id
 
+    @contextmanager
+    def _quiet(self) -> Iterator[None]:
+        """Change the dropdowns from code without their observers redrawing half-way."""
+        self._syncing = True
+        try:
+            yield
+        finally:
+            self._syncing = False
+
     def _on_agent(self, change: dict[str, Any]) -> None:
-        self._show_agent(change["new"])
+        if not self._syncing:
+            self._show_agent(change["new"])
 
     def _show_agent(self, agent_id: str | None) -> None:
         self.notice.value = ""
@@ -121,19 +137,25 @@ class ConversationBrowser(widgets.VBox):
                 self.notice.value = notice_html(str(error), "error")
                 self.conversations = _empty(CONVERSATION_COLUMNS)
         self.conversations_table.value = frame_html(
-            self.conversations, empty="No conversations yet."
+            self.conversations,
+            empty="No conversations yet.",
+            css_class="agentkit-browser-conversations",
         )
         ids = list(self.conversations["conversationId"])
-        self.conversation_choice.options = [
-            (f"{title} · {cid}", cid)
-            for title, cid in zip(self.conversations["title"], ids, strict=True)
-        ]
-        self.conversation_choice.value = ids[0] if ids else None
-        if not ids:
-            self._show_conversation(None)
+        current = self.conversation_choice.value
+        with self._quiet():
+            self.conversation_choice.options = [
+                (f"{title} · {cid}", cid)
+                for title, cid in zip(self.conversations["title"], ids, strict=True)
+            ]
+            self.conversation_choice.value = (
+                current if current in ids else (ids[0] if ids else None)
+            )
+        self._show_conversation(self.conversation_choice.value)
 
     def _on_conversation(self, change: dict[str, Any]) -> None:
-        self._show_conversation(change["new"])
+        if not self._syncing:
+            self._show_conversation(change["new"])
 
     def _show_conversation(self, conversation_id: str | None) -> None:
         agent_id = self.agent_choice.value
@@ -147,16 +169,21 @@ class ConversationBrowser(widgets.VBox):
             except AgentkitError as error:  # deleted meanwhile
                 self.notice.value = notice_html(str(error), "error")
                 self.messages, self.turns = _empty(MESSAGE_COLUMNS), _empty(TURN_COLUMNS)
-        self.messages_table.value = frame_html(self.messages, empty="No messages.")
-        self.turns_table.value = frame_html(self.turns, empty="No turns.")
+        self.messages_table.value = frame_html(
+            self.messages, empty="No messages.", css_class="agentkit-browser-messages"
+        )
+        self.turns_table.value = frame_html(
+            self.turns, empty="No turns.", css_class="agentkit-browser-turns"
+        )
         ids = list(self.turns["messageId"])
-        self.turn_choice.options = ids
-        self.turn_choice.value = ids[-1] if ids else None
-        if not ids:
-            self._show_turn(None)
+        with self._quiet():
+            self.turn_choice.options = ids
+            self.turn_choice.value = ids[-1] if ids else None
+        self._show_turn(self.turn_choice.value)
 
     def _on_turn(self, change: dict[str, Any]) -> None:
-        self._show_turn(change["new"])
+        if not self._syncing:
+            self._show_turn(change["new"])
 
     def _show_turn(self, message_id: str | None) -> None:
         agent_id, conversation_id = self.agent_choice.value, self.conversation_choice.value

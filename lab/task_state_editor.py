@@ -62,9 +62,17 @@ class TaskStateEditor(widgets.VBox):
             rows.append(widgets.VBox([widgets.HTML(label), control, self.errors[field.name]]))
 
         self.heading = widgets.HTML()
-        self.fact_choice = widgets.Dropdown(description="Fact", layout={"width": "60%"})
+        self.fact_choice = widgets.Dropdown(
+            description="Important fact",
+            layout={"width": "60%"},
+            style={"description_width": "initial"},
+        )
         self.pin_button = widgets.Button(description="Pin", icon="thumb-tack")
-        self.pinned_choice = widgets.Dropdown(description="Pinned", layout={"width": "60%"})
+        self.pinned_choice = widgets.Dropdown(
+            description="Pinned fact",
+            layout={"width": "60%"},
+            style={"description_width": "initial"},
+        )
         self.unpin_button = widgets.Button(description="Unpin")
         self.save_button = widgets.Button(description="Save", button_style="primary", icon="save")
         self.save_button.add_class("agentkit-task-save")
@@ -126,8 +134,12 @@ class TaskStateEditor(widgets.VBox):
         values = self.values()
         facts = [line.strip() for line in str(values["important_facts"]).splitlines()]
         pinned = [line.strip() for line in str(values["pinned_facts"]).splitlines()]
-        self.fact_choice.options = [fact for fact in facts if fact]
-        self.pinned_choice.options = [fact for fact in pinned if fact]
+        for choice, items in ((self.fact_choice, facts), (self.pinned_choice, pinned)):
+            current = choice.value
+            choice.options = [item for item in items if item]
+            choice.value = (
+                current if current in choice.options else next(iter(choice.options), None)
+            )
         self.heading.value = (
             f"<b>TaskState</b> of {self.agent.id} / {self.conversation_id} · "
             f"loaded version {self.loaded.version}"

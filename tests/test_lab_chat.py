@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -197,14 +196,10 @@ def test_picking_a_conversation_shows_its_messages(chat_agent: Agent) -> None:
 
 
 class HeldModel(ChatModel):
-    """Streams "Hello ", then waits until released (or cancelled), then "world".
+    """Streams "Hello ", then waits until released (or cancelled), then "world"."""
 
-    Purposes listed in *fixed* get that reply at once instead (a planner's plan and replan).
-    """
-
-    def __init__(self, fixed: dict[str, str] | None = None) -> None:
+    def __init__(self) -> None:
         self.spec = "held"
-        self.fixed = fixed or {}
         self.parked = threading.Event()
         self.release = threading.Event()
 
@@ -215,9 +210,6 @@ class HeldModel(ChatModel):
         purpose: Purpose,
         schema: JsonSchema | None = None,
     ) -> AsyncIterator[ModelEvent]:
-        if purpose in self.fixed:
-            yield Completion(text=self.fixed[purpose])
-            return
         yield TextDelta(text="Hello ")
         self.parked.set()
         while not self.release.is_set():
@@ -296,23 +288,27 @@ def test_a_planner_panel_embeds_the_plan_and_updates_it_after_the_turn(data_dir:
         assert "scenario A" in panel.badge.value
 
 
-def test_stop_on_a_planner_turn_says_there_is_no_session_to_cancel(data_dir: Path) -> None:
-    plan = {
-        "goal": "answer",
-        "steps": [{"id": "s1", "type": "respond", "title": "Answer", "instruction": "Answer."}],
-    }
-    model = HeldModel({"plan": json.dumps(plan)})
-    with Agent.open("desk-001", data_dir=data_dir, model=model) as agent:
+class UncancellableAgent(Agent):
+    """An agent whose backend cannot interrupt a turn (``cancel`` finds nothing to stop)."""
+
+    async def cancel(self, conversation_id: str) -> bool:
+        return False
+
+
+def test_stop_says_so_when_the_agent_cannot_cancel_the_turn(data_dir: Path) -> None:
+    model = HeldModel()
+    with UncancellableAgent.open("innovator-001", data_dir=data_dir, model=model) as agent:
         panel = ChatPanel(agent)
         turn = panel.submit("hello")
         assert turn is not None
         assert model.parked.wait(timeout=60)
-        stop = panel.stop()
-        assert stop is not None and stop.result(timeout=60) is False
+        panel.stop_button.click()
+        assert panel.stopping is not None and panel.stopping.result(timeout=60) is False
         assert "Nothing to stop" in panel.notice.value
         model.release.set()
         events = turn.result(timeout=60)
-    assert events[-1].type == "result" and "Hello world" in panel.transcript.value
+    assert events[-1].type == "result" and events[-1].status == "completed"
+    assert "Hello world" in panel.transcript.value
 
 
 def test_a_chat_agent_has_no_plan_view_unless_asked(chat_agent: Agent) -> None:

@@ -98,3 +98,20 @@ def test_refresh_picks_up_new_conversations(data_dir: Path) -> None:
     browser.refresh_button.click()
     assert browser.agent_choice.value == "innovator-001"
     assert list(browser.conversations["conversationId"]) == [conversation]
+
+
+def test_refresh_shows_new_messages_of_the_conversation_on_screen(data_dir: Path) -> None:
+    conversation = chat(data_dir, "first")
+    browser = ConversationBrowser(data_dir)
+    browser.select("innovator-001", conversation)
+    first_turn = browser.turn_choice.value
+    with Agent.open(
+        "innovator-001", data_dir=data_dir, model=ScriptedModel({"chat": ["later reply"]})
+    ) as agent:
+        agent.send("second", conversation)
+    browser.refresh_button.click()
+    assert browser.conversation_choice.value == conversation
+    assert list(browser.messages["content"]) == ["first", "reply 1", "second", "later reply"]
+    assert "later reply" in browser.messages_table.value
+    assert browser.turn_choice.value != first_turn  # the newest turn, its log shown
+    assert "later reply" in browser.turn_log.value

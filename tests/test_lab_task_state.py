@@ -133,6 +133,7 @@ def test_edit_pin_and_save_is_a_versioned_write(stored: tuple[Agent, str]) -> No
     assert editor.controls["current_goal"].value == "Set up a trader on Binance"
     editor.controls["current_goal"].value = "Set up two traders"
     assert "+current_goal: Set up two traders" in editor.diff.value
+    assert editor.fact_choice.value == "Prefers low risk"  # the first fact, ready to pin
     editor.fact_choice.value = "Trades BTC only"
     editor.pin_button.click()
     assert editor.controls["pinned_facts"].value == "Never use leverage\nTrades BTC only"
