@@ -8,7 +8,7 @@ LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 LAB_PORT ?= 8888
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test lint typecheck pytest bench chat serve fuzz clean
+.PHONY: help setup lab test lint typecheck pytest test-browser bench chat serve fuzz clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -42,6 +42,9 @@ pytest: $(STAMP) ## The test suite, then every notebook under nbval (on a scratc
 	$(BIN)/python -c "import shutil, sys; shutil.copytree('data/agents', sys.argv[1] + '/agents', ignore=shutil.ignore_patterns('conversations', '.*.lock'))" $$scratch && \
 	AGENTKIT_DATA_DIR=$$scratch $(BIN)/pytest --nbval-lax notebooks -p no:cacheprovider -q; \
 	status=$$?; rm -rf $$scratch; exit $$status
+
+test-browser: $(STAMP) ## Just the real-browser test: JupyterLab + Debian chromium (apt) via Playwright
+	AGENTKIT_REQUIRE_BROWSER=1 $(BIN)/pytest tests/test_browser.py -p no:cacheprovider
 
 bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under bench/results/
 	$(BIN)/python bench/bench_store.py
