@@ -19,7 +19,7 @@ import copy
 import itertools
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, JsonValue, TypeAdapter, ValidationError
 
@@ -60,7 +60,8 @@ def check_key(key: str) -> Any:  # noqa: ANN401 - the field's annotation, a type
             raise UsageError(
                 f"unknown config key {key!r}: {where} has no {part!r} (it has {known})"
             )
-        annotation = fields[part].annotation
+        info = fields[part]
+        annotation = info.annotation
         if index < len(parts) - 1:
             if not _is_model(annotation):
                 raise UsageError(
@@ -71,7 +72,8 @@ def check_key(key: str) -> Any:  # noqa: ANN401 - the field's annotation, a type
     if _is_model(annotation):
         known = ", ".join(f"{key}.{name}" for name in sorted(annotation.model_fields))
         raise UsageError(f"config key {key!r} is a section: set one of its keys ({known})")
-    return annotation
+    # the field's own constraints (ge=1, gt=0 …) travel with the type
+    return Annotated[annotation, *info.metadata] if info.metadata else annotation
 
 
 def convert_value(key: str, value: object) -> JsonValue:
