@@ -21,7 +21,7 @@ from agentkit.ids import check_id, new_conversation_id
 from agentkit.memory import ExecutionState, MemoryRepository, TaskState, Versioned
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import create_model, resolve_model_spec
-from agentkit.planning import planner_turn_events
+from agentkit.planning import PlannerTurn, planner_turn_events
 from agentkit.planning.runtime import CONFIG_DB
 from agentkit.sessions import SessionPool
 from agentkit.store import (
@@ -84,6 +84,7 @@ class Agent:
         self.store = store
         self.pool = pool if pool is not None else SessionPool()
         self._config_store = config_store
+        self._planner_turns: dict[str, PlannerTurn] = {}
         self._owned_config_store: SqliteConfigStore | None = None
         self._model_choice = model
         self._model: ChatModel | SessionBackend | None = None
@@ -247,6 +248,7 @@ class Agent:
                         model=model,
                         system_prompt=self.system_prompt(),
                         config_store=self._config_store,
+                        running=self._planner_turns,
                     ):
                         yield event
                     return
@@ -264,8 +266,15 @@ class Agent:
                     yield event
 
     async def cancel(self, conversation_id: str) -> bool:
-        """Ask the running turn of a conversation to stop; False when none is running."""
-        entry = await self.pool.get(self.id, check_id(conversation_id, "conversation"))
+        """Ask the running turn of a conversation to stop; False when none is running.
+
+        A chat turn stops its session's reply; a planner turn stops at its next safe point
+        (an in-flight model call is interrupted; a running tool finishes first)."""
+        planner_turn = self._planner_turns.get(check_id(conversation_id, "conversation"))
+        if planner_turn is not None:
+            planner_turn.cancel()
+            return True
+        entry = await self.pool.get(self.id, conversation_id)
         if entry is None:
             return False
         await entry.session.cancel()

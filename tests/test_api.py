@@ -518,7 +518,7 @@ def test_busy_conversation_gets_409_and_cancel_stops_the_turn(
     assert follow_up[-1].data["status"] == "completed"
 
 
-def test_cancel_of_a_planner_turn_says_it_cannot_be_interrupted(
+def test_cancel_of_a_planner_turn_interrupts_its_model_call(
     gated: tuple[httpx.Client, GatedModel],
 ) -> None:
     client, model = gated
@@ -531,12 +531,15 @@ def test_cancel_of_a_planner_turn_says_it_cannot_be_interrupted(
         assert next(events).event == "session"
         wait_until(lambda: model.waiting == 1, "the planner's model call to park at the gate")
         cancel = client.post(f"{desk}/conversations/{conversation}/cancel").json()
-        assert (
-            cancel["cancelled"] is False and "'planner' cannot be interrupted" in cancel["message"]
-        )
-        model.open_gate()
-        rest = list(events)
-    assert rest[-1].event == "result"  # the turn went on to its end (the gated reply is no plan)
+        assert cancel["cancelled"] is True
+        rest = list(events)  # the gate was never opened: the cancel interrupted the call
+    assert rest[-1].event == "result" and rest[-1].data["status"] == "cancelled"
+    assert any(e.event == "error" and e.data["code"] == "cancelled" for e in rest)
+    stored = client.get(f"{desk}/conversations/{conversation}").json()
+    assert stored["meta"]["status"] == "idle"
+    assert [m["role"] for m in stored["messages"]] == ["user", "assistant"]
+    again = client.post(f"{desk}/conversations/{conversation}/cancel").json()
+    assert again["cancelled"] is False and "no turn is running" in again["message"]
 
 
 def test_conversation_held_by_another_process_gets_409(

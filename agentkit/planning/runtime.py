@@ -39,11 +39,11 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
@@ -141,7 +141,8 @@ _CONVERSATION_LINES = 12
 _CONVERSATION_LINE_CHARS = 500
 _PROMPT_OBSERVATIONS = 16
 
-TurnStatus = Literal["completed", "failed"]
+T = TypeVar("T")
+TurnStatus = Literal["completed", "failed", "cancelled"]
 
 
 def capability_signature(tools: ToolRegistry, strategy: str = "plan_replan") -> str:
@@ -177,6 +178,10 @@ def append_call_record(conversation_dir: Path, message_id: str, record: CallReco
     turn_dir.mkdir(parents=True, exist_ok=True)
     with open(turn_dir / CALLS_FILE, "a", encoding="utf-8") as calls:
         calls.write(record.to_json_line() + "\n")
+
+
+class _TurnCancelledError(AgentkitError):
+    """:meth:`PlannerTurn.cancel` was called: the turn stops at the next safe point."""
 
 
 class _TurnFailedError(AgentkitError):
@@ -268,6 +273,8 @@ class PlannerTurn:
         self._task = TaskState()
         self._live = False
         self._goal_reached = False
+        self._cancel_requested = False
+        self._inflight: asyncio.Future[Any] | None = None
 
     # -- the turn ----------------------------------------------------------------------------
 
@@ -297,6 +304,9 @@ class PlannerTurn:
                 yield event
         except _TurnFailedError as failure:
             for event in self._failed(failure.code, str(failure)):
+                yield event
+        except _TurnCancelledError:
+            for event in self._cancelled():
                 yield event
         except Exception as error:  # the turn boundary: never an exception out of the stream
             for event in self._failed("internal_error", f"{type(error).__name__}: {error}"):
@@ -377,13 +387,49 @@ class PlannerTurn:
                 message = f"{message} (and the failed state could not be saved: {error})"
         yield ErrorEvent(message=message, code=code)
 
+    def cancel(self) -> None:
+        """Stop the turn: an in-flight model call is interrupted, no further step starts, and
+        the turn ends with status cancelled. A tool that is running finishes first (a desk
+        write is never cut in half); finished steps stay done."""
+        self._cancel_requested = True
+        inflight = self._inflight
+        if inflight is not None and not inflight.done():  # safe from any thread
+            inflight.get_loop().call_soon_threadsafe(inflight.cancel)
+
+    def _check_cancel(self) -> None:
+        if self._cancel_requested:
+            raise _TurnCancelledError("cancelled by the user")
+
+    async def _interruptible(self, call: Awaitable[T]) -> T:
+        """Await a model call so that :meth:`cancel` can interrupt it (as a task of its own;
+        a cancellation of the whole turn from outside still propagates as CancelledError)."""
+        self._check_cancel()
+        task = asyncio.ensure_future(call)
+        self._inflight = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if self._cancel_requested and task.cancelled():
+                raise _TurnCancelledError("cancelled by the user") from None
+            raise
+        finally:
+            self._inflight = None
+
+    def _cancelled(self) -> Iterator[AgentEvent]:
+        self._status = "cancelled"
+        self._answer = self._answer or "Stopped."
+        self.store.annotate(self.key, self._message_id, "CANCEL", "cancelled by the user")
+        if self._state is not None and self._state.is_active:
+            self._save(self._state.with_steps(_skip_pending(self._state)).fail("cancelled"))
+        yield ErrorEvent(message="the turn was cancelled", code="cancelled")
+
     def _persist(self) -> None:
         if self._answer:
             self.store.append(
                 self.key,
                 Message.assistant(self._answer, message_id=self._message_id, usage=self._usage),
             )
-        self.store.set_status(self.key, self._status)
+        self.store.set_status(self.key, "idle" if self._status == "cancelled" else self._status)
 
     def _fast_path(self) -> bool:
         """``/clear`` and ``/status``: answered without a model call; True when handled."""
@@ -626,6 +672,7 @@ class PlannerTurn:
                 raise _TurnFailedError(
                     "iteration_limit", f"stopped after {self.config.max_iterations} iterations"
                 )
+            self._check_cancel()
             async for event in self._step(step):
                 yield event
             if self._state is None or self._state.status != "running":
@@ -752,6 +799,8 @@ class PlannerTurn:
             assert isinstance(self.model, ChatModel)
             async with asyncio.timeout(self._timeout("respond")):
                 async for event in self.model.stream(messages, purpose="respond"):
+                    if self._cancel_requested:
+                        break  # keep what was said so far
                     if isinstance(event, TextDelta):
                         pieces.append(event.text)
                         yield AgentOutputEvent(text=event.text)
@@ -763,6 +812,10 @@ class PlannerTurn:
                         })  # fmt: skip
             answer = self._scrub("".join(pieces).strip())
             record = record.model_copy(update={"raw": answer, "parsed": answer})
+            if self._cancel_requested:
+                self._answer = answer
+                self._record(record.model_copy(update={"error": "cancelled by the user"}))
+                raise _TurnCancelledError("cancelled by the user")
         except (ModelError, TimeoutError) as error:
             answer = self._fallback_answer(state)
             record = record.model_copy(update={"error": self._error_text(error)})
@@ -914,6 +967,7 @@ class PlannerTurn:
             state = self._state_or(ExecutionState())
             if state.status != "running":
                 return  # paused for consent, or finished
+            self._check_cancel()
             iterations += 1
             if iterations > self.config.max_iterations:
                 raise _TurnFailedError(
@@ -1025,7 +1079,9 @@ class PlannerTurn:
         )
         try:
             async with asyncio.timeout(self._timeout("act")):
-                completion = await model.complete_with_tools(messages, tools=specs, purpose="act")
+                completion = await self._interruptible(
+                    model.complete_with_tools(messages, tools=specs, purpose="act")
+                )
         except (ModelError, TimeoutError) as error:
             problem = self._error_text(error)
             self._record(record.model_copy(update={"error": problem}))
@@ -1142,7 +1198,9 @@ class PlannerTurn:
         )
         try:
             async with asyncio.timeout(self._timeout(purpose)):
-                completion = await self.model.complete(messages, purpose=purpose, schema=schema)
+                completion = await self._interruptible(
+                    self.model.complete(messages, purpose=purpose, schema=schema)
+                )
         finally:
             latency = round((time.perf_counter() - started) * 1000, 3)
             self._pending_record = self._pending_record.model_copy(update={"latency_ms": latency})
@@ -1304,9 +1362,11 @@ async def planner_turn_events(
     model: ChatModel | SessionBackend,
     system_prompt: str,
     config_store: ConfigStore | None = None,
+    running: MutableMapping[str, PlannerTurn] | None = None,
 ) -> AsyncIterator[AgentEvent]:
     """One planner turn for the agent in *folder*: its allow-listed desk tools, its planner
-    config, memory in *config_store* (default: ``agentkit.db`` under the data root)."""
+    config, memory in *config_store* (default: ``agentkit.db`` under the data root). While it
+    runs the turn is in *running* under its conversation id (so it can be cancelled)."""
     with _config_store(folder, config_store) as kv, agent_tools(folder) as tools:
         turn = PlannerTurn(
             key=key,
@@ -1322,5 +1382,11 @@ async def planner_turn_events(
             max_turns=folder.config.max_turns,
             compression=folder.config.compression,
         )
-        async for event in turn.run():
-            yield event
+        if running is not None:
+            running[key.conversation_id] = turn
+        try:
+            async for event in turn.run():
+                yield event
+        finally:
+            if running is not None and running.get(key.conversation_id) is turn:
+                del running[key.conversation_id]
