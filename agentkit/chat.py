@@ -178,6 +178,12 @@ class ChatTurn:
             await session.cancel()
             self._persist_reply(reply, Usage(), "idle")
             raise
+        except Exception as error:  # the turn boundary: a backend bug must not leave "running"
+            await self.pool.drop(agent_id, conversation_id)
+            crashed = ModelError(self.model.spec, f"{type(error).__name__}: {error}")
+            async for event in self._fail(crashed, reply):
+                yield event
+            return
         if reply.final is None:
             missing = ModelError(self.model.spec, "the reply ended without a result")
             async for event in self._fail(missing, reply):

@@ -272,3 +272,30 @@ def test_cli_send_json_and_a_piped_chat_keep_one_session(data_dir: Path, tmp_pat
     assert [m.content for m in messages] == ["hello", "first answer", "and then?", "second answer"]
     second_turn = agent.turn_log(cid, messages[2].message_id)
     assert "scenario B: nothing (live session)" in second_turn
+
+
+class CrashingModel(ChatModel):
+    """A backend with a bug: raises something that is not a ModelError mid-reply."""
+
+    spec = "crashing"
+
+    async def stream(
+        self, messages: Sequence[ChatMessage], *, purpose: Purpose, schema: JsonSchema | None = None
+    ) -> AsyncIterator[ModelEvent]:
+        yield TextDelta(text="half a ")
+        raise RuntimeError("backend bug")
+
+
+def test_a_backend_crash_mid_reply_fails_the_turn_and_keeps_the_conversation_usable(
+    data_dir: Path,
+) -> None:
+    with Agent.open("innovator-001", data_dir=data_dir, model=CrashingModel()) as agent:
+        turn = agent.send("hello")
+        assert turn.result.status == "failed"
+        errors = [e for e in turn.events if e.type == "error"]
+        assert errors and "RuntimeError: backend bug" in errors[0].message  # type: ignore[attr-defined]
+        conversation = turn.conversation_id
+        assert agent.get_conversation(conversation).meta.status == "failed"  # not stuck "running"
+        assert "half a" in agent.turn_log(conversation, turn.session.message_id)
+    with Agent.open("innovator-001", data_dir=data_dir, model=ScriptedModel(["fine"])) as agent:
+        assert agent.send("again", conversation).text == "fine"
