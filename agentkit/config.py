@@ -31,6 +31,9 @@ class CompressionConfig(_Config):
     max_messages: int = Field(default=12, ge=1)
     token_threshold: int = Field(default=900, ge=1)
     keep_recent: int = Field(default=12, ge=0)
+    #: after each completed planner turn, fold the last this-many messages into TaskState
+    #: (one ``summarize`` call; the seed's incremental update used 6). 0 turns it off.
+    incremental_messages: int = Field(default=0, ge=0, le=64)
 
 
 class PlannerConfig(_Config):

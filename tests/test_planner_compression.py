@@ -63,3 +63,61 @@ def test_an_over_long_window_is_summarised_into_task_state_and_marked(data_dir: 
         stored = MemoryRepository(kv).load_task_state("desk-001", cid).value
     assert stored.current_goal == "set up trading"
     assert stored.important_facts == ("the user trades on Binance",)
+
+
+def _desk_with(data_dir: Path, compression: dict[str, int]) -> None:
+    config_path = data_dir / "agents" / "desk-001" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["compression"] = compression
+    config_path.write_text(json.dumps(config))
+
+
+PLAN = {"goal": "chat", "steps": [{"id": "s1", "type": "respond", "title": "answer"}]}
+NO_COMPRESSION = {"max_messages": 100, "token_threshold": 100_000, "keep_recent": 12}
+
+
+def test_incremental_update_folds_the_latest_messages_into_task_state(data_dir: Path) -> None:
+    _desk_with(data_dir, {**NO_COMPRESSION, "incremental_messages": 6})
+    script = {
+        "plan": [PLAN],
+        "respond": ["Noted, Binance it is."],
+        "summarize": [{"current_goal": "set up trading", "important_facts": ["trades on Binance"]}],
+    }
+    model = ScriptedModel(script)
+    with Agent.open("desk-001", data_dir=data_dir, model=model) as agent:
+        cid = agent.create_conversation().conversation_id
+        agent.save_task_state(
+            cid,
+            agent.task_state(cid).value.model_copy(update={"pinned_facts": ("budget 100 USDT",)}),
+            expected_version=0,
+        )
+        turn = agent.send("I trade on Binance", cid)
+        assert turn.result.status == "completed"
+        state = agent.task_state(cid).value
+        assert state.important_facts == ("trades on Binance",)
+        assert state.pinned_facts == ("budget 100 USDT",)  # the model cannot drop it
+        (request,) = [r for r in model.requests if r.purpose == "summarize"]
+        sent = "\n".join(m.content for m in request.messages)
+        assert "Latest conversation window" in sent and "I trade on Binance" in sent
+        assert "Noted, Binance it is." in sent
+        history = agent.load_conversation_history(cid)
+        assert [m.role for m in history] == ["user", "assistant"]  # the window is unchanged
+        assert not any(isinstance(e, CompressionEvent) for e in turn.events)
+
+
+def test_incremental_update_is_off_by_default_and_a_bad_summary_changes_nothing(
+    data_dir: Path,
+) -> None:
+    _desk_with(data_dir, NO_COMPRESSION)
+    model = ScriptedModel({"plan": [PLAN], "respond": ["ok"], "summarize": [{"x": 1}]})
+    with Agent.open("desk-001", data_dir=data_dir, model=model) as agent:
+        cid = agent.send("hello").conversation_id
+        assert [r.purpose for r in model.requests] == ["plan", "respond"]  # no summarize call
+    _desk_with(data_dir, {**NO_COMPRESSION, "incremental_messages": 6})
+    bad = ScriptedModel({"plan": [PLAN], "respond": ["ok"], "summarize": ["not json at all"]})
+    with Agent.open("desk-001", data_dir=data_dir, model=bad) as agent:
+        turn = agent.send("hello again", cid)
+        assert turn.result.status == "completed"  # the turn itself is not failed by it
+        assert "summarize" in [r.purpose for r in bad.requests]
+        assert agent.task_state(cid).version == 0  # nothing written
+        assert "task state update" in agent.turn_log(cid, turn.session.message_id)

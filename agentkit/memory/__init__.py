@@ -14,6 +14,7 @@ from agentkit.memory.compression import (
     build_summarize_messages,
     maybe_compress,
     should_compress,
+    update_task_state,
 )
 from agentkit.memory.execution_state import (
     ExecutionState,
@@ -69,6 +70,7 @@ __all__ = [
     "is_allowed_open_loop",
     "looks_secret",
     "maybe_compress",
+    "update_task_state",
     "should_compress",
     "summary_schema",
     "tool_safe_cut",

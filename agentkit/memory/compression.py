@@ -40,6 +40,7 @@ __all__ = [
     "build_summarize_messages",
     "maybe_compress",
     "should_compress",
+    "update_task_state",
 ]
 
 #: a tool result longer than this is cut in the transcript the summariser reads
@@ -84,19 +85,73 @@ def _transcript(messages: list[Message]) -> str:
     return "\n".join(lines)
 
 
-def build_summarize_messages(older: list[Message], task_state: TaskState) -> list[ChatMessage]:
-    """The ``summarize`` request: the rules (system) and the state plus the older dialogue."""
+_SOURCES = {
+    "archive": (
+        "the archived dialogue below, which is about to be removed from the assistant's "
+        "short-term memory",
+        "Archived dialogue",
+    ),
+    "update": (
+        "the latest conversation window below; capture newly confirmed facts now, keep "
+        "still-relevant ones and replace contradicted ones",
+        "Latest conversation window",
+    ),
+}
+
+
+def build_summarize_messages(
+    older: list[Message], task_state: TaskState, *, mode: str = "archive"
+) -> list[ChatMessage]:
+    """The ``summarize`` request: the rules (system) and the state plus the dialogue —
+    ``archive`` (compression: the older part that leaves the window) or ``update`` (the
+    incremental update after a turn: the latest messages, which stay)."""
+    source, title = _SOURCES[mode]
     system, user = _template()
     pinned = "\n".join(f"- {fact}" for fact in task_state.pinned_facts) or "(none)"
     content = user.substitute(
         task_state=json.dumps(task_state.summary_view(), ensure_ascii=False, indent=2),
         pinned_facts=pinned,
+        transcript_title=title,
         transcript=_transcript(older),
     )
     return [
-        ChatMessage(role="system", content=system.substitute()),
+        ChatMessage(role="system", content=system.substitute(source=source)),
         ChatMessage(role="user", content=content),
     ]
+
+
+async def _summarize(
+    messages: list[Message], task_state: TaskState, model: ChatModel, mode: str
+) -> TaskState | ModelError:
+    """The merged state, or the model's failure (nothing raised)."""
+    try:
+        completion = await model.complete(
+            build_summarize_messages(messages, task_state, mode=mode),
+            purpose="summarize",
+            schema=summary_schema(),
+        )
+        summary = TaskStateSummary.model_validate(completion.structured)
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = "/".join(str(part) for part in problem["loc"]) or "(root)"
+        return StructuredOutputError(
+            model.spec or type(model).__name__, f"{where}: {problem['msg']}", repr(error)
+        )
+    except ModelError as error:
+        return error
+    return task_state.apply_summary(summary)
+
+
+async def update_task_state(
+    window: list[Message], task_state: TaskState, model: ChatModel, last: int
+) -> TaskState | ModelError:
+    """The seed's incremental update: fold the last *last* messages of the window into
+    TaskState without removing them (the window is unchanged). Returns the new state, or the
+    model's failure, in which case the caller keeps the old state."""
+    recent = [m for m in window if m.role in ("user", "assistant")][-last:]
+    if len(recent) < 2:
+        return task_state
+    return await _summarize(recent, task_state, model, "update")
 
 
 def should_compress(
@@ -131,23 +186,9 @@ async def maybe_compress(
     older, kept = window[:cut], window[cut:]
     if not older:
         return None
-    try:
-        completion = await model.complete(
-            build_summarize_messages(older, task_state),
-            purpose="summarize",
-            schema=summary_schema(),
-        )
-        summary = TaskStateSummary.model_validate(completion.structured)
-    except ValidationError as error:
-        problem = error.errors()[0]
-        where = "/".join(str(part) for part in problem["loc"]) or "(root)"
-        failure: ModelError = StructuredOutputError(
-            model.spec or type(model).__name__, f"{where}: {problem['msg']}", repr(error)
-        )
-        return CompressionOutcome(task_state, tuple(window), None, failure)
-    except ModelError as error:
-        return CompressionOutcome(task_state, tuple(window), None, error)
-    new_state = task_state.apply_summary(summary)
+    new_state = await _summarize(older, task_state, model, "archive")
+    if isinstance(new_state, ModelError):
+        return CompressionOutcome(task_state, tuple(window), None, new_state)
     added, removed = _fact_changes(task_state, new_state)
     event = CompressionEvent(
         messages_before=len(window),

@@ -74,6 +74,7 @@ from agentkit.memory import (
     Waiting,
     estimator_for,
     maybe_compress,
+    update_task_state,
 )
 from agentkit.models.base import (
     ChatMessage,
@@ -313,6 +314,7 @@ class PlannerTurn:
                 yield event
         self._persist()
         if self._status == "completed":
+            await self._update_task_state()
             async for event in self._maybe_compress():
                 yield event
         yield ResultEvent(
@@ -337,6 +339,34 @@ class PlannerTurn:
                 after = [m for m in messages[index + 1 :] if m.role != "system"]
                 return before[len(before) - kept :] + after if kept else after
         return [m for m in messages if m.role != "system"]
+
+    async def _update_task_state(self) -> None:
+        """After a completed turn, with ``compression.incremental_messages`` > 0: fold the
+        latest messages into TaskState (the seed's incremental update; the window stays)."""
+        config = self.compression
+        if config is None or not config.incremental_messages:
+            return
+        if not isinstance(self.model, ChatModel):
+            return
+        agent_id, conversation_id = self.key.agent_id, self.key.conversation_id
+        window = self._window(self.store.recent(self.key, config.incremental_messages + 4))
+        task = self.memory.load_task_state(agent_id, conversation_id)
+        updated = await update_task_state(
+            window, task.value, self.model, config.incremental_messages
+        )
+        if isinstance(updated, ModelError):
+            self._note("ERROR", f"task state update: {updated}")
+            return
+        if updated == task.value:
+            return
+        try:
+            self.memory.save_task_state(
+                agent_id, conversation_id, updated, expected_version=task.version
+            )
+        except AgentkitError as error:  # a concurrent edit of TaskState: keep theirs
+            self._note("ERROR", f"task state update: {error}")
+            return
+        self._note("MEMORY", "task state updated from the latest messages")
 
     async def _maybe_compress(self) -> AsyncIterator[AgentEvent]:
         """After a completed turn: summarise the older part of an over-long window into
