@@ -158,6 +158,7 @@ def test_plan_notebook_pauses_for_an_answer_then_for_consent(
         "02_plan_steps.ipynb",
         data_dir,
         tmp_path,
+        agent_id="desk-001",
         model=model,
         answer=f"key {API_KEY} secret {SECRET_KEY}",
         approve=approve,
