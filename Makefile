@@ -49,6 +49,9 @@ test-browser: $(STAMP) ## Just the real-browser test: JupyterLab + Debian chromi
 bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under bench/results/
 	$(BIN)/python bench/bench_store.py
 	$(BIN)/python bench/bench_llama.py
+	@# peers to measure against: installed here only, never by setup or test
+	$(BIN)/python -m pip install --quiet 'langgraph==1.2.24' 'langgraph-checkpoint-sqlite==3.1.2'
+	$(BIN)/python bench/bench_planner.py
 
 AGENT ?= innovator-001
 chat: $(STAMP) ## Chat with an agent in the terminal (AGENT=innovator-001, MODEL=spec optional)

@@ -1,0 +1,303 @@
+"""Planner-turn overhead against peers, resume latency, import time, the embedded model.
+
+Figures, not pass/fail (``make bench``; never a timed test). One run prints:
+
+1. **per-turn overhead** of a full planner turn with a zero-latency scripted model (a plan call,
+   a respond call, every write the turn makes: the messages fsynced through the journal, the
+   ExecutionState saves, calls.jsonl) after 10 / 100 / 1k / 10k prior turns, side by side with
+   LangGraph (``StateGraph`` + ``SqliteSaver``, the same fake replies, the same messages) and a
+   naive ``history.json`` rewrite (``bench_peers.py``). Compression is switched off
+   (``compression.max_messages`` = 10⁶) so every system does the same work per turn;
+2. **scenario C resume**: a new ``Agent`` (a new process as far as agentkit can tell) on a
+   conversation of 1k / 100k messages, to the end of its first chat turn (the context rebuilt
+   from history); LangGraph's counterpart is a fresh connection + graph + one turn;
+3. ``import agentkit`` (a fresh interpreter each time, interpreter start excluded);
+4. the embedded model (SmolLM2-135M via llama-cpp) inside real planner turns on desk-001:
+   the latency of each ``plan`` call and the output tokens per second over all calls, read
+   from the turns' ``calls.jsonl``.
+
+Conversations are built fast, not through 100 000 fsynced appends: the journal is written
+directly with the store's own record encoder, the turn logs beside it, then
+``FileConversationStore.recover()`` builds and checks the views (as ``bench_store.py`` does).
+Repetitions: 20 turns per point up to 1k prior turns, 5 at 10k; 5 resumes at 1k messages, 3
+at 100k. Rows are appended to ``bench/results/planner.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from agentkit import Agent, ScriptedModel
+from agentkit.store import ConversationKey, FileConversationStore
+from agentkit.store._journal import encode_frame
+from agentkit.store._records import CreatedRecord, JournalRecord, MessageRecord, encode_record, fold
+from agentkit.types import Message
+
+import bench_peers
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results" / "planner.csv"
+TURN_SIZES = (10, 100, 1_000, 10_000)
+RESUME_SIZES = (1_000, 100_000)
+CONVERSATION = "conv-bench"
+_START = datetime(2026, 1, 1, tzinfo=UTC)
+
+Row = tuple[str, str, int, list[float]]  # system, metric, size, samples (ms)
+
+
+def _summary(samples: list[float]) -> tuple[float, float]:
+    if len(samples) == 1:
+        return samples[0], samples[0]
+    return statistics.median(samples), statistics.quantiles(samples, n=10, method="inclusive")[-1]
+
+
+def copy_agent(root: Path, agent_id: str, **config: object) -> None:
+    """The sample agent under *root*, without conversations or desk, with *config* merged."""
+    target = root / "agents" / agent_id
+    shutil.copytree(
+        REPO / "data" / "agents" / agent_id,
+        target,
+        ignore=shutil.ignore_patterns("conversations", ".*.lock", "desk.db*"),
+    )
+    path = target / "config.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for section, values in config.items():
+        data[section] = {**data.get(section, {}), **values} if isinstance(values, dict) else values
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def build_conversation(root: Path, agent_id: str, messages: int) -> None:
+    """A conversation of *messages* messages (bench_peers.conversation), written fast."""
+    key = ConversationKey(agent_id, CONVERSATION)
+    records: list[JournalRecord] = [
+        CreatedRecord(
+            seq=1, conversation_id=CONVERSATION, agent_id=agent_id, title="bench", at=_START
+        )
+    ]
+    for index, (role, text) in enumerate(bench_peers.conversation(messages)):
+        message = Message(
+            role="user" if role == "user" else "assistant",
+            content=text,
+            message_id=f"msg-{index // 2:07d}",
+            timestamp=_START + timedelta(seconds=index),
+        )
+        records.append(MessageRecord(seq=index + 2, message=message))
+    directory = root / "agents" / agent_id / "conversations" / CONVERSATION
+    directory.mkdir(parents=True)
+    with open(directory / "journal.log", "wb") as journal:
+        journal.writelines(encode_frame(encode_record(record)) for record in records)
+        journal.flush()
+        os.fsync(journal.fileno())
+    views = fold(records)
+    for message_id in views.turns:
+        (directory / message_id).mkdir()
+        (directory / message_id / "messages.log").write_text(
+            views.turn_log(message_id), encoding="utf-8"
+        )
+    assert FileConversationStore(root).recover(agent_id) == [key]
+    assert len(FileConversationStore(root).recent(key, 3)) == min(3, messages)
+
+
+def timed(action: Callable[[], object], repeat: int) -> list[float]:
+    return bench_peers.timed(action, repeat)
+
+
+# -- agentkit ------------------------------------------------------------------------------
+
+
+def agentkit_turns(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
+    root = scratch / f"agentkit-{prior_turns}"
+    copy_agent(root, "desk-001", compression={"max_messages": 1_000_000})
+    build_conversation(root, "desk-001", 2 * prior_turns)
+    script = {"plan": [json.loads(bench_peers.PLAN_REPLY)], "respond": [bench_peers.ANSWER]}
+    with Agent.open("desk-001", data_dir=root, model=ScriptedModel(script)) as agent:
+
+        def turn() -> None:
+            result = agent.send("what do I have on my desk?", CONVERSATION)
+            assert result.result.status == "completed", result.text
+            assert result.text == bench_peers.ANSWER
+
+        turn()  # warm-up (imports, schema compilation)
+        samples = timed(turn, repeat)
+        assert len(agent.load_recent_messages(CONVERSATION, 5)) == 5
+    return samples
+
+
+def agentkit_resume(scratch: Path, messages: int, repeat: int) -> list[float]:
+    root = scratch / f"resume-{messages}"
+    copy_agent(root, "innovator-001")
+    build_conversation(root, "innovator-001", messages)
+    model = ScriptedModel({"chat": ["Where we were: your plan, step two."]})
+
+    def resume() -> None:
+        agent = Agent.open("innovator-001", data_dir=root, model=model)
+        try:
+            result = agent.send("where were we?", CONVERSATION)
+            assert result.session.scenario == "C"
+            assert result.result.status == "completed"
+        finally:
+            agent.close()
+
+    return timed(resume, repeat)
+
+
+def import_time(repeat: int) -> list[float]:
+    code = (
+        "import time; t = time.perf_counter(); import agentkit; "
+        "print((time.perf_counter() - t) * 1000)"
+    )
+    return [
+        float(subprocess.check_output([sys.executable, "-c", code], text=True))
+        for _ in range(repeat)
+    ]
+
+
+def llama_plans(scratch: Path, turns: int) -> tuple[list[float], float, int]:
+    """Plan-call latencies (ms), output tokens/s over every call, number of calls."""
+    root = scratch / "llama"
+    copy_agent(root, "desk-001")
+    requests = ["list my traders", "which model configs do I have?", "show my preferences"]
+    with Agent.open("desk-001", data_dir=root, model="llama") as agent:
+        conversation = agent.create_conversation("bench").conversation_id
+        for index in range(turns):
+            agent.send(requests[index % len(requests)], conversation)
+    calls = [
+        json.loads(line)
+        for path in root.glob(f"agents/desk-001/conversations/{conversation}/*/calls.jsonl")
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+    plans = [call["latency_ms"] for call in calls if call["purpose"] == "plan"]
+    tokens = sum(call["output_tokens"] for call in calls)
+    seconds = sum(call["latency_ms"] for call in calls) / 1000
+    return plans, tokens / seconds if seconds else 0.0, len(calls)
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+def _cell(rows: list[Row], system: str, metric: str, size: int) -> str:
+    for found in rows:
+        if found[:3] == (system, metric, size):
+            return f"{_summary(found[3])[0]:.1f}"
+    return "-"
+
+
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0912, PLR0915
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", default=",".join(map(str, TURN_SIZES)))
+    parser.add_argument("--resume", default=",".join(map(str, RESUME_SIZES)))
+    parser.add_argument("--llama-turns", type=int, default=2, help="0 skips the embedded model")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    turn_sizes = [int(s) for s in args.turns.split(",") if s]
+    resume_sizes = [int(s) for s in args.resume.split(",") if s]
+    machine = f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
+    print(f"agentkit planner benchmark — Python {platform.python_version()}, {machine}")
+    try:
+        import langgraph  # noqa: F401
+
+        peers = True
+    except ImportError:
+        peers = False
+        print("langgraph is not installed (make bench installs it): its columns stay empty")
+    rows: list[Row] = []
+    started = time.perf_counter()
+    llama: tuple[list[float], float, int] | None = None
+    with tempfile.TemporaryDirectory(prefix="agentkit-bench-") as folder:
+        scratch = Path(folder)
+        for size in turn_sizes:
+            repeat = 5 if size >= 10_000 else 20
+            systems: list[tuple[str, Callable[[Path, int, int], list[float]]]] = [
+                ("agentkit", agentkit_turns),
+                ("naive", bench_peers.naive_turns),
+            ]
+            if peers:
+                systems.append(("langgraph", bench_peers.langgraph_turns))
+            for system, measure in systems:
+                samples = measure(scratch, size, repeat)
+                rows.append((system, "turn", size, samples))
+                median = _summary(samples)[0]
+                print(
+                    f"  turn   {size:>6} prior turns  {system:<10} "
+                    f"median {median:9.1f} ms  (n={repeat})",
+                    flush=True,
+                )
+        for size in resume_sizes:
+            repeat = 3 if size >= 100_000 else 5
+            systems = [("agentkit", agentkit_resume)]
+            if peers:
+                systems.append(("langgraph", bench_peers.langgraph_resume))
+            for system, measure in systems:
+                samples = measure(scratch, size, repeat)
+                rows.append((system, "resume", size, samples))
+                median = _summary(samples)[0]
+                print(
+                    f"  resume {size:>6} messages     {system:<10} "
+                    f"median {median:9.1f} ms  (n={repeat})",
+                    flush=True,
+                )
+        rows.append(("agentkit", "import", 0, import_time(5)))
+        if args.llama_turns > 0:
+            llama = llama_plans(scratch, args.llama_turns)
+            rows.append(("agentkit-llama", "plan_call", 0, llama[0]))
+
+    labels = {
+        "agentkit": "agentkit planner (file store)",
+        "langgraph": "langgraph + SqliteSaver",
+        "naive": "naive history.json rewrite",
+    }
+    print("\nper-turn overhead, zero-latency model (median ms)")
+    print(f"{'prior turns':<32}" + "".join(f"{size:>10}" for size in turn_sizes))
+    for system in ("agentkit", "langgraph", "naive"):
+        cells = "".join(f"{_cell(rows, system, 'turn', size):>10}" for size in turn_sizes)
+        print(f"{labels[system]:<32}{cells}")
+    print("\nresume: first turn in a new process (median ms)")
+    print(f"{'messages':<32}" + "".join(f"{size:>10}" for size in resume_sizes))
+    resume_labels = {"agentkit": "agentkit chat, scenario C", "langgraph": labels["langgraph"]}
+    for system, label in resume_labels.items():
+        cells = "".join(f"{_cell(rows, system, 'resume', size):>10}" for size in resume_sizes)
+        print(f"{label:<32}{cells}")
+    print(f"\nimport agentkit: {_cell(rows, 'agentkit', 'import', 0)} ms (median of 5)")
+    if llama is not None:
+        plans, rate, calls = llama
+        per_plan = f"{statistics.median(plans):.0f} ms per plan" if plans else "no plan call"
+        print(
+            f"embedded model in planner turns: {per_plan} (n={len(plans)}), "
+            f"{rate:.1f} output tokens/s over {calls} calls"
+        )
+    print(f"total {time.perf_counter() - started:.0f} s")
+
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    new_file = not args.results.exists()
+    with open(args.results, "a", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        if new_file:
+            writer.writerow(["timestamp", "system", "metric", "size", "median_ms", "p90_ms", "n"])
+        for system, metric, size, samples in rows:
+            median, p90 = _summary(samples) if samples else (float("nan"), float("nan"))
+            writer.writerow(
+                [stamp, system, metric, size, f"{median:.3f}", f"{p90:.3f}", len(samples)]
+            )
+        if llama is not None:
+            writer.writerow(
+                [stamp, "agentkit-llama", "tokens_per_s", 0, f"{llama[1]:.3f}", "", llama[2]]
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
