@@ -37,7 +37,7 @@ def notice_html(text: str, kind: str = "info") -> str:
 _TABLE_STYLE = (
     "<style>"
     ".agentkit-table { border-collapse: collapse; font-size: 12px; margin: 4px 0; }"
-    ".agentkit-table th, .agentkit-table td { padding: 3px 8px; text-align: left;"
+    ".agentkit-table th, .agentkit-table td { padding: 3px 8px; text-align: left !important;"
     " vertical-align: top; border-bottom: 1px solid #e5e7eb; line-height: 1.4; }"
     ".agentkit-table th { background: #f5f5f4; }"
     "</style>"
@@ -49,7 +49,9 @@ def frame_html(frame: pd.DataFrame, *, empty: str = "(nothing yet)", css_class: 
     if frame.empty:
         return f"<i>{escape(empty)}</i>"
     classes = ["agentkit-table", *([css_class] if css_class else [])]
-    return _TABLE_STYLE + frame.to_html(index=False, escape=True, classes=classes, border=0)
+    return _TABLE_STYLE + frame.to_html(
+        index=False, escape=True, classes=classes, border=0, justify="left"
+    )
 
 
 def message_html(role: str, text: str, *, css_class: str = "") -> str:
