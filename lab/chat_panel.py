@@ -228,10 +228,10 @@ class ChatPanel(widgets.VBox):
             self.notice.value = notice_html(f"Not sent: {error}", "error")
         elif error is not None:
             self.notice.value = notice_html(f"The view failed to follow the turn: {error}", "error")
-        elif turn is not None and turn.errors:
-            self.notice.value = notice_html("; ".join(turn.errors), "error")
         elif turn is not None and turn.status == "cancelled":
             self.notice.value = notice_html("Stopped: the reply was cut short.", "warn")
+        elif turn is not None and turn.errors:
+            self.notice.value = notice_html("; ".join(turn.errors), "error")
         try:
             self._set_picker(self.conversation_id)
             if self.conversation_id:

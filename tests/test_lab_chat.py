@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -196,10 +197,14 @@ def test_picking_a_conversation_shows_its_messages(chat_agent: Agent) -> None:
 
 
 class HeldModel(ChatModel):
-    """Streams "Hello ", then waits until released (or cancelled), then "world"."""
+    """Streams "Hello ", then waits until released (or cancelled), then "world".
 
-    def __init__(self) -> None:
+    Purposes in *fixed* get their reply at once instead (a planner's plan).
+    """
+
+    def __init__(self, fixed: dict[str, str] | None = None) -> None:
         self.spec = "held"
+        self.fixed = fixed or {}
         self.parked = threading.Event()
         self.release = threading.Event()
 
@@ -210,6 +215,9 @@ class HeldModel(ChatModel):
         purpose: Purpose,
         schema: JsonSchema | None = None,
     ) -> AsyncIterator[ModelEvent]:
+        if purpose in self.fixed:
+            yield Completion(text=self.fixed[purpose])
+            return
         yield TextDelta(text="Hello ")
         self.parked.set()
         while not self.release.is_set():
@@ -286,6 +294,30 @@ def test_a_planner_panel_embeds_the_plan_and_updates_it_after_the_turn(data_dir:
         assert panel.plan_view.conversation_id == panel.conversation_id
         assert "You have no traders yet." in panel.transcript.value
         assert "scenario A" in panel.badge.value
+
+
+def test_stop_cancels_a_planner_turn_and_the_plan_shows_where_it_stopped(
+    data_dir: Path,
+) -> None:
+    plan = {
+        "goal": "answer",
+        "steps": [{"id": "s1", "type": "respond", "title": "Answer", "instruction": "Answer."}],
+    }
+    model = HeldModel({"plan": json.dumps(plan)})
+    with Agent.open("desk-001", data_dir=data_dir, model=model) as agent:
+        panel = ChatPanel(agent)
+        turn = panel.submit("hello")
+        assert turn is not None
+        assert model.parked.wait(timeout=60)
+        assert panel.plan_view is not None and ">running<" in panel.plan_view.table.value
+        panel.stop_button.click()
+        assert panel.stopping is not None and panel.stopping.result(timeout=60) is True
+        model.release.set()
+        events = turn.result(timeout=60)
+    final = events[-1]
+    assert isinstance(final, ResultEvent) and final.status == "cancelled"
+    assert "Stopped" in panel.notice.value
+    assert ">running<" not in panel.plan_view.table.value  # the view shows the stored end state
 
 
 class UncancellableAgent(Agent):
