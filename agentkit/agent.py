@@ -304,9 +304,15 @@ class Agent:
                 result.events.append(event)
             return result
 
+        return self.loop.run(collect())
+
+    @property
+    def loop(self) -> BackgroundLoop:
+        """The agent's own event loop (a thread), created on first use: :meth:`send` runs
+        there, and so must anything that should reach the same live sessions (widgets)."""
         if self._loop is None:
             self._loop = BackgroundLoop()
-        return self._loop.run(collect())
+        return self._loop
 
     def close(self) -> None:
         """Close live sessions and the background loop (synchronous counterpart of aclose)."""

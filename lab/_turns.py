@@ -1,10 +1,10 @@
 """Running agent work for a widget: on the agent's own background loop, without blocking.
 
 Invariant: every turn and every cancel a widget starts for an :class:`~agentkit.Agent` runs on
-the same event loop as ``Agent.send`` (the agent's ``BackgroundLoop``, created the way
-``Agent.send`` creates it). Live sessions are bound to the loop they were opened on, so this is
-what lets a second message from a widget reach the live session (scenario B) and lets the stop
-button's ``agent.cancel`` find the running turn in the same session pool.
+the same event loop as ``Agent.send`` (:attr:`Agent.loop`). Live sessions are bound to the
+loop they were opened on, so this is what lets a second message from a widget reach the live
+session (scenario B) and lets the stop button's ``agent.cancel`` find the running turn in the
+same session pool.
 
 The caller gets a :class:`concurrent.futures.Future` at once: a widget callback returns
 immediately and the kernel stays responsive while the reply streams in. Events are handed to
@@ -21,19 +21,11 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from agentkit import Agent
-from agentkit._loop import BackgroundLoop
 from agentkit.events import AgentEvent
 
 __all__ = ["run_on_agent_loop", "start_turn", "then"]
 
 T = TypeVar("T")
-
-
-def _agent_loop(agent: Agent) -> BackgroundLoop:
-    # The same lazily created loop Agent.send uses (Agent keeps it in ``_loop``).
-    if agent._loop is None:
-        agent._loop = BackgroundLoop()
-    return agent._loop
 
 
 def run_on_agent_loop(
@@ -44,7 +36,7 @@ def run_on_agent_loop(
     *work* is a coroutine function (not a coroutine), so nothing is created that could be left
     un-awaited when the future is cancelled before it starts.
     """
-    loop = _agent_loop(agent)
+    loop = agent.loop
     future: Future[T] = Future()
 
     def run() -> None:

@@ -5,8 +5,9 @@ parameter injection) over a temporary data root, with the scripted model (``AGEN
 opens each notebook in chromium, runs all its cells from the Run menu, then works the widgets as
 a user would: types a message into the chat panel and clicks Send, waits for the streamed reply
 and the plan table's new step, refreshes the conversation browser, edits and saves TaskState.
-What it did is checked again on disk, and each dashboard is saved as a PNG under
-``docs/screenshots/`` (``$AGENTKIT_SCREENSHOT_DIR`` to write elsewhere) for the README.
+What it did is checked again on disk, and each dashboard is saved as a PNG in the test's temp
+folder, or in ``$AGENTKIT_SCREENSHOT_DIR`` (``make test-browser`` sets ``docs/screenshots/``, the
+README's pictures).
 
 It skips, saying why, when /usr/bin/chromium is missing, unless ``AGENTKIT_REQUIRE_BROWSER`` is
 set (CI sets it, so there it fails instead). Nothing is downloaded: Playwright drives the
@@ -230,8 +231,10 @@ def process_wait(process: subprocess.Popen[bytes], seconds: float) -> None:
         process.wait(timeout=seconds)
 
 
-def screenshot_dir() -> Path:
-    target = Path(os.environ.get("AGENTKIT_SCREENSHOT_DIR") or REPO / "docs" / "screenshots")
+def screenshot_dir(default: Path) -> Path:
+    """``$AGENTKIT_SCREENSHOT_DIR`` (``make test-browser`` sets docs/screenshots), else
+    *default*: a plain test run leaves the committed screenshots alone."""
+    target = Path(os.environ.get("AGENTKIT_SCREENSHOT_DIR") or default)
     target.mkdir(parents=True, exist_ok=True)
     return target
 
@@ -244,10 +247,12 @@ def run_all_cells(page: Any, url: str) -> None:
     page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
 
 
-def test_the_workbench_in_jupyterlab_chat_plan_browser_and_task_state(lab: Lab) -> None:
+def test_the_workbench_in_jupyterlab_chat_plan_browser_and_task_state(
+    lab: Lab, tmp_path: Path
+) -> None:
     from playwright.sync_api import sync_playwright
 
-    shots = screenshot_dir()
+    shots = screenshot_dir(tmp_path / "screenshots")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=str(CHROMIUM),
