@@ -144,6 +144,8 @@ class CompressionLab:
             self.plot,
             self.table,
         ])  # fmt: skip
+        self.widget.add_class("agentkit-compression-lab")
+        self.status.add_class("agentkit-lab-status")
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:  # noqa: ANN401 - IPython's protocol
         return self.widget._repr_mimebundle_(**kwargs)

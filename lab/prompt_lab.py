@@ -128,6 +128,8 @@ class PromptLab:
             self.plan_table,
             self.replay_table,
         ])  # fmt: skip
+        self.widget.add_class("agentkit-prompt-lab")
+        self.status.add_class("agentkit-lab-status")
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:  # noqa: ANN401 - IPython's protocol
         return self.widget._repr_mimebundle_(**kwargs)

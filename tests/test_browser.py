@@ -102,6 +102,16 @@ SCRIPT = {
 }
 
 
+SUMMARY = {
+    "current_goal": "launch the project in Lisbon on March 14",
+    "important_facts": ["launch in Lisbon", "budget 12,000 EUR", "Maria owns the database"],
+}
+REPLAYED_PLAN = {
+    "goal": "show the traders",
+    "steps": [{"id": "only", "type": "tool", "title": "List them", "tool_name": "list_traders"}],
+}
+
+
 def require_browser() -> None:
     """Skip (or, with AGENTKIT_REQUIRE_BROWSER set, fail) when the browser cannot run here."""
     problem = ""
@@ -162,6 +172,26 @@ def lab(tmp_path: Path, data_dir: Path) -> Iterator[Lab]:
         "01_chat.ipynb", notebooks, {"agent_id": "desk-001", "message": FIRST, "follow_up": ""}
     )
     write_parameterised("03_task_state.ipynb", notebooks, {"agent_id": "desk-001"})
+    summaries = tmp_path / "summarize.json"
+    summaries.write_text(json.dumps({"summarize": [SUMMARY]}))
+    write_parameterised(
+        "04_compression_thresholds.ipynb",
+        notebooks,
+        {
+            "model_spec": f"scripted:{summaries}",
+            "scenario_dir": str(REPO / "data" / "scenarios" / "compression"),
+            "n_values": [4],
+            "t_values": [100],
+            "k_values": [2, 6],
+        },
+    )
+    replans = tmp_path / "replay.json"
+    replans.write_text(json.dumps({"plan": [REPLAYED_PLAN]}))
+    write_parameterised(
+        "06_prompt_lab.ipynb",
+        notebooks,
+        {"agent_id": "desk-001", "model_spec": f"scripted:{replans}"},
+    )
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
     settings = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
@@ -329,5 +359,47 @@ def test_the_workbench_in_jupyterlab_chat_plan_browser_and_task_state(
     assert task_state.version == 5
     assert task_state.value.current_goal == "Typed in the browser"
     for name in ("chat_panel", "plan_view", "conversation_browser", "task_state_editor"):
+        width, height = png_size(shots / f"{name}.png")
+        assert width > 300 and height > 100, (name, width, height)
+
+
+def test_the_compression_lab_and_the_prompt_lab_in_jupyterlab(lab: Lab, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    shots = screenshot_dir(tmp_path / "screenshots")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 2600})
+            page.set_default_timeout(WAIT_MS)
+
+            # 04: the notebook sweeps K = 2, 6; the user widens it to 2, 4, 6 and runs again
+            run_all_cells(page, lab.url("04_compression_thresholds.ipynb", "compression"))
+            compression = page.locator(".agentkit-compression-lab")
+            status = compression.locator(".agentkit-lab-status")
+            status.filter(has_text="2 grid points").wait_for()
+            k_values = compression.locator(".widget-text", has_text="K values").locator("input")
+            k_values.fill("2, 4, 6")
+            k_values.press("Enter")
+            compression.locator("button", has_text="Run sweep").click()
+            status.filter(has_text="3 grid points").wait_for()
+            compression.locator("table", has_text="compressed").first.wait_for()
+            compression.locator("img").first.wait_for()  # the plot
+            compression.screenshot(path=str(shots / "compression_lab.png"))
+
+            # 06: the recorded turn's calls; the edited template re-run from the browser
+            run_all_cells(page, lab.url("06_prompt_lab.ipynb", "prompts"))
+            prompts = page.locator(".agentkit-prompt-lab")
+            prompts.locator(".agentkit-lab-status", has_text="replayed").wait_for()
+            prompts.locator("table", has_text="List them").first.wait_for()  # the new plan
+            prompts.locator("button", has_text="Re-run turn").click()
+            prompts.locator(".agentkit-lab-status", has_text="replayed").wait_for()
+            prompts.screenshot(path=str(shots / "prompt_lab.png"))
+        finally:
+            browser.close()
+    for name in ("compression_lab", "prompt_lab"):
         width, height = png_size(shots / f"{name}.png")
         assert width > 300 and height > 100, (name, width, height)
