@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pandas as pd
@@ -217,3 +218,19 @@ def test_a_process_pool_gives_the_same_table_as_one_process(data_dir: Path) -> N
     pd.testing.assert_frame_equal(
         one.drop(columns=list(TIMING_COLUMNS)), pool.drop(columns=list(TIMING_COLUMNS))
     )
+
+
+def test_run_eval_works_where_an_event_loop_is_running(data_dir: Path) -> None:
+    """As in a notebook cell: the kernel's loop is running in the calling thread."""
+
+    async def cell() -> pd.DataFrame:
+        return run_eval(
+            [scenario("desk_haole_is_an_answer_zh")],
+            model="scripted",
+            data_dir=data_dir,
+            progress=False,
+        )
+
+    frame = asyncio.run(cell())
+    assert frame["passed"].tolist() == [True]
+    assert frame["exp_new_plan"].tolist() == [True]
