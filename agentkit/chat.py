@@ -180,7 +180,13 @@ class ChatTurn:
             raise
         except Exception as error:  # the turn boundary: a backend bug must not leave "running"
             await self.pool.drop(agent_id, conversation_id)
-            crashed = ModelError(self.model.spec, f"{type(error).__name__}: {error}")
+            detail = f"{type(error).__name__}: {error}"
+            self.store.annotate(self.key, self._message_id, "ERROR", f"backend crashed: {detail}")
+            crashed = ModelError(
+                self.model.spec,
+                f"the model backend failed unexpectedly ({type(error).__name__}); "
+                "the details are in the turn log",
+            )
             async for event in self._fail(crashed, reply):
                 yield event
             return

@@ -604,11 +604,11 @@ def test_a_turn_that_fails_midway_ends_its_stream_with_an_error_event(data_dir: 
         httpx.Client(base_url=base, timeout=60) as client,
     ):
         events = chat(client, "hi")
-        assert [e.event for e in events] == ["session", "agent_output", "error"]
-        assert events[-1].data["code"] == "internal_error"
-        assert (
-            "server log" in events[-1].data["message"] and "boom" not in events[-1].data["message"]
-        )
+        assert [e.event for e in events] == ["session", "agent_output", "error", "result"]
+        error = events[-2].data
+        assert error["code"] == "model_error" and "turn log" in error["message"]
+        assert "boom" not in error["message"]  # internals stay on the server
+        assert events[-1].data["status"] == "failed"
         conversation = events[0].data["conversationId"]
         stored = client.get(f"{INNOVATOR}/conversations/{conversation}").json()
         assert [m["content"] for m in stored["messages"]] == ["hi"]  # the question is kept

@@ -439,3 +439,8 @@ def test_stage_timeout_scale(env: Env, scale: float, status: str) -> None:
     )  # fmt: skip
     events = run(turn)
     assert events[-1].status == status
+    plan_call = turn.calls[0]
+    assert plan_call.purpose == "plan"
+    assert plan_call.latency_ms > 0  # a timed-out call is traced with the time it took
+    if status == "failed":
+        assert plan_call.error == "timed out"

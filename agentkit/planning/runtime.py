@@ -1174,14 +1174,8 @@ class PlannerTurn:
         except (ModelError, TimeoutError, RecursionError) as error:
             # RecursionError: validate_structured's json.loads on absurdly nested replies
             problem = self._error_text(error)
-            self._record(
-                CallRecord(
-                    purpose=purpose,
-                    messages=[m.model_dump() for m in messages],
-                    schema_=schema,
-                    error=problem,
-                )
-            )
+            # the pending record carries the call's latency (a timeout took the whole stage)
+            self._record(self._pending_record.model_copy(update={"error": problem}))
             return problem, None, False
         raw_shown = self._scrub(raw)
         try:
