@@ -520,11 +520,21 @@ def eval_command(
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")
     ] = True,
+    retries: Annotated[
+        int, typer.Option("--retries", min=0, help="Run a run that ended in an error again.")
+    ] = 0,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="Keep the finished runs of an existing --out table; run the rest."
+        ),
+    ] = False,
 ) -> None:
     """Run scenarios at every point of a parameter grid; print a summary, write a table."""
     with _clean_errors():
         from agentkit.eval import (
             check_output_path,
+            load_results,
             parse_grid,
             parse_sets,
             report,
@@ -533,6 +543,9 @@ def eval_command(
         )
 
         target = check_output_path(out) if out is not None else None
+        if resume and target is None:
+            raise UsageError("--resume needs --out: the table to resume")
+        previous = load_results(target) if resume and target and target.exists() else None
         frame = run_eval(
             scenarios,
             model=model,
@@ -545,6 +558,8 @@ def eval_command(
             keep_dir=keep,
             turn_timeout=turn_timeout,
             progress=progress,
+            retries=retries,
+            previous=previous,
         )
         typer.echo(report(frame))
         if target is not None:

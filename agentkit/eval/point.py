@@ -87,6 +87,7 @@ class PointTask:
     model: str
     keep_dir: str | None = None
     turn_timeout: float | None = None
+    retries: int = 0
 
 
 def snapshot_agent(agent_dir: Path) -> tuple[tuple[str, bytes], ...]:
@@ -173,7 +174,20 @@ def _run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 def run_point(task: PointTask) -> dict[str, Any]:
-    """Run *task*; return its result row (see :mod:`agentkit.eval.results` for the columns)."""
+    """Run *task*; return its result row (see :mod:`agentkit.eval.results` for the columns).
+
+    A run that could not finish (its row has ``error``: a crash, the turn time limit, a failed
+    out-of-band call) is tried again from a fresh data root, up to ``task.retries`` more times;
+    ``attempts`` says how many it took. Failed *expectations* are outcomes, never retried."""
+    attempts = 0
+    while True:
+        attempts += 1
+        row = _attempt(task)
+        if not row["error"] or attempts > task.retries:
+            return {**row, "attempts": attempts}
+
+
+def _attempt(task: PointTask) -> dict[str, Any]:
     if task.keep_dir is not None:
         root = Path(task.keep_dir) / f"{task.scenario.id}--p{task.point}"
         shutil.rmtree(root, ignore_errors=True)

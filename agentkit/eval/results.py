@@ -14,7 +14,7 @@ Columns, in order:
   compression's ``messages_before/after``, ``tokens_before/after``; the fidelity probe
   ``facts_total``, ``facts_kept``, ``fact_retention`` (of the scenario's known ``facts``, the
   share TaskState still carries at the end); ``final_status``, ``result_status``, ``answer``,
-  ``errors`` (error events);
+  ``errors`` (error events), ``attempts`` (1, or more when ``--retries`` re-ran an error);
 * timings last: ``latency_ms`` (the turns' own figures), ``wall_ms`` (the whole run). They are
   the only columns that differ between two runs of the scripted model (:data:`TIMING_COLUMNS`).
 

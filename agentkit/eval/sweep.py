@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ from agentkit.errors import AgentNotFoundError, UsageError
 from agentkit.eval.executors import ExecutorSpec, run_tasks
 from agentkit.eval.params import apply_params, grid_points, merge_config, validate_config
 from agentkit.eval.point import SCRIPTED, PointTask, snapshot_agent
-from agentkit.eval.results import require_pandas, to_frame
+from agentkit.eval.results import param_columns, require_pandas, to_frame
 from agentkit.eval.scenario import Scenario, load_scenarios
 from agentkit.ids import check_id
 from agentkit.models.spec import parse_model_spec
@@ -77,6 +78,7 @@ def plan_runs(
     data_dir: Path | str | None = None,
     keep_dir: Path | str | None = None,
     turn_timeout: float | None = None,
+    retries: int = 0,
 ) -> list[PointTask]:
     """Every run of the sweep, checked, in order (scenario by scenario, points in grid order)."""
     if not scenarios:
@@ -88,6 +90,8 @@ def plan_runs(
         )
     if turn_timeout is not None and turn_timeout <= 0:
         raise UsageError(f"the turn time limit must be positive, got {turn_timeout}")
+    if retries < 0:
+        raise UsageError(f"retries cannot be negative, got {retries}")
     root = resolve_data_dir(data_dir)
     bases: dict[str, tuple[tuple[tuple[str, bytes], ...], dict[str, Any]]] = {}
     tasks: list[PointTask] = []
@@ -124,6 +128,7 @@ def plan_runs(
                     model=spec,
                     keep_dir=str(keep_dir) if keep_dir is not None else None,
                     turn_timeout=turn_timeout,
+                    retries=retries,
                 )
             )
     return tasks
@@ -142,6 +147,8 @@ def run_eval(
     keep_dir: Path | str | None = None,
     turn_timeout: float | None = None,
     progress: bool = True,
+    retries: int = 0,
+    previous: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Run every scenario at every parameter point; the results table (one row per run).
 
@@ -152,7 +159,10 @@ def run_eval(
     ``agents/`` hold the scenarios' agents (default: ``$AGENTKIT_DATA_DIR``, else ``./data``).
     *keep_dir*: keep each run's data root there (``{scenario}--p{point}``), to browse its
     conversations and model-call traces. *turn_timeout*: seconds a turn may take (else the
-    run is an error row). *progress*: show a progress bar (stderr).
+    run is an error row). *progress*: show a progress bar (stderr). *retries*: run a row that
+    ended in an error again, up to this many times. *previous*: an earlier results table of
+    this sweep (resuming): its finished runs (no ``error``) are kept as they are and only the
+    missing or errored ones run.
     """
     require_pandas()  # before any run, not after the last one
     chosen = _scenarios(scenarios, tags)
@@ -164,7 +174,39 @@ def run_eval(
         data_dir=data_dir,
         keep_dir=keep_dir,
         turn_timeout=turn_timeout,
+        retries=retries,
     )
-    rows = run_tasks(tasks, executor=executor, workers=workers, progress=progress)
+    done = _finished_rows(previous) if previous is not None else {}
+    todo = [  # re-indexed: executors return rows by task index
+        replace(task, index=number)
+        for number, task in enumerate(t for t in tasks if _run_key(t) not in done)
+    ]
+    fresh = iter(run_tasks(todo, executor=executor, workers=workers, progress=progress))
+    rows = [done.get(_run_key(task)) or next(fresh) for task in tasks]
     keys = list(tasks[0].params) if tasks else []
     return to_frame(rows, params=[key for key in keys if key != "model"])
+
+
+RunKey = tuple[str, str, tuple[tuple[str, str], ...]]
+
+
+def _run_key(task: PointTask) -> RunKey:
+    """Which run a task is: scenario, model and parameter values (as text, so a value read
+    back from parquet or CSV matches the one parsed from the command line)."""
+    params = tuple(
+        sorted((key, str(value)) for key, value in task.params.items() if key != "model")
+    )
+    return task.scenario.id, task.model, params
+
+
+def _finished_rows(previous: pd.DataFrame) -> dict[RunKey, dict[str, Any]]:
+    """The rows of an earlier table that need no re-run, by run."""
+    params = [column for column in param_columns(previous) if column != "model"]
+    rows: dict[RunKey, dict[str, Any]] = {}
+    for raw in previous.to_dict("records"):
+        record = {str(key): value for key, value in raw.items()}
+        if record.get("error"):
+            continue
+        values = tuple(sorted((key, str(record[key])) for key in params))
+        rows[(str(record["scenario"]), str(record["model"]), values)] = record
+    return rows
