@@ -4,7 +4,8 @@
     B  a live session in the pool         → the message only (the session holds the context)
     C  no live session, history exists    → system prompt + a summary of the last ≤ 20
                                             messages + the message (restart, idle, crash);
-                                            or a resumed backend session + the message
+                                            for a chat model the summary is part of the
+                                            system message; or a resumed backend session
 
 Order of a turn, so that nothing acknowledged is lost: the user message is persisted first;
 the ``session`` event reports the scenario and what was injected (also written to the turn's
@@ -210,9 +211,11 @@ class ChatTurn:
             return self.text, "nothing (live session)", 0
         if session.resumed:
             return self.text, f"resumed backend session {session.session_id}", 0
-        summary = summarize_history(history)
         injected = f"system prompt + summary of the last {len(history)} messages"
-        return f"{summary}\n\n{self.text}", injected, len(history)
+        if isinstance(session, TranscriptSession):  # a chat model: the summary in its system
+            session.restore(summarize_history(history, closing=False))
+            return self.text, injected, len(history)
+        return f"{summarize_history(history)}\n\n{self.text}", injected, len(history)
 
     def _persist_reply(self, reply: _Reply, usage: Usage, status: ConversationStatus) -> None:
         if reply.text or reply.calls:

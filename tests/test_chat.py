@@ -156,12 +156,15 @@ def test_scenario_c_in_a_new_process_summarises_the_last_20(data_dir: Path, tmp_
     [request] = [json.loads(line) for line in log.read_text().splitlines()]
     assert request["purpose"] == "chat"
     system, user = request["messages"]
-    assert system == {"role": "system", "content": agent.system_prompt()}
+    # a chat model gets the summary in its system message and the new message as the user's
+    assert system["role"] == "system"
+    assert system["content"].startswith(agent.system_prompt() + "\n\n[Earlier in this")
     for index in range(1, 6):
-        assert f"message number {index:02d}" not in user["content"]
+        assert f"message number {index:02d}" not in system["content"]
     for index in range(6, 26):
-        assert f"message number {index:02d}" in user["content"]
-    assert user["content"].endswith("what did we say?")
+        assert f"message number {index:02d}" in system["content"]
+    assert "The new message follows" not in system["content"]  # nothing for a model to echo
+    assert user == {"role": "user", "content": "what did we say?"}
     assert [m.content for m in agent.load_recent_messages(cid, 2)] == [
         "what did we say?",
         "restored!",

@@ -26,10 +26,16 @@ def summarize_history(
     *,
     limit: int = HISTORY_LIMIT,
     max_chars: int = MESSAGE_CHARS,
+    closing: bool = True,
 ) -> str:
-    """A transcript of the last *limit* messages, each at most *max_chars* characters."""
+    """A transcript of the last *limit* messages, each at most *max_chars* characters.
+
+    With *closing* (the summary goes in front of the new message) a last line says where the
+    earlier conversation ends; without it (the summary goes into the system prompt) there is
+    no framing line for a small model to echo back."""
     recent = list(messages)[-limit:] if limit else []
     lines = [f"[Earlier in this conversation: the last {len(recent)} messages]"]
     lines += [f"{message.role}: {_clip(message.content, max_chars)}" for message in recent]
-    lines.append("[End of the earlier conversation. The new message follows.]")
+    if closing:
+        lines.append("[End of the earlier conversation. The new message follows.]")
     return "\n".join(lines)

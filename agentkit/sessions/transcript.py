@@ -1,8 +1,8 @@
 """A stateless ``ChatModel`` presented as a session: an in-memory transcript.
 
-Scenario B extends the transcript; scenario C starts a new one (system prompt, then the
-summary with the new message). The transcript is capped at ``max_messages`` (plus the system
-prompt): the oldest turns fall out first.
+Scenario B extends the transcript; scenario C starts a new one whose system message carries
+the summary of the earlier conversation (:meth:`TranscriptSession.restore`). The transcript
+is capped at ``max_messages`` (plus the system prompt): the oldest turns fall out first.
 """
 
 from __future__ import annotations
@@ -30,6 +30,12 @@ class TranscriptSession(SessionModel):
         self.messages: list[ChatMessage] = []
         self._closed = False
         self._cancelled = False
+
+    def restore(self, summary: str) -> None:
+        """Scenario C: the earlier conversation's summary joins the system prompt, so the
+        model is sent system (prompt + summary), then the new message as the user's turn."""
+        base = self.system[0].content + "\n\n" if self.system else ""
+        self.system = [ChatMessage(role="system", content=base + summary)]
 
     def context(self, text: str) -> list[ChatMessage]:
         """What the model is sent for the next message *text*."""
