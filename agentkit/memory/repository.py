@@ -1,7 +1,8 @@
 """Persistence of TaskState and ExecutionState in the ``system_config`` store.
 
-Keys: ``task_state:{agent_id}:{conversation_id}`` and
-``execution_state:{agent_id}:{conversation_id}``; one of each per conversation.
+Keys: ``task_state:{agent_id}:{conversation_id}``,
+``execution_state:{agent_id}:{conversation_id}`` and, while a planned step carries secret
+arguments, ``step_secrets:{agent_id}:{conversation_id}``; one of each per conversation.
 
 Invariants:
 
@@ -10,15 +11,18 @@ Invariants:
   :class:`~agentkit.store.kv.VersionConflictError`, it never silently overwrites;
 * a stored value is validated on load; one that does not validate raises
   :class:`CorruptStateError` naming the key;
-* a TaskState is normalised before it is written; an ExecutionState gets ``updated_at`` = now.
+* a TaskState is normalised before it is written; an ExecutionState gets ``updated_at`` = now;
+* the ExecutionState never holds a secret: the planner masks secret-named step arguments and
+  keeps the real values in the ``step_secrets`` record only until the flow ends (so
+  ``agentkit state``, the workbench and an exported state show nothing to leak).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from agentkit.errors import CorruptStateError, UsageError
 from agentkit.ids import check_id
@@ -123,7 +127,35 @@ class MemoryRepository:
         key = self.execution_state_key(agent_id, conversation_id)
         return self.store.delete(key, expected_version=expected_version)
 
+    @staticmethod
+    def step_secrets_key(agent_id: str, conversation_id: str) -> str:
+        agent, conv = check_id(agent_id, "agent"), check_id(conversation_id, "conversation")
+        return f"step_secrets:{agent}:{conv}"
+
+    def load_step_secrets(self, agent_id: str, conversation_id: str) -> dict[str, dict[str, Any]]:
+        """The unmasked arguments of planned steps whose stored copy is masked, by step id."""
+        entry = self.store.get(self.step_secrets_key(agent_id, conversation_id))
+        if entry is None or not isinstance(entry.value, dict):
+            return {}
+        return {
+            str(step_id): dict(args)
+            for step_id, args in entry.value.items()
+            if isinstance(args, dict)
+        }
+
+    def save_step_secrets(
+        self, agent_id: str, conversation_id: str, secrets: dict[str, dict[str, Any]]
+    ) -> None:
+        """Keep *secrets* apart from the ExecutionState (which holds the masked arguments);
+        an empty mapping removes the record."""
+        key = self.step_secrets_key(agent_id, conversation_id)
+        if secrets:
+            self.store.set(key, cast(JsonValue, secrets))
+        else:
+            self.store.delete(key)
+
     def clear(self, agent_id: str, conversation_id: str) -> None:
-        """``/clear``: forget both records of the conversation (unconditionally)."""
+        """``/clear``: forget every record of the conversation (unconditionally)."""
         self.store.delete(self.task_state_key(agent_id, conversation_id))
         self.store.delete(self.execution_state_key(agent_id, conversation_id))
+        self.store.delete(self.step_secrets_key(agent_id, conversation_id))

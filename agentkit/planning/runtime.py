@@ -107,6 +107,7 @@ from agentkit.store.kv import ConfigStore
 from agentkit.store.sqlite_kv import SqliteConfigStore
 from agentkit.tools import ToolRegistry, agent_tools, mask_secrets, scrub_text
 from agentkit.tools.registry import ToolArgumentsError, ToolCrashedError, UnknownToolError
+from agentkit.tools.secrets import is_masked, is_secret_key
 from agentkit.types import Message, Usage, utc_now
 from agentkit.workspace import AgentFolder
 
@@ -276,6 +277,10 @@ class PlannerTurn:
         self._goal_reached = False
         self._cancel_requested = False
         self._inflight: asyncio.Future[Any] | None = None
+        # real arguments of steps whose stored copy is masked (see _save), and the ids of the
+        # steps already stored (their arguments are masked: never split them again)
+        self._raw_args: dict[str, dict[str, Any]] = {}
+        self._stored_ids: set[str] = set()
 
     # -- the turn ----------------------------------------------------------------------------
 
@@ -526,19 +531,67 @@ class PlannerTurn:
             loaded = None
         self._state = loaded.value if loaded else None
         self._version = loaded.version if loaded else 0
+        self._stored_ids = {step.id for step in self._state.steps} if self._state else set()
+        self._raw_args = self.memory.load_step_secrets(self.key.agent_id, self.key.conversation_id)
 
     def _save(self, state: ExecutionState) -> ExecutionState:
+        """Store *state* (compare-and-swap) with secret-named step arguments masked; their real
+        values go to the separate ``step_secrets`` record until the flow ends."""
+        agent_id, conversation_id = self.key.agent_id, self.key.conversation_id
+        steps, secrets = [], dict(self._raw_args)
+        for step in state.steps:
+            masked = mask_secrets(dict(step.tool_args))
+            if step.id in self._stored_ids or masked == step.tool_args:
+                steps.append(step)
+                continue
+            secrets[step.id] = dict(step.tool_args)
+            steps.append(step.model_copy(update={"tool_args": masked}))
+        if secrets != self._raw_args:
+            self.memory.save_step_secrets(agent_id, conversation_id, secrets)
+            self._raw_args = secrets
+        state = state.model_copy(update={"steps": tuple(steps)})
+        known = [
+            value
+            for args in self._raw_args.values()
+            for name, value in args.items()
+            if is_secret_key(name) and isinstance(value, str)
+        ]
+        if known:  # e.g. the user's answer that carried the keys, kept as an observation
+            state = ExecutionState.model_validate(
+                mask_secrets(state.model_dump(mode="json"), known)
+            )
         saved = self.memory.save_execution_state(
-            self.key.agent_id, self.key.conversation_id, state, expected_version=self._version
+            agent_id, conversation_id, state, expected_version=self._version
         )
         self._state, self._version = saved.value, saved.version
+        self._stored_ids = {step.id for step in saved.value.steps}
+        if not saved.value.is_active and self._raw_args:  # the flow is over: forget them
+            self.memory.save_step_secrets(agent_id, conversation_id, {})
+            self._raw_args = {}
         return saved.value
+
+    def _tool_args(self, step: PlanStep) -> dict[str, Any]:
+        """The arguments to run *step* with: the real ones when the stored copy is masked."""
+        if step.id in self._raw_args:
+            return self._raw_args[step.id]
+        if any(  # masked when stored, and nothing to unmask it with
+            is_secret_key(name) and isinstance(value, str) and is_masked(value)
+            for name, value in step.tool_args.items()
+        ):
+            raise _TurnFailedError(
+                "secrets_unavailable",
+                f"the secret arguments of step {step.id!r} ({step.tool_name}) are no longer "
+                "stored; please give them again",
+            )
+        return dict(step.tool_args)
 
     def _discard(self) -> None:
         self.memory.delete_execution_state(
             self.key.agent_id, self.key.conversation_id, expected_version=self._version
         )
+        self.memory.save_step_secrets(self.key.agent_id, self.key.conversation_id, {})
         self._state, self._version = None, 0
+        self._raw_args, self._stored_ids = {}, set()
 
     def _note(self, label: str, text: str) -> None:
         self.store.annotate(self.key, self._message_id, label, self._scrub(text))
@@ -767,7 +820,7 @@ class PlannerTurn:
         planned = _planned(step)
         yield ToolCallEvent(id=step.id, name=step.tool_name, arguments=planned.tool_args)
         try:
-            result = self.tools.run(step.tool_name, step.tool_args)
+            result = self.tools.run(step.tool_name, self._tool_args(step))
             ok, text = result.ok, result.text
         except (UnknownToolError, ToolArgumentsError, ToolCrashedError) as error:
             ok, text = False, json.dumps({"error": self._scrub(str(error))}, ensure_ascii=False)

@@ -19,7 +19,7 @@ from itertools import pairwise
 
 from pydantic import JsonValue
 
-__all__ = ["MASK", "is_secret_key", "mask_secrets", "mask_value", "scrub_text"]
+__all__ = ["MASK", "is_masked", "is_secret_key", "mask_secrets", "mask_value", "scrub_text"]
 
 MASK = "****"
 """What replaces a secret (followed by its last 4 characters when it is long)."""
@@ -43,10 +43,18 @@ def is_secret_key(key: str) -> bool:
     return any(pair in _SECRET_PAIRS for pair in pairwise(words))
 
 
+def is_masked(value: str) -> bool:
+    """True for what :func:`mask_value` returns (``"****"`` or ``"****abcd"``)."""
+    return value.startswith(MASK) and len(value) <= len(MASK) + 4
+
+
 def mask_value(secret: str) -> str:
-    """``"****abcd"`` for a long secret, ``"****"`` for a short one, ``""`` for ``""``."""
+    """``"****abcd"`` for a long secret, ``"****"`` for a short one, ``""`` for ``""``; a value
+    that is already masked stays as it is (masking twice must not lose the shown tail)."""
     if not secret:
         return ""
+    if is_masked(secret):
+        return secret
     if len(secret) >= _KEEP_TAIL_FROM:
         return MASK + secret[-4:]
     return MASK
