@@ -540,12 +540,14 @@ class PlannerTurn:
         agent_id, conversation_id = self.key.agent_id, self.key.conversation_id
         steps, secrets = [], dict(self._raw_args)
         for step in state.steps:
-            masked = mask_secrets(dict(step.tool_args))
-            if step.id in self._stored_ids or masked == step.tool_args:
+            if step.id in self._stored_ids or not step.tool_args:  # already masked when stored
                 steps.append(step)
                 continue
-            secrets[step.id] = dict(step.tool_args)
-            steps.append(step.model_copy(update={"tool_args": masked}))
+            masked = mask_secrets(dict(step.tool_args))
+            if masked != step.tool_args:
+                secrets[step.id] = dict(step.tool_args)
+                step = step.model_copy(update={"tool_args": masked})  # noqa: PLW2901
+            steps.append(step)
         if secrets != self._raw_args:
             self.memory.save_step_secrets(agent_id, conversation_id, secrets)
             self._raw_args = secrets
@@ -681,40 +683,54 @@ class PlannerTurn:
             if self.config.strategy == "next_step"
             else self._plan_messages(task, previous, live)
         )
-        problem, value, _ = await self._structured(
-            "plan", messages, plan_schema(self.tools, self.config.max_steps)
-        )
-        goal, steps, problem = self._parse_plan(value, problem)
-        repaired = False
-        if problem:
-            problem, value, _ = await self._repair(
-                "plan", messages, problem, plan_schema(self.tools, self.config.max_steps)
-            )
-            goal, steps, problem = self._parse_plan(value, problem)
-            repaired = True
-        if problem or not steps:
-            raise _TurnFailedError(
-                "invalid_plan", f"no usable plan after one repair round: {problem}"
-            )
+        goal, steps, repaired = await self._request_plan(messages, "plan")
         planned = self._state_or(state).with_steps(steps, plan_id=f"plan-{self._message_id}")
         state = self._save(_with_goal(planned, goal or _cut(self.text, 500)))
-        self._note(
-            "PLAN", json.dumps([_planned(s).to_json_dict() for s in steps], ensure_ascii=False)
-        )
-        yield PlanEvent(
-            goal=state.goal, steps=[_planned(step) for step in steps], repaired=repaired
-        )
+        yield self._plan_event(state.goal, steps, repaired)
         async for event in self._execute():
             yield event
 
-    def _parse_plan(self, value: JsonValue, problem: str) -> tuple[str, tuple[PlanStep, ...], str]:
+    async def _request_plan(
+        self, messages: list[ChatMessage], what: str, taken: frozenset[str] | None = None
+    ) -> tuple[str, tuple[PlanStep, ...], bool]:
+        """A ``plan`` call, checked, with one repair round: ``(goal, steps, repaired)``. With
+        *taken* (strategy next_step) it is the next batch: it may be empty, and its step ids
+        must be new. No usable reply after the repair is a failed turn naming *what*."""
+        schema = plan_schema(self.tools, self.config.max_steps)
+        problem, value, _ = await self._structured("plan", messages, schema)
+        goal, steps, problem = self._parse_plan(value, problem, taken)
+        if not problem:
+            return goal, steps, False
+        problem, value, _ = await self._repair("plan", messages, problem, schema)
+        goal, steps, problem = self._parse_plan(value, problem, taken)
+        if problem:
+            raise _TurnFailedError(
+                "invalid_plan", f"no usable {what} after one repair round: {problem}"
+            )
+        return goal, steps, True
+
+    def _parse_plan(
+        self, value: JsonValue, problem: str, taken: frozenset[str] | None
+    ) -> tuple[str, tuple[PlanStep, ...], str]:
         if problem:
             return "", (), problem
         try:
-            goal, steps = parse_plan(value, self.tools, self.config.max_steps)
+            goal, steps = parse_plan(
+                value,
+                self.tools,
+                self.config.max_steps,
+                taken=taken or frozenset(),
+                batch=taken is not None,
+            )
         except PlanFormatError as error:
             return "", (), error.problem
         return goal, steps, ""
+
+    def _plan_event(self, goal: str, steps: tuple[PlanStep, ...], repaired: bool) -> PlanEvent:
+        """Note the new steps in the turn log; the ``plan`` event announcing them."""
+        planned = [_planned(step) for step in steps]
+        self._note("PLAN", json.dumps([p.to_json_dict() for p in planned], ensure_ascii=False))
+        return PlanEvent(goal=goal, steps=planned, repaired=repaired)
 
     def _state_or(self, fallback: ExecutionState) -> ExecutionState:
         return self._state if self._state is not None else fallback
@@ -1002,41 +1018,13 @@ class PlannerTurn:
         """Plan the next batch from what the last one found; no steps means the goal is met."""
         state = self._state_or(ExecutionState())
         taken = frozenset(step.id for step in state.steps)
-        messages = self._batch_messages()
-        schema = plan_schema(self.tools, self.config.max_steps)
-        problem, value, _ = await self._structured("plan", messages, schema)
-        steps, problem = self._parse_batch(value, problem, taken)
-        repaired = False
-        if problem:
-            problem, value, _ = await self._repair("plan", messages, problem, schema)
-            steps, problem = self._parse_batch(value, problem, taken)
-            repaired = True
-        if problem:
-            raise _TurnFailedError(
-                "invalid_plan", f"no usable next batch after one repair round: {problem}"
-            )
+        _, steps, repaired = await self._request_plan(self._batch_messages(), "next batch", taken)
         if not steps:
             self._goal_reached = True
             self._note("PLAN", "next batch: none (goal reached)")
             return
         self._save(state.with_steps((*state.steps, *steps), plan_id=state.plan_id))
-        self._note(
-            "PLAN", json.dumps([_planned(s).to_json_dict() for s in steps], ensure_ascii=False)
-        )
-        yield PlanEvent(
-            goal=state.goal, steps=[_planned(step) for step in steps], repaired=repaired
-        )
-
-    def _parse_batch(
-        self, value: JsonValue, problem: str, taken: frozenset[str]
-    ) -> tuple[tuple[PlanStep, ...], str]:
-        if problem:
-            return (), problem
-        try:
-            _, steps = parse_plan(value, self.tools, self.config.max_steps, taken=taken, batch=True)
-        except PlanFormatError as error:
-            return (), error.problem
-        return steps, ""
+        yield self._plan_event(state.goal, steps, repaired)
 
     # -- tool_loop: one action per call --------------------------------------------------------
 
@@ -1149,10 +1137,10 @@ class PlannerTurn:
     async def _act_native(
         self, model: ChatModel, messages: list[ChatMessage]
     ) -> tuple[str, ActReply | None]:
+        tools = [self.tools.get(name) for name in self.tools.names()]
         specs = [
-            ToolSpec(name=name, description=tool.description, parameters=tool.json_schema())
-            for name in self.tools.names()
-            for tool in (self.tools.get(name),)
+            ToolSpec(name=tool.name, description=tool.description, parameters=tool.json_schema())
+            for tool in tools
         ]
         started = time.perf_counter()
         record = CallRecord(
