@@ -20,7 +20,7 @@ from .test_planner import CONTINUE, Env, env, of, step
 __all__ = ["env"]
 
 
-class GatedModel(ScriptedModel):
+class ParkingModel(ScriptedModel):
     """Parks the call of purpose *gate_on* (after *pieces* streamed pieces) until released."""
 
     def __init__(self, script: Any, gate_on: Purpose, pieces: int = 0) -> None:
@@ -45,7 +45,7 @@ class GatedModel(ScriptedModel):
             yield event
 
 
-async def run_and_cancel(turn: PlannerTurn, model: GatedModel) -> list[AgentEvent]:
+async def run_and_cancel(turn: PlannerTurn, model: ParkingModel) -> list[AgentEvent]:
     events: list[AgentEvent] = []
 
     async def consume() -> None:
@@ -60,7 +60,7 @@ async def run_and_cancel(turn: PlannerTurn, model: GatedModel) -> list[AgentEven
 
 
 def test_cancel_during_the_plan_call_ends_the_turn_cancelled(env: Env) -> None:
-    model = GatedModel({"plan": [{"goal": "g", "steps": [step("s", "respond")]}]}, "plan")
+    model = ParkingModel({"plan": [{"goal": "g", "steps": [step("s", "respond")]}]}, "plan")
     turn = PlannerTurn(
         key=env.turn("x", {}).key, text="list my traders", store=env.store,
         memory=env.memory, model=model, tools=env.tools,
@@ -94,7 +94,7 @@ def test_cancel_between_steps_keeps_finished_steps_and_skips_the_rest(env: Env) 
         ],
         "replan": [CONTINUE],
     }
-    model = GatedModel(script, "replan")  # parks the decision after s1
+    model = ParkingModel(script, "replan")  # parks the decision after s1
     turn = PlannerTurn(
         key=env.turn("x", {}).key, text="overview", store=env.store,
         memory=env.memory, model=model, tools=env.tools,
@@ -116,7 +116,7 @@ def test_cancel_during_the_answer_keeps_what_was_said(env: Env) -> None:
         "plan": [{"goal": "g", "steps": [step("r", "respond")]}],
         "respond": ["one two three four"],
     }
-    model = GatedModel(script, "respond", pieces=2)
+    model = ParkingModel(script, "respond", pieces=2)
     turn = PlannerTurn(
         key=env.turn("x", {}).key, text="count", store=env.store,
         memory=env.memory, model=model, tools=env.tools,
@@ -150,7 +150,7 @@ def test_tool_loop_cancel_stops_before_the_next_action(env: Env) -> None:
             {"action": "answer", "text": "done"},
         ]
     }
-    model = GatedModel(script_json, "act")
+    model = ParkingModel(script_json, "act")
     model.native_tools = False  # JSON actions go through stream(), where the gate is
     turn = PlannerTurn(
         key=env.turn("x", {}).key, text="traders?", store=env.store, memory=env.memory,
@@ -162,7 +162,7 @@ def test_tool_loop_cancel_stops_before_the_next_action(env: Env) -> None:
 
 
 def test_agent_cancel_reaches_a_running_planner_turn(data_dir: Path) -> None:
-    model = GatedModel({"plan": [{"goal": "g", "steps": [step("s", "respond")]}]}, "plan")
+    model = ParkingModel({"plan": [{"goal": "g", "steps": [step("s", "respond")]}]}, "plan")
 
     async def go() -> tuple[bool, bool, list[AgentEvent]]:
         agent = Agent.open("desk-001", data_dir=data_dir, model=model)
