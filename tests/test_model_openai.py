@@ -9,6 +9,12 @@ from typing import Any
 
 import pytest
 from agentkit.errors import ModelError, StructuredOutputError
+from agentkit.models._negotiation import (
+    SHAPE_MEMORY,
+    Endpoint,
+    ShapeMemory,
+    classify_failure,
+)
 from agentkit.models.base import (
     ChatMessage,
     Completion,
@@ -32,6 +38,14 @@ PERSON: JsonSchema = {
     "required": ["name", "age"],
     "additionalProperties": False,
 }
+
+
+@pytest.fixture(autouse=True)
+def fresh_shape_memory() -> Iterator[None]:
+    """Each test starts with no endpoint known, and leaves none behind for other files."""
+    SHAPE_MEMORY.clear()
+    yield
+    SHAPE_MEMORY.clear()
 
 
 @pytest.fixture
@@ -280,3 +294,221 @@ def test_retry_delay_honours_retry_after_with_a_cap() -> None:
     assert _retry_delay({"retry-after": "3600"}, 0, 0.5) == 30.0
     assert _retry_delay({}, 2, 0.5) == 2.0
     assert _retry_delay({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 1, 0.5) == 1.0
+
+
+# -- structured output: negotiating the request shape per endpoint ----------------------------
+
+# What llama-cpp-python 0.3.36's server answers a json_schema response_format with (observed): the
+# request validation error, caught by the server's route handler and sent as an HTTP 500.
+LLAMA_CPP_REFUSAL = Reply(
+    status=500,
+    body={
+        "error": {
+            "message": "1 validation error:\n  {'type': 'literal_error', "
+            "'loc': ('body', 'response_format', 'type'), "
+            "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+            "'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n"
+            '  File "llama_cpp/server/app.py", line 376, in create_chat_completion\n'
+            "    POST /v1/chat/completions",
+            "type": "internal_server_error",
+            "param": None,
+            "code": None,
+        }
+    },
+)
+OPENAI_STYLE_REFUSAL = Reply.error(
+    400, "Invalid parameter: 'response_format' of type 'json_schema' is not supported."
+)
+ADA = Reply.text('{"name": "Ada", "age": 36}')
+
+
+def shapes_sent(server: ScriptedOpenAIServer) -> list[str]:
+    """The response_format type of each request, "plain" for none."""
+    return [
+        request.body.get("response_format", {}).get("type", "plain") for request in server.requests
+    ]
+
+
+def test_an_accepted_json_schema_is_remembered_for_the_endpoint(
+    server: ScriptedOpenAIServer,
+) -> None:
+    server.enqueue(ADA, ADA)
+    assert complete(make_model(server.base_url), schema=PERSON).structured["name"] == "Ada"
+    model = make_model(server.base_url)
+    assert model.structured_shape == "json_schema"  # a new object knows it: process-wide
+    complete(model, schema=PERSON)
+    assert shapes_sent(server) == ["json_schema", "json_schema"]
+
+
+@pytest.mark.parametrize(
+    "refusal", [OPENAI_STYLE_REFUSAL, LLAMA_CPP_REFUSAL], ids=["http400", "http500-validation"]
+)
+def test_a_refused_json_schema_falls_back_to_json_object_with_the_schema(
+    server: ScriptedOpenAIServer, refusal: Reply
+) -> None:
+    server.enqueue(refusal, ADA)
+    result = complete(make_model(server.base_url, max_retries=3), schema=PERSON)
+
+    assert result.structured == {"name": "Ada", "age": 36}
+    assert shapes_sent(server) == ["json_schema", "json_object"]  # the refusal was not retried
+    assert server.requests[1].body["response_format"] == {"type": "json_object", "schema": PERSON}
+    body_without_format = {
+        k: v for k, v in server.requests[1].body.items() if k != "response_format"
+    }
+    assert body_without_format == {
+        k: v for k, v in server.requests[0].body.items() if k != "response_format"
+    }
+    assert SHAPE_MEMORY.recall(Endpoint.of(server.base_url, "test-model")) == "json_object"
+
+    # a new model object for the same endpoint starts with json_object: one request, not two
+    server.enqueue(ADA)
+    assert complete(make_model(server.base_url), schema=PERSON).structured["age"] == 36
+    assert shapes_sent(server) == ["json_schema", "json_object", "json_object"]
+
+
+def test_when_both_formats_are_refused_a_plain_request_is_validated(
+    server: ScriptedOpenAIServer,
+) -> None:
+    server.enqueue(
+        LLAMA_CPP_REFUSAL, Reply.error(422, "response_format: unknown key 'schema'"), ADA
+    )
+    result = complete(make_model(server.base_url), schema=PERSON)
+
+    assert result.structured == {"name": "Ada", "age": 36}
+    assert shapes_sent(server) == ["json_schema", "json_object", "plain"]
+    assert "response_format" not in server.requests[2].body
+    assert make_model(server.base_url).structured_shape == "plain"
+
+    server.enqueue(Reply.text("Ada is 36."))  # plain from the start now, and still validated
+    with pytest.raises(StructuredOutputError, match="not JSON") as caught:
+        complete(make_model(server.base_url), schema=PERSON)
+    assert isinstance(caught.value, ModelError)
+    assert caught.value.raw == "Ada is 36."
+    assert shapes_sent(server)[3:] == ["plain"]
+
+
+def test_a_request_refused_in_every_shape_is_one_clear_error(server: ScriptedOpenAIServer) -> None:
+    server.enqueue(
+        LLAMA_CPP_REFUSAL,
+        Reply.error(400, "json_object is not supported"),
+        Reply.error(400, "messages: too many system messages"),
+    )
+    with pytest.raises(ModelError) as caught:
+        complete(make_model(server.base_url), schema=PERSON)
+
+    message = str(caught.value)
+    assert message.startswith("openai:test-model: HTTP 400: messages: too many system messages")
+    assert "json_schema: HTTP 500: " in message and "Input should be 'text'" in message
+    assert "json_object: HTTP 400: json_object is not supported" in message
+    assert caught.value.status_code == 400
+    assert not caught.value.retryable
+    assert len(server.requests) == 3
+    assert make_model(server.base_url).structured_shape is None  # nothing worked: nothing kept
+
+
+def test_a_remembered_shape_that_is_refused_later_steps_down(
+    server: ScriptedOpenAIServer,
+) -> None:
+    SHAPE_MEMORY.remember(Endpoint.of(server.base_url, "test-model"), "json_object")
+    server.enqueue(Reply.error(400, "response_format is no longer supported"), ADA)
+    complete(make_model(server.base_url), schema=PERSON)
+    assert shapes_sent(server) == ["json_object", "plain"]  # never back up to json_schema
+    assert make_model(server.base_url).structured_shape == "plain"
+
+
+def test_endpoints_are_told_apart_by_base_url_and_model(server: ScriptedOpenAIServer) -> None:
+    SHAPE_MEMORY.remember(Endpoint.of(server.base_url + "/", "test-model"), "plain")
+    other = OpenAIModel("other-model", base_url=server.base_url, api_key=None)
+    assert make_model(server.base_url).structured_shape == "plain"  # trailing slash: same URL
+    assert other.structured_shape is None
+    server.enqueue(ADA)
+    complete(other, schema=PERSON)
+    assert shapes_sent(server) == ["json_schema"]
+
+
+def test_a_private_shape_memory_is_not_shared(server: ScriptedOpenAIServer) -> None:
+    own = ShapeMemory()
+    server.enqueue(LLAMA_CPP_REFUSAL, ADA)
+    complete(make_model(server.base_url, shapes=own), schema=PERSON)
+    assert own.recall(Endpoint.of(server.base_url, "test-model")) == "json_object"
+    assert make_model(server.base_url).structured_shape is None
+
+
+def test_a_500_saying_the_request_was_invalid_is_not_retried(
+    server: ScriptedOpenAIServer,
+) -> None:
+    server.enqueue(LLAMA_CPP_REFUSAL)
+    with pytest.raises(ModelError, match=r"(?s)HTTP 500: .*Input should be") as caught:
+        complete(make_model(server.base_url, max_retries=3))  # no schema: nothing to step down
+
+    assert caught.value.status_code == 500
+    assert not caught.value.retryable
+    assert len(server.requests) == 1
+
+
+def test_a_transient_503_is_still_retried_before_negotiating(
+    server: ScriptedOpenAIServer,
+) -> None:
+    server.enqueue(Reply.error(503, "loading model"), Reply.error(503, "loading model"), ADA)
+    result = complete(make_model(server.base_url, max_retries=3), schema=PERSON)
+
+    assert result.structured == {"name": "Ada", "age": 36}
+    assert shapes_sent(server) == ["json_schema"] * 3  # retried as is, not taken as a refusal
+    assert make_model(server.base_url).structured_shape == "json_schema"
+
+
+def test_a_503_that_outlasts_the_retries_keeps_nothing(server: ScriptedOpenAIServer) -> None:
+    server.enqueue(*[Reply.error(503, "invalid request: overloaded")] * 2)
+    with pytest.raises(ModelError, match="HTTP 503 after 2 attempts") as caught:
+        complete(make_model(server.base_url, max_retries=1), schema=PERSON)
+    assert caught.value.retryable
+    assert shapes_sent(server) == ["json_schema"] * 2
+    assert make_model(server.base_url).structured_shape is None
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (401, "Incorrect API key provided"),
+        (404, "The model `test-model` does not exist"),
+        (400, "This model's maximum context length is 4096 tokens."),
+    ],
+)
+def test_failures_no_request_shape_fixes_are_raised_at_once(
+    server: ScriptedOpenAIServer, status: int, message: str
+) -> None:
+    server.enqueue(Reply.error(status, message))
+    with pytest.raises(ModelError, match=f"HTTP {status}: ") as caught:
+        complete(make_model(server.base_url), schema=PERSON)
+    assert not caught.value.retryable
+    assert shapes_sent(server) == ["json_schema"]
+    assert make_model(server.base_url).structured_shape is None
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected"),
+    [
+        (
+            400,
+            '{"error": {"message": "Unrecognized request argument: response_format"}}',
+            "refused",
+        ),
+        (422, '{"detail": [{"msg": "Field required"}]}', "refused"),
+        (500, "1 validation error for CreateChatCompletionRequest", "refused"),
+        (500, '{"error": {"type": "invalid_request_error", "message": "no"}}', "refused"),
+        (501, "Not Implemented", "refused"),
+        (500, '{"error": {"message": "CUDA out of memory"}}', "transient"),
+        (500, "", "transient"),
+        (502, "Bad Gateway: invalid request from upstream", "transient"),
+        (503, "Input should be 'text'", "transient"),
+        (504, "", "transient"),
+        (429, "Rate limit reached", "transient"),
+        (401, "invalid api key", "failed"),
+        (403, "", "failed"),
+        (404, "", "failed"),
+        (408, "", "failed"),
+        (400, '{"error": {"code": "context_length_exceeded"}}', "failed"),
+    ],
+)
+def test_classify_failure(status: int, body: str, expected: str) -> None:
+    assert classify_failure(status, body) == expected

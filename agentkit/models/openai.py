@@ -11,14 +11,24 @@ OpenAI, Ollama, vLLM, llama.cpp's ``llama-server`` and LM Studio all accept
 The wire is a trust boundary: every chunk is parsed by the private pydantic records below, so a
 malformed chunk becomes a :class:`ModelError` saying what was wrong, never a ``KeyError``.
 Tool-call arguments arrive as string fragments keyed by ``index``; they are joined and parsed
-once the stream has ended. A JSON schema is sent as ``response_format`` ``json_schema``, but
-the reply is validated only by :meth:`ChatModel.complete`, whatever the server enforced.
+once the stream has ended.
 
-A 429 or 5xx answer is retried with exponential backoff (honouring ``Retry-After`` seconds,
-capped) only while no byte of a reply body has been streamed: after that the caller has seen
-deltas, and a retry would repeat them. Everything else -- other 4xx, exhausted retries,
-timeouts, refused connections, broken streams -- is raised as :class:`ModelError` with
-``status_code`` and ``retryable`` set.
+A JSON schema is negotiated per endpoint (base URL + model), because servers disagree on how to
+ask for it: ``response_format`` ``json_schema`` first; if the server refuses that request, the
+same call is sent with ``{"type": "json_object", "schema": …}`` (llama-cpp-python's server);
+if that is refused too, with no ``response_format`` at all. The first shape a server accepts is
+remembered process-wide (``_negotiation.SHAPE_MEMORY``), so later calls -- from any
+``OpenAIModel`` for that endpoint -- start there. Whatever was sent, the reply is validated only
+by :meth:`ChatModel.complete`.
+
+A refusal -- a 4xx, a 501, or a 5xx whose body says the request was invalid (llama-cpp-python
+answers an unknown ``response_format`` type with HTTP 500 and pydantic's "Input should be …")
+-- is never retried: the same request would be refused again. A 429 or another 5xx is retried
+with exponential backoff (honouring ``Retry-After`` seconds, capped) only while no byte of a
+reply body has been streamed: after that the caller has seen deltas, and a retry would repeat
+them. Everything else -- a refusal of the last shape, exhausted retries, timeouts, refused
+connections, broken streams -- is raised as :class:`ModelError` with ``status_code`` and
+``retryable`` set.
 """
 
 from __future__ import annotations
@@ -34,6 +44,14 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentkit.errors import ModelError
+from agentkit.models._negotiation import (
+    SHAPE_MEMORY,
+    Endpoint,
+    Shape,
+    ShapeMemory,
+    classify_failure,
+    response_format,
+)
 from agentkit.models.base import (
     ChatMessage,
     ChatModel,
@@ -67,10 +85,14 @@ class OpenAIModel(ChatModel):
         max_retries: int = 3,
         backoff: float = 0.5,
         transport: httpx.AsyncBaseTransport | None = None,
+        shapes: ShapeMemory | None = None,
     ) -> None:
         self.model = model
         self.spec = f"openai:{model}"
-        self.url = f"{base_url.rstrip('/')}/chat/completions"
+        self.endpoint = Endpoint.of(base_url, model)
+        self.url = f"{self.endpoint.base_url}/chat/completions"
+        #: which structured-output shape each endpoint took; shared process-wide by default
+        self.shapes = SHAPE_MEMORY if shapes is None else shapes
         self.max_retries = max_retries
         self.backoff = backoff
         headers = {"Accept": "text/event-stream"}
@@ -99,13 +121,38 @@ class OpenAIModel(ChatModel):
         schema: JsonSchema | None = None,
     ) -> AsyncIterator[ModelEvent]:
         body = self._body(messages)
-        if schema is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": purpose, "schema": schema, "strict": True},
-            }
-        async for event in self._stream(body):
+        if schema is None:
+            response = await self._open(body)
+        else:
+            response = await self._open_structured(body, purpose, schema)
+        async for event in self._read(response):
             yield event
+
+    @property
+    def structured_shape(self) -> Shape | None:
+        """How this endpoint takes a JSON schema, once a call has found out (else None)."""
+        return self.shapes.recall(self.endpoint)
+
+    async def _open_structured(
+        self, body: dict[str, Any], purpose: Purpose, schema: JsonSchema
+    ) -> httpx.Response:
+        """Open the call in the first shape the endpoint accepts, starting from the remembered
+        one; remember the shape that was accepted. A refusal of the last shape is raised,
+        naming the shapes refused before it."""
+        refusals: list[tuple[Shape, _Refusal]] = []
+        for shape in self.shapes.candidates(self.endpoint):
+            shaped = dict(body)
+            value = response_format(shape, purpose, schema)
+            if value is not None:
+                shaped["response_format"] = value
+            outcome = await self._send(shaped)
+            if isinstance(outcome, _Refusal):
+                refusals.append((shape, outcome))
+                continue
+            self.shapes.remember(self.endpoint, shape)
+            return outcome
+        (*earlier, (_, last)) = refusals
+        raise last.error(self.spec, earlier)
 
     native_tools = True
 
@@ -148,6 +195,10 @@ class OpenAIModel(ChatModel):
 
     async def _stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         response = await self._open(body)
+        async for event in self._read(response):
+            yield event
+
+    async def _read(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
         try:
             async for event in self._events(response):
                 yield event
@@ -160,7 +211,16 @@ class OpenAIModel(ChatModel):
         await self._client.aclose()
 
     async def _open(self, body: dict[str, Any]) -> httpx.Response:
-        """Send the request; retry 429 and 5xx (nothing streamed yet); raise other failures."""
+        """Send the request and return the response, ready to stream; raise any failure."""
+        outcome = await self._send(body)
+        if isinstance(outcome, _Refusal):
+            raise outcome.error(self.spec)
+        return outcome
+
+    async def _send(self, body: dict[str, Any]) -> httpx.Response | _Refusal:
+        """Send the request; retry transient faults (nothing streamed yet). A refusal of the
+        request is returned (another shape may pass, the same one would not); other failures
+        raise :class:`ModelError`."""
         attempt = 0
         while True:
             request = self._client.build_request("POST", self.url, json=body)
@@ -175,15 +235,19 @@ class OpenAIModel(ChatModel):
             except httpx.TransportError as error:
                 raise self._transport_error(error, f"cannot POST {self.url}") from error
             status = response.status_code
-            retryable = status == 429 or status >= 500
+            failure = classify_failure(status, response.text)
+            retryable = failure == "transient"
             if retryable and attempt < self.max_retries:
                 await asyncio.sleep(_retry_delay(response.headers, attempt, self.backoff))
                 attempt += 1
                 continue
             tries = f" after {attempt + 1} attempts" if attempt else ""
+            message = _server_message(response)
+            if failure == "refused":
+                return _Refusal(status, message)
             raise ModelError(
                 self.spec,
-                f"HTTP {status}{tries}: {_server_message(response)}",
+                f"HTTP {status}{tries}: {message}",
                 status_code=status,
                 retryable=retryable,
             )
@@ -257,6 +321,25 @@ class OpenAIModel(ChatModel):
             return ModelError(self.spec, f"timed out ({kind}) {doing}", retryable=True)
         transient = isinstance(error, httpx.NetworkError | httpx.RemoteProtocolError)
         return ModelError(self.spec, f"{doing}: {error}", retryable=transient)
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    """The server refused the request itself: a 4xx, or a 5xx that says the request was
+    invalid. Never retried; the structured-output negotiation tries the next shape."""
+
+    status: int
+    message: str
+
+    def error(self, backend: str, earlier: Sequence[tuple[Shape, _Refusal]] = ()) -> ModelError:
+        text = f"HTTP {self.status}: {self.message}"
+        if earlier:
+            shapes = "; ".join(
+                f"{shape}: HTTP {refusal.status}: {refusal.message[:_SNIPPET]}"
+                for shape, refusal in earlier
+            )
+            text += f" (refused before, in other shapes: {shapes})"
+        return ModelError(backend, text, status_code=self.status, retryable=False)
 
 
 @dataclass
