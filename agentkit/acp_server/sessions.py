@@ -1,0 +1,281 @@
+"""The ACP agent side: sessions are agentkit conversations (the session id *is* the
+conversation id), served through the public :class:`~agentkit.agent.Agent` API.
+
+* ``initialize`` advertises what is implemented: ``loadSession``, ``session/list``, embedded
+  text context in prompts; no authentication, no MCP transports beyond the baseline.
+* ``session/new`` reserves a fresh ``conv-…`` id; the conversation is created by its first
+  prompt (titled after it), so sessions an editor opens and never uses leave nothing behind.
+* ``session/load`` replays a stored conversation as message chunks; the next prompt builds
+  its context from history (scenario C) unless the session is still live in this process.
+* ``session/list`` pages through the agent's conversations, most recent first.
+* ``session/prompt`` runs a :class:`~agentkit.acp_server.turns.PromptTurn`; one prompt per
+  session at a time, and a conversation busy in another process is refused before anything
+  is written (:mod:`agentkit.acp_server.errors`).
+* ``session/cancel`` cancels the session's running prompt.
+
+Every handler re-checks its arguments: the library spreads ``_meta`` keys over the validated
+parameters, so a ``sessionId`` may arrive as any JSON value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from dataclasses import dataclass
+from typing import Final
+
+import acp
+from acp.interfaces import Client
+from acp.schema import (
+    AgentCapabilities,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+    SessionCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
+)
+
+from agentkit.acp_server.errors import BUSY, request_error, session_not_found
+from agentkit.acp_server.turns import PromptTurn
+from agentkit.acp_server.updates import history_updates, prompt_text, usage_of
+from agentkit.agent import MAX_MESSAGE_LENGTH, Agent
+from agentkit.errors import UsageError
+from agentkit.ids import check_id, new_conversation_id
+from agentkit.store import ConversationKey
+from agentkit.types import format_timestamp
+
+__all__ = ["AcpAgentServer"]
+
+log = logging.getLogger("agentkit.acp")
+
+PAGE_SIZE: Final = 50
+#: seconds running turns get to stop after the client left, before they are cancelled hard
+SHUTDOWN_GRACE: Final = 20.0
+MAX_TITLE: Final = 60
+
+
+@dataclass
+class _Session:
+    session_id: str
+    cwd: str
+    created: bool
+    prompt: PromptTurn | None = None
+
+
+def _text_arg(value: object, name: str) -> str:
+    if not isinstance(value, str):
+        raise acp.RequestError.invalid_params({"message": f"{name} must be a string"})
+    return value
+
+
+def _absolute(value: object) -> str:
+    cwd = _text_arg(value, "cwd")
+    if not os.path.isabs(cwd):
+        raise acp.RequestError.invalid_params({"message": "cwd must be an absolute path"})
+    return cwd
+
+
+class AcpAgentServer:
+    """One agent served to one ACP client (one ``agentkit acp`` process)."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self._client: Client | None = None
+        self._sessions: dict[str, _Session] = {}
+
+    def on_connect(self, conn: Client) -> None:
+        self._client = conn
+
+    @property
+    def client(self) -> Client:
+        assert self._client is not None, "on_connect has not run"
+        return self._client
+
+    # -- handshake -------------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: object = None,
+        client_info: object = None,
+        **_meta: object,
+    ) -> InitializeResponse:
+        from agentkit import __version__
+
+        if protocol_version != acp.PROTOCOL_VERSION:
+            log.info(
+                "client speaks ACP %s; answering with %s", protocol_version, acp.PROTOCOL_VERSION
+            )
+        return InitializeResponse(
+            protocol_version=acp.PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(embedded_context=True),
+                mcp_capabilities=McpCapabilities(),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+            ),
+            auth_methods=[],
+            agent_info=Implementation(
+                name=f"agentkit:{self.agent.id}",
+                title=f"{self.agent.folder.name} (agentkit)",
+                version=__version__,
+            ),
+        )
+
+    # -- sessions --------------------------------------------------------------------------
+
+    async def new_session(
+        self,
+        cwd: object,
+        additional_directories: object = None,
+        mcp_servers: object = None,
+        **_meta: object,
+    ) -> NewSessionResponse:
+        session = _Session(new_conversation_id(), _absolute(cwd), created=False)
+        self._sessions[session.session_id] = session
+        if mcp_servers:
+            log.info("session %s: MCP servers from the client are not used", session.session_id)
+        log.info("new session %s", session.session_id)
+        return NewSessionResponse(session_id=session.session_id)
+
+    async def load_session(
+        self,
+        cwd: object,
+        session_id: object,
+        mcp_servers: object = None,
+        additional_directories: object = None,
+        **_meta: object,
+    ) -> LoadSessionResponse:
+        directory = _absolute(cwd)
+        sid = self._session_id(session_id)
+        known = self._sessions.get(sid)
+        if known is not None and not known.created:
+            return LoadSessionResponse()  # reserved here, never prompted: nothing to replay
+        if not self.agent.store.exists(ConversationKey(self.agent.id, sid)):
+            raise session_not_found(sid)
+        messages = await asyncio.to_thread(self.agent.load_conversation_history, sid)
+        for update in history_updates(messages):
+            await self.client.session_update(session_id=sid, update=update)
+        if known is None:
+            self._sessions[sid] = _Session(sid, directory, created=True)
+        log.info("loaded session %s (%d messages replayed)", sid, len(messages))
+        return LoadSessionResponse()
+
+    async def list_sessions(
+        self, cwd: object = None, cursor: object = None, **_meta: object
+    ) -> ListSessionsResponse:
+        directory = _absolute(cwd) if cwd is not None else str(self.agent.folder.path)
+        start = 0
+        if cursor is not None:
+            text = _text_arg(cursor, "cursor")
+            if not text.isdigit() or len(text) > 9:
+                raise acp.RequestError.invalid_params({"message": "unknown cursor"})
+            start = int(text)
+        metas = self.agent.list_conversations()
+        page = metas[start : start + PAGE_SIZE]
+        more = start + PAGE_SIZE < len(metas)
+        return ListSessionsResponse(
+            sessions=[
+                SessionInfo(
+                    session_id=meta.conversation_id,
+                    cwd=directory,
+                    title=meta.title,
+                    updated_at=format_timestamp(meta.updated_at),
+                )
+                for meta in page
+            ],
+            next_cursor=str(start + PAGE_SIZE) if more else None,
+        )
+
+    def _session_id(self, value: object) -> str:
+        try:
+            return check_id(_text_arg(value, "sessionId"), "conversation")
+        except UsageError as error:
+            raise request_error(error) from None
+
+    def _session(self, value: object) -> _Session:
+        sid = self._session_id(value)
+        session = self._sessions.get(sid)
+        if session is None:
+            raise session_not_found(sid)
+        return session
+
+    # -- prompts ---------------------------------------------------------------------------
+
+    async def prompt(self, session_id: object, prompt: object, **_meta: object) -> PromptResponse:
+        session = self._session(session_id)
+        if session.prompt is not None:
+            raise acp.RequestError(
+                BUSY,
+                "Conversation busy",
+                {
+                    "code": "prompt_in_progress",
+                    "message": "this session is already running a prompt; wait for its "
+                    "response or send session/cancel",
+                },
+            )
+        try:
+            text = prompt_text(prompt).strip()
+            if not text:
+                raise UsageError("a prompt needs some text")
+            if len(text) > MAX_MESSAGE_LENGTH:
+                raise UsageError(f"a prompt has at most {MAX_MESSAGE_LENGTH} characters")
+            _ = self.agent.model  # a model spec that cannot work fails before anything is written
+            self._create(session, text)
+            turn = PromptTurn(self.agent, self.client, session.session_id, text)
+            session.prompt = turn
+            await turn.start()
+        except Exception as error:
+            session.prompt = None
+            raise request_error(error) from None
+        assert turn.task is not None
+        try:
+            stop = await asyncio.shield(turn.task)
+        finally:
+            if turn.task.done():
+                session.prompt = None
+        meta = self.agent.store.meta(ConversationKey(self.agent.id, session.session_id))
+        return PromptResponse(stop_reason=stop, usage=usage_of(meta.stats), field_meta=turn.meta())
+
+    def _create(self, session: _Session, text: str) -> None:
+        if session.created:
+            return
+        title = " ".join(text.split())[:MAX_TITLE] or "ACP session"
+        self.agent.store.create(ConversationKey(self.agent.id, session.session_id), title)
+        session.created = True
+
+    async def cancel(self, session_id: object, **_meta: object) -> None:
+        try:
+            session = self._session(session_id)
+        except acp.RequestError:
+            log.info("cancel for an unknown session ignored")
+            return
+        if session.prompt is not None:
+            log.info("cancelling the prompt of %s", session.session_id)
+            await session.prompt.cancel()
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    async def shutdown(self, grace: float = SHUTDOWN_GRACE) -> None:
+        """The client left: stop running prompts (cooperatively, then hard), close the
+        agent's sessions and their processes."""
+        running = [s.prompt for s in self._sessions.values() if s.prompt is not None]
+        for turn in running:
+            await turn.cancel()
+        tasks = [turn.task for turn in running if turn.task is not None]
+        if tasks:
+            _done, late = await asyncio.wait(tasks, timeout=grace)
+            for task in late:
+                task.cancel()
+            for task in late:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await self.agent.aclose()
