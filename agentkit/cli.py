@@ -476,6 +476,29 @@ def serve_command(
         )
 
 
+@app.command("acp")
+def acp_command(
+    ctx: typer.Context,
+    agent_id: AgentArg,
+    model: ModelOption = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir", help="Data root (overrides the global --data-dir).", file_okay=False
+        ),
+    ] = None,
+) -> None:
+    """Serve the agent over the Agent Client Protocol on stdio (Zed, JetBrains, marimo, jupyter-ai).
+
+    Only protocol messages go to stdout; logs go to stderr. Runs until the client closes stdin.
+    """
+    from agentkit.acp_server import serve_stdio  # the ACP edge loads only for this command
+
+    with _clean_errors():
+        root = resolve_data_dir(data_dir) if data_dir is not None else _data_dir(ctx)
+        serve_stdio(agent_id, data_dir=root, model=model)
+
+
 @app.command("eval")
 def eval_command(
     ctx: typer.Context,
