@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -30,8 +29,6 @@ from agentkit.models._negotiation import SHAPE_MEMORY, Endpoint, classify_failur
 from agentkit.models.base import ChatMessage, Completion, JsonSchema, TextDelta
 from agentkit.models.llama import default_gguf_path
 from agentkit.models.openai import OpenAIModel
-
-from .conftest import SAMPLE_AGENTS
 
 STARTUP_TIMEOUT = 180.0  # seconds to load the model on a busy two-core machine
 MODEL_ALIAS = "smollm2"
@@ -175,16 +172,10 @@ def test_a_structured_call_is_negotiated_and_validated(llama_server: LlamaServer
 
 
 def test_a_desk_planner_turn_never_fails_on_the_transport(
-    llama_server: LlamaServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    llama_server: LlamaServer, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """desk-001 over the server: a validated plan, or a clear planner error about what the
     small model wrote -- never an HTTP failure, and no call refused in any shape."""
-    data_dir = tmp_path / "data"
-    shutil.copytree(
-        SAMPLE_AGENTS / "desk-001",
-        data_dir / "agents" / "desk-001",
-        ignore=shutil.ignore_patterns("conversations", ".*.lock"),
-    )
     config_path = data_dir / "agents" / "desk-001" / "config.json"
     config = json.loads(config_path.read_text())
     # like desk-local-001: a small local model on two shared cores needs longer stages, and
@@ -216,5 +207,5 @@ def test_a_desk_planner_turn_never_fails_on_the_transport(
     for record in records:
         problem = record.get("error") or ""
         assert "HTTP " not in problem and "cannot POST" not in problem, record
-    assert plan_calls[0]["raw"].strip()  # the model answered the plan call
+    assert any(record["raw"].strip() for record in plan_calls)  # the model answered
     assert SHAPE_MEMORY.recall(Endpoint.of(llama_server.base_url, MODEL_ALIAS)) == "json_object"
