@@ -1,44 +1,43 @@
 """``Agent``: an agent folder plus its conversations (seed 16.4, in Python names).
 
-The Agent wires collaborators together; it does not store or render anything itself. The store
-is injected (``Agent.open(..., store=InMemoryConversationStore())`` in tests), and the data root
-is an argument, so several agents and data roots can live in one process.
+The Agent wires collaborators together; it does not store or render anything itself. It builds
+the agent's :class:`~agentkit.engine.AgentRuntime` once (store, session pool and running turns,
+memory, traces, tools, model), admits each turn (one per conversation, across processes) and
+hands it to the engine its config names (:data:`ENGINES`). The store is injected
+(``Agent.open(..., store=InMemoryConversationStore())`` in tests), and the data root is an
+argument, so several agents and data roots can live in one process.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from agentkit._loop import BackgroundLoop
-from agentkit.chat import ChatTurn
+from agentkit.chat import ChatEngine
 from agentkit.config import AgentConfig
+from agentkit.engine import AgentRuntime, Engine
 from agentkit.errors import ConversationNotFoundError, UsageError
 from agentkit.events import AgentEvent, ResultEvent, SessionEvent
 from agentkit.ids import check_id, new_conversation_id
+from agentkit.loop import BackgroundLoop
 from agentkit.memory import ExecutionState, MemoryRepository, TaskState, Versioned
 from agentkit.models.base import ChatModel, SessionBackend
-from agentkit.models.spec import create_model, resolve_model_spec
-from agentkit.planning import PlannerTurn, planner_turn_events
-from agentkit.planning.runtime import CONFIG_DB
+from agentkit.planning import PlannerEngine
 from agentkit.sessions import SessionPool
-from agentkit.store import (
-    ConfigStore,
-    ConversationKey,
-    ConversationStore,
-    FileConversationStore,
-    SqliteConfigStore,
-)
+from agentkit.store import ConfigStore, ConversationKey, ConversationStore, FileConversationStore
+from agentkit.tools import ToolRegistry
 from agentkit.types import Conversation, ConversationMeta, Message
 from agentkit.workspace import AgentFolder, resolve_data_dir
 
-__all__ = ["Agent", "TurnResult"]
+__all__ = ["ENGINES", "Agent", "TurnResult"]
 
 DEFAULT_TITLE = "New conversation"
 MAX_TITLE_LENGTH = 200
 MAX_MESSAGE_LENGTH = 32_000
+#: the engines by the name an agent's ``config.json`` gives (``engine``)
+ENGINES: Mapping[str, Engine] = {"chat": ChatEngine(), "planner": PlannerEngine()}
 
 
 @dataclass
@@ -82,12 +81,10 @@ class Agent:
     ) -> None:
         self.folder = folder
         self.store = store
-        self.pool = pool if pool is not None else SessionPool()
-        self._config_store = config_store
-        self._planner_turns: dict[str, PlannerTurn] = {}
-        self._owned_config_store: SqliteConfigStore | None = None
-        self._model_choice = model
-        self._model: ChatModel | SessionBackend | None = None
+        self.runtime = AgentRuntime(
+            folder, store, model=model, pool=pool, config_store=config_store
+        )
+        self.pool = self.runtime.pool
         self._loop: BackgroundLoop | None = None
 
     @classmethod
@@ -129,14 +126,16 @@ class Agent:
 
         Created on first use, so opening an agent never loads model weights.
         """
-        if self._model is None:
-            choice = self._model_choice
-            if isinstance(choice, ChatModel | SessionBackend):
-                self._model = choice
-            else:
-                spec = resolve_model_spec(choice, self.config.model)
-                self._model = create_model(spec, base_dir=self.folder.path)
-        return self._model
+        return self.runtime.model
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The agent's tools (built on first use, once)."""
+        return self.runtime.tools
+
+    def trace_dir(self, conversation_id: str) -> Path | None:
+        """Where each turn's ``calls.jsonl`` of the conversation is (None: no files kept)."""
+        return self.runtime.traces(self._key(check_id(conversation_id, "conversation")))
 
     def _key(self, conversation_id: str) -> ConversationKey:
         return ConversationKey(self.id, conversation_id)
@@ -185,10 +184,7 @@ class Agent:
     @property
     def memory(self) -> MemoryRepository:
         """The planner's memory records, in the given config store or ``agentkit.db``."""
-        if self._config_store is None:
-            owned = SqliteConfigStore(self.folder.path.parent.parent / CONFIG_DB)
-            self._config_store = self._owned_config_store = owned
-        return MemoryRepository(self._config_store)
+        return self.runtime.memory
 
     def _existing(self, conversation_id: str) -> str:
         if not self.store.exists(self._key(conversation_id)):
@@ -231,63 +227,32 @@ class Agent:
             raise UsageError("a message needs some text")
         if len(text) > MAX_MESSAGE_LENGTH:
             raise UsageError(f"a message has at most {MAX_MESSAGE_LENGTH} characters")
-        model = self.model
+        _model = self.runtime.model  # made now: a bad model spec fails before anything is written
+        engine = ENGINES[self.config.engine]
         if conversation_id is None:
             conversation_id = self.create_conversation(text[:60]).conversation_id
         key = self._key(conversation_id)
         if not self.store.exists(key):
             raise ConversationNotFoundError(self.id, conversation_id)
-        async with self.pool.turn(self.id, conversation_id):
-            with self.store.hold(key, timeout=0):
-                if self.config.engine == "planner":
-                    async for event in planner_turn_events(
-                        folder=self.folder,
-                        key=key,
-                        text=text,
-                        store=self.store,
-                        model=model,
-                        system_prompt=self.system_prompt(),
-                        config_store=self._config_store,
-                        running=self._planner_turns,
-                    ):
-                        yield event
-                    return
-                turn = ChatTurn(
-                    key=key,
-                    text=text,
-                    store=self.store,
-                    pool=self.pool,
-                    model=model,
-                    system_prompt=self.system_prompt(),
-                    workdir=self.folder.path / "workspace",
-                    max_messages=2 * self.config.max_turns,
-                )
-                async for event in turn.run():
-                    yield event
+        lock = self.store.hold(key, timeout=0)  # another process's turn: busy at once
+        async with self.pool.turn(self.id, conversation_id, lock):
+            async for event in engine.run_turn(self.runtime, key, text):
+                yield event
 
     async def cancel(self, conversation_id: str) -> bool:
         """Ask the running turn of a conversation to stop; False when none is running.
 
         A chat turn stops its session's reply; a planner turn stops at its next safe point
         (an in-flight model call is interrupted; a running tool finishes first)."""
-        planner_turn = self._planner_turns.get(check_id(conversation_id, "conversation"))
-        if planner_turn is not None:
-            planner_turn.cancel()
-            return True
-        entry = await self.pool.get(self.id, conversation_id)
-        if entry is None:
+        running = self.pool.turns.running(self.id, check_id(conversation_id, "conversation"))
+        if running is None:
             return False
-        await entry.session.cancel()
+        await running.cancel()
         return True
 
     async def aclose(self) -> None:
-        """Close every live session (and its process) and the model."""
-        await self.pool.close_all()
-        if isinstance(self._model, ChatModel):
-            await self._model.aclose()
-        if self._owned_config_store is not None:
-            self._owned_config_store.close()
-            self._config_store = self._owned_config_store = None
+        """Close every live session (and its process), the model, the tools and memory."""
+        await self.runtime.aclose()
 
     # -- synchronous helpers (scripts, notebooks) -------------------------------------------
 
@@ -320,6 +285,7 @@ class Agent:
             self._loop.run(self.aclose())
             self._loop.close()
             self._loop = None
+        self.runtime.close_resources()
 
     def __enter__(self) -> Agent:
         return self

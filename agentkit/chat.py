@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from agentkit.errors import ModelError
 from agentkit.events import (
@@ -51,7 +51,10 @@ from agentkit.sessions.context import HISTORY_LIMIT
 from agentkit.store import ConversationKey, ConversationStore
 from agentkit.types import ConversationStatus, Message, ToolCallRecord, Usage
 
-__all__ = ["ChatTurn"]
+if TYPE_CHECKING:
+    from agentkit.engine import AgentRuntime
+
+__all__ = ["ChatEngine", "ChatTurn"]
 
 TurnStatus = Literal["completed", "failed", "cancelled"]
 
@@ -159,6 +162,7 @@ class ChatTurn:
                     yield event
                 return
         session = entry.session
+        await self._stop_with(session)
         prompt, injected, summarised = self._prompt(scenario, session, history)
         note = f"scenario {scenario}: {injected}"
         self.store.annotate(self.key, self._message_id, "SESSION", note)
@@ -201,6 +205,12 @@ class ChatTurn:
         self._persist_reply(reply, reply.final.usage, "idle" if cancelled else "completed")
         yield self._result("cancelled" if cancelled else "completed", reply.text, reply.final.usage)
 
+    async def _stop_with(self, session: SessionModel) -> None:
+        """A cancel of this turn (``Agent.cancel``) stops the session's reply."""
+        running = self.pool.turns.running(self.key.agent_id, self.key.conversation_id)
+        if running is not None:
+            await running.on_cancel(session.cancel)
+
     def _prompt(
         self, scenario: Scenario, session: SessionModel, history: list[Message]
     ) -> tuple[str, str, int]:
@@ -237,3 +247,24 @@ class ChatTurn:
         self.store.annotate(self.key, self._message_id, "ERROR", note)
         self.store.set_status(self.key, "failed")
         yield self._result("failed", partial, Usage())
+
+
+class ChatEngine:
+    """Engine ``chat`` (:class:`agentkit.engine.Engine`): the conversation goes to the agent's
+    model as a session from the pool, with the seed's three context scenarios."""
+
+    async def run_turn(
+        self, runtime: AgentRuntime, key: ConversationKey, text: str
+    ) -> AsyncIterator[AgentEvent]:
+        turn = ChatTurn(
+            key=key,
+            text=text,
+            store=runtime.store,
+            pool=runtime.pool,
+            model=runtime.model,
+            system_prompt=runtime.system_prompt(),
+            workdir=runtime.folder.files.workspace,
+            max_messages=2 * runtime.config.max_turns,
+        )
+        async for event in turn.run():
+            yield event

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from agentkit.config import AgentConfig, load_agent_config
 from agentkit.errors import AgentNotFoundError
-from agentkit.ids import check_id, is_valid_id
+from agentkit.ids import is_valid_id
+from agentkit.layout import AgentPaths, DataLayout
 
 __all__ = [
     "AGENT_SUBDIRS",
@@ -53,13 +54,13 @@ def resolve_data_dir(data_dir: Path | str | None = None) -> Path:
 
 def list_agent_ids(data_dir: Path) -> list[str]:
     """Ids of the agent folders under *data_dir* (folders with a valid id and a config.json)."""
-    agents = data_dir / "agents"
+    agents = DataLayout(data_dir).agents_dir
     if not agents.is_dir():
         return []
     return sorted(
         entry.name
         for entry in agents.iterdir()
-        if is_valid_id(entry.name) and (entry / "config.json").is_file()
+        if is_valid_id(entry.name) and AgentPaths(entry).config.is_file()
     )
 
 
@@ -73,11 +74,15 @@ class AgentFolder:
 
     @classmethod
     def load(cls, data_dir: Path, agent_id: str) -> AgentFolder:
-        check_id(agent_id, "agent")
-        path = data_dir / "agents" / agent_id
-        if not (path / "config.json").is_file():
+        files = DataLayout(data_dir).agent(agent_id)
+        if not files.config.is_file():
             raise AgentNotFoundError(agent_id)
-        return cls(agent_id, path, load_agent_config(path / "config.json"))
+        return cls(agent_id, files.dir, load_agent_config(files.config))
+
+    @property
+    def files(self) -> AgentPaths:
+        """Where the folder's parts are (prompt overrides, workspace, conversations)."""
+        return AgentPaths(self.path)
 
     @property
     def name(self) -> str:

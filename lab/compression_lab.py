@@ -1,7 +1,7 @@
 """``CompressionLab``: sweep the compression thresholds N / T / K and see what survives.
 
 A thin view: the sweep is :func:`agentkit.memory.sweep.sweep_compression`, the parsing and the
-rendering are the plain functions of :mod:`lab._sweep_view`. The lab never writes anything: it
+rendering are the plain functions of :mod:`lab.sweep_view`. The lab never writes anything: it
 reads a scenario file or a stored conversation and shows what compression *would* do.
 Sweeps run on a private background event loop, so the lab works inside Jupyter's own loop and
 a model's state stays on one loop across sweeps.
@@ -17,12 +17,12 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 from agentkit import Agent, ChatModel, create_model
-from agentkit._loop import BackgroundLoop
 from agentkit.errors import AgentkitError, ConversationNotFoundError, UsageError
+from agentkit.loop import BackgroundLoop
 from agentkit.memory.sweep import SweepRow, ThresholdGrid, sweep_compression
 from agentkit.workspace import resolve_data_dir
 
-from lab._sweep_view import (
+from lab.sweep_view import (
     SweepSource,
     conversation_source,
     figure_png,

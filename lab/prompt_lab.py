@@ -4,7 +4,7 @@ A thin view over :mod:`agentkit.planning.replay`: the trace is the turn's ``call
 replay re-renders each call's prompt from the values recovered from the recording (see that
 module for when exact re-rendering is impossible and what happens then), and saving writes the
 agent's ``prompts/{name}.md`` override atomically. Replaying writes nothing; only the Save
-button does. The tables are built by :mod:`lab._prompt_view`.
+button does. The tables are built by :mod:`lab.prompt_view`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 from agentkit import Agent, ChatModel, create_model
-from agentkit._loop import BackgroundLoop
 from agentkit.errors import AgentkitError, UsageError
 from agentkit.ids import check_id
+from agentkit.loop import BackgroundLoop
+from agentkit.planning import STAGE_TIMEOUTS
 from agentkit.planning.prompts import PROMPT_NAMES, load_prompt
 from agentkit.planning.replay import (
     REPLAYED_PURPOSES,
@@ -29,11 +30,9 @@ from agentkit.planning.replay import (
     replay_turn,
     save_prompt_override,
 )
-from agentkit.planning.runtime import STAGE_TIMEOUTS
-from agentkit.tools import agent_tools
 from pydantic import JsonValue
 
-from lab._prompt_view import (
+from lab.prompt_view import (
     calls_frame,
     messages_text,
     plans_side_by_side,
@@ -195,19 +194,18 @@ class PromptLab:
         timeouts = {purpose: seconds * scale for purpose, seconds in STAGE_TIMEOUTS.items()}
         if self._loop is None:
             self._loop = BackgroundLoop()
-        with agent_tools(self.agent.folder) as tools:
-            self.replayed = self._loop.run(
-                replay_turn(
-                    self.records,
-                    model,
-                    templates={name: text},
-                    agent_dir=self.agent.folder.path,
-                    purposes=self.purposes,
-                    tools=tools,
-                    max_steps=self.agent.config.planner.max_steps,
-                    timeouts=timeouts,
-                )
+        self.replayed = self._loop.run(
+            replay_turn(
+                self.records,
+                model,
+                templates={name: text},
+                agent_dir=self.agent.folder.path,
+                purposes=self.purposes,
+                tools=self.agent.tools,
+                max_steps=self.agent.config.planner.max_steps,
+                timeouts=timeouts,
             )
+        )
         has_plan = any(call.purpose == "plan" for call in self.replayed)
         self.plans = (
             plans_side_by_side(self.old_plan, self.new_plan) if has_plan else pd.DataFrame()

@@ -25,7 +25,7 @@ from agentkit.memory.sweep import (
 )
 from agentkit.memory.tokens import estimate_messages, estimate_tokens
 from lab import CompressionLab
-from lab._sweep_view import (
+from lab.sweep_view import (
     conversation_source,
     parse_grid,
     parse_values,

@@ -22,7 +22,7 @@ from agentkit.planning.replay import (
 )
 from agentkit.tools import agent_tools
 from lab import PromptLab
-from lab._prompt_view import calls_frame, messages_text, plan_lines, plans_side_by_side
+from lab.prompt_view import calls_frame, messages_text, plan_lines, plans_side_by_side
 
 RECORDED_PLAN = {
     "goal": "show the user's traders",

@@ -27,7 +27,7 @@ from agentkit.api.security import (
     GuardPolicy,
     RequestGuard,
 )
-from agentkit.api.turns import TurnRegistry
+from agentkit.api.turns import TurnTasks
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.workspace import resolve_data_dir
 
@@ -67,7 +67,7 @@ def create_app(
         max_json_depth=max_json_depth,
     )
     served = ServedAgents(resolve_data_dir(data_dir), model)
-    turns = TurnRegistry()
+    turns = TurnTasks()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -33,7 +33,7 @@ from agentkit.api.schemas import (
     Deleted,
     Health,
 )
-from agentkit.api.turns import RunningTurn, TurnRegistry
+from agentkit.api.turns import TurnTask, TurnTasks
 from agentkit.errors import AgentkitError, ConversationBusyError, ConversationNotFoundError
 from agentkit.events import AgentEvent, SessionEvent
 from agentkit.store import ConversationKey
@@ -115,14 +115,14 @@ def served_agents(request: Request) -> ServedAgents:
     return served
 
 
-def turn_registry(request: Request) -> TurnRegistry:
+def turn_tasks(request: Request) -> TurnTasks:
     turns = request.app.state.turns
-    assert isinstance(turns, TurnRegistry)
+    assert isinstance(turns, TurnTasks)
     return turns
 
 
 Served = Annotated[ServedAgents, Depends(served_agents)]
-Turns = Annotated[TurnRegistry, Depends(turn_registry)]
+Turns = Annotated[TurnTasks, Depends(turn_tasks)]
 AgentId = Annotated[
     str,
     Path(
@@ -149,9 +149,10 @@ ConversationId = Annotated[
 @router.get(
     "/health", operation_id="health", response_model=Health, responses=_responses(guarded=False)
 )
-async def health(served: Served, turns: Turns) -> Health:
+async def health(served: Served) -> Health:
     """Liveness (no token needed; the Host check still applies)."""
-    return Health(version=agentkit.__version__, agents=len(served.ids()), running_turns=len(turns))
+    running = len(served.pool.turns)
+    return Health(version=agentkit.__version__, agents=len(served.ids()), running_turns=running)
 
 
 @router.get(
@@ -260,11 +261,11 @@ async def get_conversation(
     responses=_responses(404, 409, 422, 500),
 )
 async def delete_conversation(
-    agent_id: AgentId, conversation_id: ConversationId, served: Served, turns: Turns
+    agent_id: AgentId, conversation_id: ConversationId, served: Served
 ) -> Deleted:
     """Delete a conversation and its folder; refused while it is mid-turn."""
     agent = await served.get(agent_id)
-    if turns.running(agent.id, conversation_id) is not None:
+    if served.pool.turns.is_running(agent.id, conversation_id):
         raise ConversationBusyError(agent.id, conversation_id, 0.0)
     # In a worker thread: another process may hold the conversation (bounded wait there).
     await asyncio.to_thread(agent.delete_conversation, conversation_id)
@@ -279,14 +280,14 @@ async def delete_conversation(
     responses=_responses(404, 422, 500),
 )
 async def cancel_turn(
-    agent_id: AgentId, conversation_id: ConversationId, served: Served, turns: Turns
+    agent_id: AgentId, conversation_id: ConversationId, served: Served
 ) -> CancelResult:
     """Ask the conversation's running turn to stop; its partial reply is kept."""
     agent = await served.get(agent_id)
     if not agent.store.exists(ConversationKey(agent.id, conversation_id)):
         raise ConversationNotFoundError(agent.id, conversation_id)
     result = {"agent_id": agent.id, "conversation_id": conversation_id}
-    if turns.running(agent.id, conversation_id) is None:
+    if not served.pool.turns.is_running(agent.id, conversation_id):
         return CancelResult(
             **result, cancelled=False, message="no turn is running in this conversation"
         )
@@ -330,7 +331,7 @@ async def chat(agent_id: AgentId, body: ChatRequest, served: Served, turns: Turn
     """Send a message and stream the turn; it is admitted or refused before the stream starts."""
     agent = await served.get(agent_id)
     conversation_id = body.conversation_id
-    if conversation_id is not None and turns.running(agent.id, conversation_id) is not None:
+    if conversation_id is not None and served.pool.turns.is_running(agent.id, conversation_id):
         raise ConversationBusyError(agent.id, conversation_id, 0.0)
     turn = turns.start(agent, conversation_id, body.message)
     try:
@@ -347,7 +348,7 @@ async def chat(agent_id: AgentId, body: ChatRequest, served: Served, turns: Turn
     )
 
 
-async def _frames(first: AgentEvent, turn: RunningTurn) -> AsyncIterator[ServerSentEvent]:
+async def _frames(first: AgentEvent, turn: TurnTask) -> AsyncIterator[ServerSentEvent]:
     message_id = first.message_id if isinstance(first, SessionEvent) else "turn"
     number = 0
 

@@ -6,9 +6,10 @@ turn through a buffer; when the client goes away the observer stops and the task
 (Persisting inside the response generator loses the reply on disconnect: 0 of 20 turns
 survived in the reliability study, 20 of 20 with a detached task.)
 
-The registry keeps a strong reference to every running task (an unreferenced task can be
-garbage-collected mid-turn), knows which conversations are mid-turn in this server, and
-awaits the tasks at shutdown.
+:class:`TurnTasks` keeps a strong reference to every turn task (an unreferenced task can be
+garbage-collected mid-turn) and awaits them at shutdown. Which conversations are mid-turn is
+not tracked here: that is the served agents' session pool's registry of running turns
+(:class:`agentkit.sessions.TurnRegistry`), the one every part of agentkit asks.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from agentkit.agent import Agent
 from agentkit.api.errors import status_for
 from agentkit.events import AgentEvent, AgentOutputEvent, ErrorEvent, SessionEvent, ThinkingEvent
 
-__all__ = ["RunningTurn", "TurnRegistry"]
+__all__ = ["TurnTask", "TurnTasks"]
 
 log = logging.getLogger("agentkit.api")
 
@@ -32,13 +33,12 @@ log = logging.getLogger("agentkit.api")
 MAX_BUFFERED_DELTAS = 2048
 
 
-class RunningTurn:
+class TurnTask:
     """One turn: its task, and a buffer of events for one observer."""
 
-    def __init__(self, registry: TurnRegistry, agent: Agent, conversation_id: str | None) -> None:
+    def __init__(self, agent: Agent, conversation_id: str | None) -> None:
         self.agent = agent
         self.conversation_id = conversation_id
-        self._registry = registry
         self._events: deque[AgentEvent] = deque()
         self._changed = asyncio.Event()
         self._finished = False
@@ -56,7 +56,6 @@ class RunningTurn:
             async for event in self.agent.send_message(self.conversation_id, text):
                 if isinstance(event, SessionEvent):
                     self.conversation_id = event.conversation_id
-                    self._registry.register(self)
                 self._push(event)
                 self._started = True
         except Exception as error:  # the observer reports it; nothing may escape a task
@@ -74,7 +73,6 @@ class RunningTurn:
             self._error = error
         finally:
             self._finished = True
-            self._registry.unregister(self)
             self._changed.set()
 
     def _push(self, event: AgentEvent) -> None:
@@ -120,35 +118,19 @@ class RunningTurn:
             self._events.clear()
 
 
-class TurnRegistry:
-    """Every turn task of one app: strong references, who is mid-turn, shutdown."""
+class TurnTasks:
+    """Every turn task of one app: strong references, and shutdown."""
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
-        self._by_conversation: dict[tuple[str, str], RunningTurn] = {}
 
-    def start(self, agent: Agent, conversation_id: str | None, text: str) -> RunningTurn:
-        turn = RunningTurn(self, agent, conversation_id)
+    def start(self, agent: Agent, conversation_id: str | None, text: str) -> TurnTask:
+        turn = TurnTask(agent, conversation_id)
         turn.start(text)
         assert turn.task is not None
         self._tasks.add(turn.task)
         turn.task.add_done_callback(self._tasks.discard)
         return turn
-
-    def register(self, turn: RunningTurn) -> None:
-        assert turn.conversation_id is not None
-        self._by_conversation[(turn.agent.id, turn.conversation_id)] = turn
-
-    def unregister(self, turn: RunningTurn) -> None:
-        if turn.conversation_id is None:
-            return
-        key = (turn.agent.id, turn.conversation_id)
-        if self._by_conversation.get(key) is turn:
-            del self._by_conversation[key]
-
-    def running(self, agent_id: str, conversation_id: str) -> RunningTurn | None:
-        """The turn of this conversation running in this server, if there is one."""
-        return self._by_conversation.get((agent_id, conversation_id))
 
     def __len__(self) -> int:
         return len(self._tasks)

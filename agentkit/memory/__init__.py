@@ -1,8 +1,9 @@
 """Conversation memory (seed 002): the chat window, TaskState, ExecutionState, compression.
 
 Three layers with different jobs: :class:`ChatHistory` holds the recent raw messages in memory
-(rebuilt from the store's history on restore); :class:`TaskState` holds durable, summarised
-context; :class:`ExecutionState` holds where the current workflow stands. The two states are
+(rebuilt from the store's history on restore; :func:`chat_window` says which they are);
+:class:`TaskState` holds durable, summarised context; :class:`ExecutionState` holds where the
+current workflow stands. The two states are
 persisted by :class:`MemoryRepository` with compare-and-swap; :func:`maybe_compress` folds old
 messages into TaskState.
 """
@@ -25,7 +26,7 @@ from agentkit.memory.execution_state import (
     StepType,
     Waiting,
 )
-from agentkit.memory.history import ChatHistory, tool_safe_cut
+from agentkit.memory.history import ChatHistory, chat_window, compression_marker, tool_safe_cut
 from agentkit.memory.repository import CorruptStateError, MemoryRepository, Versioned
 from agentkit.memory.task_state import (
     DecisionMemory,
@@ -64,6 +65,8 @@ __all__ = [
     "Versioned",
     "Waiting",
     "build_summarize_messages",
+    "chat_window",
+    "compression_marker",
     "estimate_messages",
     "estimate_tokens",
     "estimator_for",

@@ -35,16 +35,12 @@ __all__ = [
     "PlanReply",
     "ReplanReply",
     "StepReply",
-    "act_schema",
     "check_tool_call",
-    "classify_schema",
     "extract_json",
     "parse_act",
     "parse_classify",
     "parse_plan",
     "parse_replan",
-    "plan_schema",
-    "replan_schema",
 ]
 
 #: a reply longer than this is not read at all (a runaway generation)
@@ -274,139 +270,3 @@ def parse_act(value: JsonValue, tools: ToolRegistry) -> ActReply:
     if reply.action == "tool":
         check_tool_call(tools, reply.tool_name, reply.tool_args)
     return reply
-
-
-_STEP_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"},
-        "type": {"enum": ["tool", "reason", "ask_user", "respond"]},
-        "title": {"type": "string"},
-        "tool_name": {"type": "string"},
-        "tool_args": {"type": "object"},
-        "instruction": {"type": "string"},
-        "requires_confirmation": {"type": "boolean"},
-    },
-    "required": ["id", "type", "title"],
-}
-
-
-_GRAMMAR_NOISE = frozenset({"maxLength", "format", "writeOnly", "description", "title"})
-
-
-def _lean(node: Any) -> Any:  # noqa: ANN401 - JSON in, JSON out
-    """A schema without upper length bounds and annotations: the plan's tool arguments are
-    checked against the full schema by the registry anyway, and each ``maxLength`` turns into
-    hundreds of grammar rules that slow a local model's constrained sampling to a crawl.
-    ``minLength`` stays (cheap, and it stops a small model from writing empty ids)."""
-    if isinstance(node, dict):
-        return {k: _lean(v) for k, v in node.items() if k not in _GRAMMAR_NOISE}
-    if isinstance(node, list):
-        return [_lean(item) for item in node]
-    return node
-
-
-def _step_schema(tools: ToolRegistry | None) -> dict[str, Any]:
-    """One step. With *tools*, a tool step is one of the registered tools with that tool's own
-    argument schema, so a grammar-constrained local model can only write valid tool calls."""
-    if tools is None or not tools.names():
-        return _STEP_SCHEMA
-    variants: list[dict[str, Any]] = []
-    for name in tools.names():
-        variants.append(
-            {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string"},
-                    "type": {"const": "tool"},
-                    "title": {"type": "string"},
-                    "tool_name": {"const": name},
-                    "tool_args": _lean(tools.get(name).json_schema()),
-                },
-                "required": ["id", "type", "title", "tool_name", "tool_args"],
-                "additionalProperties": False,
-            }
-        )
-    for kind in ("reason", "ask_user", "respond"):
-        variants.append(
-            {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string"},
-                    "type": {"const": kind},
-                    "title": {"type": "string"},
-                    "instruction": {"type": "string"},
-                },
-                "required": ["id", "type", "title", "instruction"],
-                "additionalProperties": False,
-            }
-        )
-    return {"anyOf": variants}
-
-
-def _steps_schema(tools: ToolRegistry | None, max_steps: int | None) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "array", "items": _step_schema(tools)}
-    if max_steps is not None:
-        schema["maxItems"] = max_steps
-    return schema
-
-
-def plan_schema(tools: ToolRegistry | None = None, max_steps: int | None = None) -> dict[str, Any]:
-    """The JSON schema a ``plan`` reply is asked to follow (also a grammar for local models)."""
-    return {
-        "type": "object",
-        "properties": {
-            "goal": {"type": "string"},
-            "steps": _steps_schema(tools, max_steps),
-        },
-        "required": ["goal", "steps"],
-    }
-
-
-def replan_schema(
-    tools: ToolRegistry | None = None, max_steps: int | None = None
-) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "action": {"enum": ["continue", "replace_remaining", "ask_user", "finish"]},
-            "steps": _steps_schema(tools, max_steps),
-            "question": {"type": "string"},
-            "reason": {"type": "string"},
-        },
-        "required": ["action"],
-    }
-
-
-def classify_schema() -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {"intent": {"enum": ["live_state", "other"]}},
-        "required": ["intent"],
-    }
-
-
-def act_schema(tools: ToolRegistry) -> dict[str, Any]:
-    """A ``tool_loop`` action: one variant per tool (its own argument schema) or the answer."""
-    variants: list[dict[str, Any]] = [
-        {
-            "type": "object",
-            "properties": {
-                "action": {"const": "tool"},
-                "tool_name": {"const": name},
-                "tool_args": _lean(tools.get(name).json_schema()),
-            },
-            "required": ["action", "tool_name", "tool_args"],
-            "additionalProperties": False,
-        }
-        for name in tools.names()
-    ]
-    variants.append(
-        {
-            "type": "object",
-            "properties": {"action": {"const": "answer"}, "text": {"type": "string"}},
-            "required": ["action", "text"],
-            "additionalProperties": False,
-        }
-    )
-    return {"anyOf": variants}

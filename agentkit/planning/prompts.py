@@ -13,6 +13,7 @@ from pathlib import Path
 from string import Template
 
 from agentkit.errors import ConfigError
+from agentkit.layout import AgentPaths
 
 __all__ = ["PROMPT_NAMES", "load_prompt", "render_prompt"]
 
@@ -33,7 +34,7 @@ def load_prompt(name: str, agent_dir: Path | None = None) -> Template:
     if name not in PROMPT_NAMES:
         raise ConfigError(Path(f"{name}.md"), "", f"is not a planner prompt ({PROMPT_NAMES})")
     if agent_dir is not None:
-        override = agent_dir / "prompts" / f"{name}.md"
+        override = AgentPaths(agent_dir).prompt(name)
         if override.is_file():
             return Template(override.read_text(encoding="utf-8"))
     package = resources.files("agentkit.planning").joinpath(f"prompts/{name}.md")

@@ -23,7 +23,6 @@ Replaying writes nothing; :func:`save_prompt_override` writes an agent's overrid
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import tempfile
@@ -35,14 +34,15 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
-from pydantic import JsonValue, ValidationError
+from pydantic import JsonValue
 
 from agentkit.errors import ModelError, StructuredOutputError, UsageError
-from agentkit.ids import check_id
+from agentkit.layout import AgentPaths, ConversationPaths
 from agentkit.models.base import ChatMessage, ChatModel, Completion
 from agentkit.planning.plan import PlanFormatError, extract_json, parse_plan
 from agentkit.planning.prompts import PROMPT_NAMES, load_prompt
-from agentkit.planning.runtime import CALLS_FILE, STAGE_TIMEOUTS, CallRecord
+from agentkit.planning.state import STAGE_TIMEOUTS
+from agentkit.planning.trace import CallRecord
 from agentkit.tools import ToolRegistry
 
 __all__ = [
@@ -94,8 +94,7 @@ class PromptTemplateError(UsageError):
 
 def load_call_records(conversation_dir: Path, message_id: str) -> list[CallRecord]:
     """The model calls of turn *message_id*, in call order."""
-    check_id(message_id, "message")
-    path = conversation_dir / message_id / CALLS_FILE
+    path = ConversationPaths(conversation_dir).calls(message_id)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
@@ -107,11 +106,8 @@ def load_call_records(conversation_dir: Path, message_id: str) -> list[CallRecor
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
-            if isinstance(data, dict) and "schema" in data:
-                data["schema_"] = data.pop("schema")
-            records.append(CallRecord.model_validate(data))
-        except (json.JSONDecodeError, ValidationError) as error:
+            records.append(CallRecord.from_json_line(line))
+        except ValueError as error:  # not JSON, or not a call record
             raise TraceError(f"{path} line {number} is not a call record: {error}") from None
     return records
 
@@ -191,9 +187,10 @@ def save_prompt_override(agent_dir: Path, name: str, text: str) -> Path:
     """Write *text* as the agent's ``prompts/{name}.md`` override, atomically (a temporary file
     in the same folder, then ``os.replace``), after :func:`check_template`."""
     check_template(name, text)
-    folder = agent_dir / "prompts"
+    files = AgentPaths(agent_dir)
+    folder = files.prompts_dir
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{name}.md"
+    target = files.prompt(name)
     content = text if text.endswith("\n") else text + "\n"
     handle, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
     try:

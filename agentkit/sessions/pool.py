@@ -1,6 +1,7 @@
 """The session pool (seed 16.3): one live session per ``{agentId}:{conversationId}``.
 
-Invariants: one turn at a time per key (a second is refused with ``ConversationBusyError``);
+Invariants: one turn at a time per key (a second is refused with ``ConversationBusyError``;
+which turns run is the pool's :class:`~agentkit.sessions.turns.TurnRegistry`, ``pool.turns``);
 a dead session is dropped when it is next looked up, remembering its backend session id so the
 next one can try to resume it; idle entries are closed after ``idle_timeout`` seconds; beyond
 ``max_size`` entries the least recently used idle one is closed. Closing a session ends its
@@ -11,11 +12,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 
-from agentkit.errors import ConversationBusyError
 from agentkit.models.base import SessionModel
+from agentkit.sessions.turns import RunningTurn, TurnRegistry
 
 __all__ = ["PoolEntry", "SessionPool"]
 
@@ -45,7 +46,8 @@ class SessionPool:
         self.idle_timeout = idle_timeout
         self._clock = clock
         self._entries: dict[str, PoolEntry] = {}
-        self._busy: set[str] = set()
+        #: the running turns (of every agent that shares this pool)
+        self.turns = TurnRegistry()
         self._resume_ids: dict[str, str] = {}
 
     @staticmethod
@@ -87,20 +89,25 @@ class SessionPool:
         await self._close(self.key(agent_id, conversation_id))
 
     @asynccontextmanager
-    async def turn(self, agent_id: str, conversation_id: str) -> AsyncIterator[None]:
-        """Mark the key busy for one turn; a concurrent turn gets ``ConversationBusyError``."""
-        key = self.key(agent_id, conversation_id)
-        if key in self._busy:
-            raise ConversationBusyError(agent_id, conversation_id, 0.0)
-        self._busy.add(key)
-        try:
-            await self.reap()
-            yield
-        finally:
-            self._busy.discard(key)
-            entry = self._entries.get(key)
-            if entry is not None:
-                entry.last_used = self._clock()
+    async def turn(
+        self,
+        agent_id: str,
+        conversation_id: str,
+        writer_lock: AbstractContextManager[object] | None = None,
+    ) -> AsyncIterator[RunningTurn]:
+        """Admit one turn of the key (see :meth:`TurnRegistry.admit`); a concurrent turn gets
+        ``ConversationBusyError``. Idle and dead sessions are reaped first."""
+        with self.turns.admit(agent_id, conversation_id, writer_lock) as running:
+            try:
+                await self.reap()
+                yield running
+            finally:
+                entry = self._entries.get(self.key(agent_id, conversation_id))
+                if entry is not None:
+                    entry.last_used = self._clock()
+
+    def _busy(self, entry: PoolEntry) -> bool:
+        return self.turns.is_running(entry.agent_id, entry.conversation_id)
 
     async def reap(self) -> list[str]:
         """Close entries idle for longer than ``idle_timeout``, and dead ones."""
@@ -108,7 +115,7 @@ class SessionPool:
         stale = [
             key
             for key, entry in self._entries.items()
-            if key not in self._busy
+            if not self._busy(entry)
             and (now - entry.last_used > self.idle_timeout or not entry.session.is_alive())
         ]
         for key in stale:
@@ -124,7 +131,7 @@ class SessionPool:
             idle = [
                 (entry.last_used, key)
                 for key, entry in self._entries.items()
-                if key not in self._busy and key != keep
+                if not self._busy(entry) and key != keep
             ]
             if not idle:
                 return

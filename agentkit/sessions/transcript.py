@@ -1,14 +1,16 @@
 """A stateless ``ChatModel`` presented as a session: an in-memory transcript.
 
 Scenario B extends the transcript; scenario C starts a new one whose system message carries
-the summary of the earlier conversation (:meth:`TranscriptSession.restore`). The transcript
-is capped at ``max_messages`` (plus the system prompt): the oldest turns fall out first.
+the summary of the earlier conversation (:meth:`TranscriptSession.restore`). The transcript is
+the chat window (:class:`~agentkit.memory.ChatHistory`), capped at ``max_messages`` (plus the
+system prompt): the oldest turns fall out first.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from agentkit.memory.history import ChatHistory
 from agentkit.models.base import (
     ChatMessage,
     ChatModel,
@@ -17,6 +19,7 @@ from agentkit.models.base import (
     Purpose,
     SessionModel,
 )
+from agentkit.types import Message
 
 __all__ = ["TranscriptSession"]
 
@@ -27,7 +30,7 @@ class TranscriptSession(SessionModel):
         self.spec = model.spec
         self.max_messages = max_messages
         self.system = [ChatMessage(role="system", content=system_prompt)] if system_prompt else []
-        self.messages: list[ChatMessage] = []
+        self.history = ChatHistory(max_turns=max(1, max_messages // 2))
         self._closed = False
         self._cancelled = False
 
@@ -36,6 +39,11 @@ class TranscriptSession(SessionModel):
         model is sent system (prompt + summary), then the new message as the user's turn."""
         base = self.system[0].content + "\n\n" if self.system else ""
         self.system = [ChatMessage(role="system", content=base + summary)]
+
+    @property
+    def messages(self) -> list[ChatMessage]:
+        """The transcript so far (without the system prompt), as the model is sent it."""
+        return [ChatMessage(role=m.role, content=m.content) for m in self.history.messages]
 
     def context(self, text: str) -> list[ChatMessage]:
         """What the model is sent for the next message *text*."""
@@ -50,11 +58,9 @@ class TranscriptSession(SessionModel):
                 yield Completion(text="".join(pieces), stop_reason="cancelled")
                 return
             if isinstance(event, Completion):
-                self.messages += [
-                    ChatMessage(role="user", content=text),
-                    ChatMessage(role="assistant", content=event.text),
-                ]
-                del self.messages[: max(0, len(self.messages) - self.max_messages)]
+                asked = Message.user(text)
+                reply = Message.assistant(event.text, message_id=asked.message_id)
+                self.history.extend((asked, reply))
             elif event.type == "text":
                 pieces.append(event.text)
             yield event

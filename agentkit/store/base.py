@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from agentkit.ids import check_id
@@ -132,3 +133,8 @@ class ConversationStore(ABC):
     @abstractmethod
     def recover(self, agent_id: str | None = None, *, full: bool = False) -> list[ConversationKey]:
         """Repair what crashes left behind; return the conversations that were repaired."""
+
+    def folder(self, key: ConversationKey) -> Path | None:
+        """The conversation's folder on disk (where each turn's files go, ``calls.jsonl``
+        traces included, see :mod:`agentkit.layout`); None for a store without files."""
+        return None

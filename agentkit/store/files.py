@@ -10,6 +10,8 @@
         history.json                view, a JSON array updated in place
         {messageId}/messages.log    view, one per turn
 
+(The paths are :mod:`agentkit.layout`'s, the one owner of the layout.)
+
 Why it is built this way (figures in reference/reliability.md):
 
 * One source of truth. Every write appends one checksummed record to ``journal.log`` and
@@ -59,6 +61,13 @@ from agentkit.errors import (
     UsageError,
 )
 from agentkit.ids import check_id, is_valid_id
+from agentkit.layout import (
+    HISTORY_FILE,
+    JOURNAL_FILE,
+    META_FILE,
+    TURN_LOG_FILE,
+    DataLayout,
+)
 from agentkit.store._fsio import append_durable, atomic_write, fsync_dir, is_temp_name, write_at
 from agentkit.store._journal import encode_frame, read_tail_frames, scan_frames
 from agentkit.store._records import (
@@ -84,10 +93,10 @@ from agentkit.types import ConversationMeta, ConversationStatus, Message, utc_no
 
 __all__ = ["FileConversationStore"]
 
-JOURNAL = "journal.log"
-HISTORY = "history.json"
-META = "meta.json"
-TURN_LOG = "messages.log"
+JOURNAL = JOURNAL_FILE
+HISTORY = HISTORY_FILE
+META = META_FILE
+TURN_LOG = TURN_LOG_FILE
 _CREATING = ".creating-"
 _DELETED = ".deleted-"
 _EMPTY_HISTORY = b"[]\n"
@@ -138,6 +147,7 @@ class FileConversationStore(ConversationStore):
 
     def __init__(self, root: Path | str, *, lock_timeout: float = 10.0) -> None:
         self.root = Path(os.path.realpath(root))
+        self.layout = DataLayout(self.root)
         self.lock_timeout = lock_timeout
         self._locks: dict[ConversationKey, filelock.FileLock] = {}
         self._suspect: set[Path] = set()  # conversations whose last write failed with an I/O error
@@ -152,11 +162,15 @@ class FileConversationStore(ConversationStore):
         return path
 
     def _conversations_dir(self, agent_id: str) -> Path:
-        check_id(agent_id, "agent")
-        return self._under_root(self.root / "agents" / agent_id / "conversations")
+        return self._under_root(self.layout.agent(agent_id).conversations_dir)
 
     def _dir(self, key: ConversationKey) -> Path:
-        return self._under_root(self._conversations_dir(key.agent_id) / key.conversation_id)
+        self._conversations_dir(key.agent_id)
+        return self._under_root(self.layout.conversation(key).dir)
+
+    def folder(self, key: ConversationKey) -> Path:
+        """``{root}/agents/{agentId}/conversations/{conversationId}``."""
+        return self._dir(key)
 
     def _existing_dir(self, key: ConversationKey) -> Path:
         directory = self._dir(key)
@@ -170,7 +184,10 @@ class FileConversationStore(ConversationStore):
         with self._locks_guard:
             lock = self._locks.get(key)
             if lock is None:
-                path = self._conversations_dir(key.agent_id) / f".{key.conversation_id}.lock"
+                self._conversations_dir(key.agent_id)
+                path = self._under_root(
+                    self.layout.agent(key.agent_id).lock_file(key.conversation_id)
+                )
                 lock = filelock.FileLock(path, preserve_lock_file=True)
                 self._locks[key] = lock
             return lock
@@ -378,13 +395,13 @@ class FileConversationStore(ConversationStore):
         if agent_id is not None:
             directory = self._conversations_dir(agent_id)
             return [directory] if directory.is_dir() else []
-        agents = self.root / "agents"
+        agents = self.layout.agents_dir
         if not agents.is_dir():
             return []
         return sorted(
-            path / "conversations"
+            self.layout.agent(path.name).conversations_dir
             for path in agents.iterdir()
-            if is_valid_id(path.name) and (path / "conversations").is_dir()
+            if is_valid_id(path.name) and self.layout.agent(path.name).conversations_dir.is_dir()
         )
 
     # ------------------------------------------------------------------ writes
@@ -526,7 +543,7 @@ class FileConversationStore(ConversationStore):
                 raise StoreError(f"could not delete {key}: {error}") from error
             # Waiters on the old lock file find the conversation gone once they get it.
             with contextlib.suppress(FileNotFoundError):
-                (conversations / f".{key.conversation_id}.lock").unlink()
+                self.layout.agent(key.agent_id).lock_file(key.conversation_id).unlink()
         with self._locks_guard:
             self._locks.pop(key, None)
 

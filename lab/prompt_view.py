@@ -1,6 +1,6 @@
 """What the prompt lab shows, as plain functions (testable without a kernel).
 
-The trace of a turn (:class:`~agentkit.planning.runtime.CallRecord`) and its replay
+The trace of a turn (:class:`~agentkit.planning.CallRecord`) and its replay
 (:class:`~agentkit.planning.replay.ReplayedCall`) become pandas tables; a plan (the JSON a
 ``plan`` call returned) becomes one line per step, so an old and a new plan can be read side by
 side. Plans are shown as the model wrote them, whether or not they validated: the table is for
@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
-from agentkit import Agent, ConversationKey
+from agentkit import Agent
 from agentkit.errors import UsageError
 from agentkit.models.base import ChatMessage
+from agentkit.planning import CallRecord
 from agentkit.planning.replay import ReplayedCall
-from agentkit.planning.runtime import CallRecord, conversation_dir
 from pydantic import JsonValue
 
 __all__ = [
@@ -40,7 +40,7 @@ def _cut(text: str, limit: int = _REPLY_CHARS) -> str:
 
 def trace_dir(agent: Agent, conversation_id: str) -> Path:
     """The conversation's folder, where each turn's ``calls.jsonl`` lives."""
-    folder = conversation_dir(agent.store, ConversationKey(agent.id, conversation_id))
+    folder = agent.trace_dir(conversation_id)
     if folder is None:
         raise UsageError("this agent's store keeps no files, so it has no call traces")
     return folder

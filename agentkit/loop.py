@@ -1,4 +1,5 @@
-"""A private event loop on a background thread, for synchronous callers (scripts, notebooks).
+"""An event loop of one's own on a background thread, for synchronous callers (scripts,
+notebooks, widgets): ``Agent.loop`` is one, and the workbench's labs keep one per lab.
 
 Sessions in the pool are bound to the loop they were opened on (their subprocess pipes live
 there), so every synchronous call of one Agent runs on the same loop thread.

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 from agentkit import Agent, Message, TaskState
 from agentkit.errors import UsageError
+from agentkit.memory import chat_window
 from agentkit.memory.sweep import SweepRow, ThresholdGrid, load_scenario
 from matplotlib.figure import Figure
 
@@ -73,11 +74,7 @@ def conversation_source(
     earlier compression kept. It starts from the stored TaskState's pinned facts only (the
     rest of the stored state is an earlier summary of this very dialogue)."""
     history = agent.load_conversation_history(conversation_id)
-    start = 0
-    for index, message in enumerate(history):
-        if message.role == "user" and message.content.strip().lower() == "/clear":
-            start = index + 2  # the command and its reply, as the planner's window does
-    window = tuple(m for m in history[start:] if m.role != "system")
+    window = tuple(chat_window(history, compressed=False))
     if not window:
         raise UsageError(f"conversation {conversation_id!r} has no messages to compress")
     pinned = agent.task_state(conversation_id).value.pinned_facts

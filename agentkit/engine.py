@@ -1,0 +1,149 @@
+"""One engine interface over one per-agent runtime.
+
+An engine runs one turn of a conversation and streams its events: ``session`` first, ``result``
+last, failures as ``error`` events (never an exception out of the stream once ``session`` was
+sent). Both engines implement :class:`Engine` — ``chat`` (:class:`agentkit.chat.ChatEngine`)
+and ``planner`` (:class:`agentkit.planning.PlannerEngine`) — over an :class:`AgentRuntime`,
+which :class:`~agentkit.agent.Agent` builds once and which holds what every turn of the agent
+shares: its folder and config, the conversation store, the session pool (live sessions and
+the running turns), memory (the ``system_config`` store), where traces go, its tools and its
+model. The Agent admits a turn (one per conversation) before it calls the engine.
+
+The tools and the model are made on first use, so opening an agent loads no weights and
+starts no tool process; they are closed with the runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Protocol
+
+from agentkit.config import AgentConfig
+from agentkit.events import AgentEvent
+from agentkit.layout import DataLayout
+from agentkit.memory import MemoryRepository
+from agentkit.models.base import ChatModel, SessionBackend
+from agentkit.models.spec import create_model, resolve_model_spec
+from agentkit.sessions import SessionPool, TurnRegistry
+from agentkit.store import ConfigStore, ConversationKey, ConversationStore, SqliteConfigStore
+from agentkit.tools import ToolRegistry, agent_tools
+from agentkit.workspace import AgentFolder
+
+__all__ = ["AgentRuntime", "Engine", "open_tools"]
+
+
+class Engine(Protocol):
+    """Runs one turn of a conversation (already admitted) over an agent's runtime."""
+
+    def run_turn(
+        self, runtime: AgentRuntime, key: ConversationKey, text: str
+    ) -> AsyncIterator[AgentEvent]: ...
+
+
+def open_tools(folder: AgentFolder, resources: ExitStack) -> ToolRegistry:
+    """The agent's tools; what they hold open (a database, a server process) is closed with
+    *resources*. The one place an agent's tool registry is built."""
+    return resources.enter_context(agent_tools(folder))
+
+
+class AgentRuntime:
+    """What every turn of one agent runs on (see the module docstring)."""
+
+    def __init__(
+        self,
+        folder: AgentFolder,
+        store: ConversationStore,
+        *,
+        model: ChatModel | SessionBackend | str | None = None,
+        pool: SessionPool | None = None,
+        config_store: ConfigStore | None = None,
+    ) -> None:
+        self.folder = folder
+        self.store = store
+        self.pool = pool if pool is not None else SessionPool()
+        self._model_choice = model
+        self._model: ChatModel | SessionBackend | None = None
+        self._config_store = config_store
+        self._owned_config_store: SqliteConfigStore | None = None
+        self._tools: ToolRegistry | None = None
+        self._resources = ExitStack()
+
+    @property
+    def agent_id(self) -> str:
+        return self.folder.agent_id
+
+    @property
+    def config(self) -> AgentConfig:
+        return self.folder.config
+
+    @property
+    def turns(self) -> TurnRegistry:
+        """The running turns (shared by every agent of the same session pool)."""
+        return self.pool.turns
+
+    def system_prompt(self) -> str:
+        """The agent's prompt files, joined (read afresh, so an edit counts from the next
+        turn)."""
+        return self.folder.system_prompt()
+
+    @property
+    def model(self) -> ChatModel | SessionBackend:
+        """The model backend: the one given, else ``--model``/``$AGENTKIT_MODEL``/config.json.
+
+        Created on first use, so opening an agent never loads model weights.
+        """
+        if self._model is None:
+            choice = self._model_choice
+            if isinstance(choice, ChatModel | SessionBackend):
+                self._model = choice
+            else:
+                spec = resolve_model_spec(choice, self.config.model)
+                self._model = create_model(spec, base_dir=self.folder.path)
+        return self._model
+
+    @property
+    def has_model(self) -> bool:
+        """Whether the model was created (or given) yet."""
+        return self._model is not None
+
+    @property
+    def memory(self) -> MemoryRepository:
+        """The memory records, in the given config store or ``agentkit.db`` under the root."""
+        if self._config_store is None:
+            owned = SqliteConfigStore(self.data_layout.config_db)
+            self._config_store = self._owned_config_store = owned
+        return MemoryRepository(self._config_store)
+
+    @property
+    def data_layout(self) -> DataLayout:
+        """The layout of the data root the agent folder lives under."""
+        return self.folder.files.data_root
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The agent's tools, built once on first use (:func:`open_tools`)."""
+        if self._tools is None:
+            self._tools = open_tools(self.folder, self._resources)
+        return self._tools
+
+    def traces(self, key: ConversationKey) -> Path | None:
+        """The conversation folder that holds each turn's ``calls.jsonl``; None when the
+        store keeps no files."""
+        return self.store.folder(key)
+
+    def close_resources(self) -> None:
+        """Close the tools and the memory store this runtime opened (not the model)."""
+        self._resources.close()
+        self._tools = None
+        if self._owned_config_store is not None:
+            self._owned_config_store.close()
+            self._config_store = self._owned_config_store = None
+
+    async def aclose(self) -> None:
+        """Close every live session (and its process), the model, the tools and memory."""
+        await self.pool.close_all()
+        if isinstance(self._model, ChatModel):
+            await self._model.aclose()
+        self.close_resources()

@@ -1,0 +1,167 @@
+"""State recording: every write a planner turn makes to ExecutionState and the turn log.
+
+The ExecutionState is saved (compare-and-swap) after every change, so a new process resumes
+where the last one paused. ExecutionState holds no secrets: a secret-named step argument is
+stored masked, its real value in a separate ``step_secrets`` record until the flow ends (and
+scrubbed from observations too); a step whose masked arguments can no longer be unmasked fails
+instead of running with the masks. The turn's end is recorded here as well: the assistant
+message, the conversation status, and what a failure or a cancel leaves behind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from agentkit.errors import CorruptStateError
+from agentkit.events import AgentEvent, ErrorEvent, PlanEvent
+from agentkit.memory import ExecutionState, PlanStep
+from agentkit.planning.state import TurnFailedError, TurnState, planned, skip_pending
+from agentkit.tools import mask_secrets
+from agentkit.tools.secrets import is_masked, is_secret_key
+from agentkit.types import Message
+
+__all__ = [
+    "cancel_pending",
+    "cancelled",
+    "discard",
+    "failed",
+    "load_state",
+    "persist",
+    "plan_event",
+    "save",
+    "tool_args",
+]
+
+
+def load_state(turn: TurnState) -> None:
+    """Read the conversation's ExecutionState (an unreadable one is discarded and noted)."""
+    key, memory = turn.deps.key, turn.deps.memory
+    try:
+        loaded = memory.load_execution_state(key.agent_id, key.conversation_id)
+    except CorruptStateError as error:
+        turn.note("RESET", f"unreadable execution state discarded: {error}")
+        memory.delete_execution_state(key.agent_id, key.conversation_id)
+        loaded = None
+    turn.state = loaded.value if loaded else None
+    turn.version = loaded.version if loaded else 0
+    turn.stored_ids = {step.id for step in turn.state.steps} if turn.state else set()
+    turn.raw_args = memory.load_step_secrets(key.agent_id, key.conversation_id)
+
+
+def save(turn: TurnState, state: ExecutionState) -> ExecutionState:
+    """Store *state* (compare-and-swap) with secret-named step arguments masked; their real
+    values go to the separate ``step_secrets`` record until the flow ends."""
+    key, memory = turn.deps.key, turn.deps.memory
+    steps, secrets = [], dict(turn.raw_args)
+    for step in state.steps:
+        if step.id in turn.stored_ids or not step.tool_args:  # already masked when stored
+            steps.append(step)
+            continue
+        masked = mask_secrets(dict(step.tool_args))
+        if masked != step.tool_args:
+            secrets[step.id] = dict(step.tool_args)
+            step = step.model_copy(update={"tool_args": masked})  # noqa: PLW2901
+        steps.append(step)
+    if secrets != turn.raw_args:
+        memory.save_step_secrets(key.agent_id, key.conversation_id, secrets)
+        turn.raw_args = secrets
+    state = state.model_copy(update={"steps": tuple(steps)})
+    known = [
+        value
+        for args in turn.raw_args.values()
+        for name, value in args.items()
+        if is_secret_key(name) and isinstance(value, str)
+    ]
+    if known:  # e.g. the user's answer that carried the keys, kept as an observation
+        state = ExecutionState.model_validate(mask_secrets(state.model_dump(mode="json"), known))
+    saved = memory.save_execution_state(
+        key.agent_id, key.conversation_id, state, expected_version=turn.version
+    )
+    turn.state, turn.version = saved.value, saved.version
+    turn.stored_ids = {step.id for step in saved.value.steps}
+    if not saved.value.is_active and turn.raw_args:  # the flow is over: forget them
+        memory.save_step_secrets(key.agent_id, key.conversation_id, {})
+        turn.raw_args = {}
+    return saved.value
+
+
+def tool_args(turn: TurnState, step: PlanStep) -> dict[str, Any]:
+    """The arguments to run *step* with: the real ones when the stored copy is masked."""
+    if step.id in turn.raw_args:
+        return turn.raw_args[step.id]
+    if any(  # masked when stored, and nothing to unmask it with
+        is_secret_key(name) and isinstance(value, str) and is_masked(value)
+        for name, value in step.tool_args.items()
+    ):
+        raise TurnFailedError(
+            "secrets_unavailable",
+            f"the secret arguments of step {step.id!r} ({step.tool_name}) are no longer "
+            "stored; please give them again",
+        )
+    return dict(step.tool_args)
+
+
+def discard(turn: TurnState) -> None:
+    """Forget the ExecutionState and its step secrets."""
+    key, memory = turn.deps.key, turn.deps.memory
+    memory.delete_execution_state(key.agent_id, key.conversation_id, expected_version=turn.version)
+    memory.save_step_secrets(key.agent_id, key.conversation_id, {})
+    turn.state, turn.version = None, 0
+    turn.raw_args, turn.stored_ids = {}, set()
+
+
+def cancel_pending(turn: TurnState, state: ExecutionState, *, answer: bool) -> None:
+    """Withdraw a pending question or tool call; with *answer*, say so as the reply."""
+    waiting = state.waiting
+    target = waiting.confirmation_target if waiting else ""
+    what = f"not run: {target}" if target else "question withdrawn"
+    state = state.with_steps(skip_pending(state), plan_id=state.plan_id)
+    save(turn, state.complete(f"cancelled ({what})"))
+    if answer:
+        turn.answer = f"OK, cancelled — {what}."
+
+
+def plan_event(
+    turn: TurnState, goal: str, steps: tuple[PlanStep, ...], repaired: bool
+) -> PlanEvent:
+    """Note the new steps in the turn log; the ``plan`` event announcing them."""
+    shown = [planned(step) for step in steps]
+    turn.note("PLAN", json.dumps([p.to_json_dict() for p in shown], ensure_ascii=False))
+    return PlanEvent(goal=goal, steps=shown, repaired=repaired)
+
+
+def failed(turn: TurnState, code: str, message: str) -> Iterator[AgentEvent]:
+    """The turn failed: status failed, the error noted, an active ExecutionState failed."""
+    message = turn.scrub(message)
+    turn.status = "failed"
+    turn.answer = turn.answer or f"Sorry, I could not finish this: {message}"
+    turn.deps.store.annotate(turn.deps.key, turn.message_id, "ERROR", message)
+    if turn.state is not None and turn.state.is_active:
+        try:
+            save(turn, turn.state.fail(message))
+        except Exception as error:  # already failing: report both
+            message = f"{message} (and the failed state could not be saved: {error})"
+    yield ErrorEvent(message=message, code=code)
+
+
+def cancelled(turn: TurnState) -> Iterator[AgentEvent]:
+    """The turn was cancelled: finished steps stay done, the rest are skipped."""
+    turn.status = "cancelled"
+    turn.answer = turn.answer or "Stopped."
+    turn.deps.store.annotate(turn.deps.key, turn.message_id, "CANCEL", "cancelled by the user")
+    state = turn.state
+    if state is not None and state.is_active:
+        save(turn, state.with_steps(skip_pending(state)).fail("cancelled"))
+    yield ErrorEvent(message="the turn was cancelled", code="cancelled")
+
+
+def persist(turn: TurnState) -> None:
+    """The assistant message (if there is an answer) and the conversation's status."""
+    key, store = turn.deps.key, turn.deps.store
+    if turn.answer:
+        store.append(
+            key, Message.assistant(turn.answer, message_id=turn.message_id, usage=turn.usage)
+        )
+    store.set_status(key, "idle" if turn.status == "cancelled" else turn.status)

@@ -1,0 +1,272 @@
+"""The JSON schemas a planner reply is asked to follow, generated from the reply types.
+
+The pydantic reply types of :mod:`agentkit.planning.plan` are the one definition of a reply;
+the schema a model is sent (``response_format`` for an endpoint, a grammar for the embedded
+model) is derived from them here, so the two cannot drift apart. Two things are added that a
+type cannot say on its own:
+
+* **One variant per tool.** A tool step (a ``tool_loop`` action) is one of the registered
+  tools, with that tool's own argument schema, so a grammar-constrained local model can only
+  write calls that exist; the other step types are variants of their own.
+* **Grammar-lean.** Upper length bounds, titles, descriptions, defaults and formats are
+  dropped: the reply is validated against the full types anyway, and each ``maxLength`` turns
+  into hundreds of grammar rules that slow a local model's constrained sampling to a crawl.
+  ``minLength`` stays (cheap, and it stops a small model from writing empty ids).
+
+Schemas are built once per registry (and ``max_steps``) and cached; the returned dicts are
+shared, so treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentkit.models.base import JsonSchema
+from agentkit.planning.plan import (
+    ActReply,
+    BatchReply,
+    ClassifyReply,
+    PlanReply,
+    ReplanReply,
+    StepReply,
+)
+from agentkit.tools import ToolRegistry
+
+__all__ = [
+    "STEP_FIELDS",
+    "act_schema",
+    "batch_schema",
+    "classify_schema",
+    "plan_schema",
+    "replan_schema",
+    "reply_fields",
+]
+
+_GRAMMAR_NOISE = frozenset(
+    {"maxLength", "format", "writeOnly", "description", "title", "default", "examples"}
+)
+#: the fields a step of each type is asked for (``requires_confirmation`` is never asked: a
+#: side-effecting tool needs consent whatever the model writes)
+STEP_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "tool": ("id", "type", "title", "tool_name", "tool_args"),
+    "reason": ("id", "type", "title", "instruction"),
+    "ask_user": ("id", "type", "title", "instruction"),
+    "respond": ("id", "type", "title", "instruction"),
+}
+#: a step without tools to choose from is asked for with these fields required
+_GENERIC_STEP_REQUIRED = ("id", "type", "title")
+_ACT_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "tool": ("action", "tool_name", "tool_args"),
+    "answer": ("action", "text"),
+}
+
+
+def _inline(node: Any, defs: Mapping[str, Any], depth: int = 0) -> Any:  # noqa: ANN401
+    """*node* with local ``#/$defs/…`` references replaced by what they name."""
+    if isinstance(node, list):
+        return [_inline(item, defs, depth) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and depth < 8:
+        target = defs.get(ref.removeprefix("#/$defs/"), {})
+        rest = {key: value for key, value in node.items() if key != "$ref"}
+        return _inline({**target, **rest}, defs, depth + 1)
+    return {key: _inline(value, defs, depth) for key, value in node.items()}
+
+
+def _lean(node: Any) -> Any:  # noqa: ANN401 - JSON in, JSON out
+    """A schema without grammar noise (see the module docstring). ``additionalProperties``
+    that allows anything is dropped (it is the default), and so is the ``type`` next to an
+    ``enum`` or ``const`` (the values say it)."""
+    if isinstance(node, list):
+        return [_lean(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    lean = {
+        key: _lean_properties(value) if key == "properties" else _lean(value)
+        for key, value in node.items()
+        if key not in _GRAMMAR_NOISE
+    }
+    if lean.get("additionalProperties") in ({}, True):
+        del lean["additionalProperties"]
+    if "enum" in lean or "const" in lean:
+        lean.pop("type", None)
+    return lean
+
+
+def _lean_properties(properties: Any) -> Any:  # noqa: ANN401
+    """A ``properties`` mapping: its keys are field names (a field may be called ``title``)."""
+    if not isinstance(properties, dict):
+        return _lean(properties)
+    return {name: _lean(schema) for name, schema in properties.items()}
+
+
+def _schema_of(model: type[BaseModel]) -> JsonSchema:
+    """A pydantic model's JSON schema, its references inlined, grammar-lean."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+    lean = _lean(_inline(schema, defs))
+    assert isinstance(lean, dict)
+    return lean
+
+
+@cache
+def reply_fields(model: type[BaseModel]) -> Mapping[str, JsonSchema]:
+    """The schema of each field of a reply type, in declaration order."""
+    properties = _schema_of(model).get("properties", {})
+    assert isinstance(properties, dict)
+    return properties
+
+
+def _object(
+    properties: Mapping[str, Any], required: Sequence[str], *, closed: bool = False
+) -> JsonSchema:
+    schema: JsonSchema = {
+        "type": "object",
+        "properties": dict(properties),
+        "required": list(required),
+    }
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def _variant(model: type[BaseModel], names: Sequence[str], fixed: Mapping[str, Any]) -> JsonSchema:
+    """One closed variant of *model*: fields *names*, all required, *fixed* ones replaced."""
+    fields = reply_fields(model)
+    properties = {name: fixed.get(name, fields.get(name, {})) for name in names}
+    return _object(properties, names, closed=True)
+
+
+def _tool_args(tools: ToolRegistry, name: str) -> JsonSchema:
+    lean = _lean(tools.get(name).json_schema())
+    assert isinstance(lean, dict)
+    return lean
+
+
+def _step_schema(tools: ToolRegistry | None) -> JsonSchema:
+    """One step; with tools, one variant per tool and one per other step type."""
+    if tools is None or not tools.names():
+        return _object(reply_fields(StepReply), _GENERIC_STEP_REQUIRED)
+    variants = [
+        _variant(
+            StepReply,
+            STEP_FIELDS["tool"],
+            {
+                "type": {"const": "tool"},
+                "tool_name": {"const": name},
+                "tool_args": _tool_args(tools, name),
+            },
+        )
+        for name in tools.names()
+    ]
+    variants.extend(
+        _variant(StepReply, fields, {"type": {"const": kind}})
+        for kind, fields in STEP_FIELDS.items()
+        if kind != "tool"
+    )
+    return {"anyOf": variants}
+
+
+def _with_steps(
+    model: type[BaseModel],
+    tools: ToolRegistry | None,
+    max_steps: int | None,
+    required: Sequence[str],
+) -> JsonSchema:
+    """*model*'s schema with its ``steps`` array made of :func:`_step_schema` items."""
+    properties = dict(reply_fields(model))
+    steps = {"type": "array", "items": _step_schema(tools)}
+    steps.update((k, v) for k, v in properties["steps"].items() if k not in ("type", "items"))
+    if max_steps is not None:
+        steps["maxItems"] = max_steps
+    properties["steps"] = steps
+    return _object(properties, required)
+
+
+# -- the cache: built once per registry ---------------------------------------------------------
+
+_CACHE: weakref.WeakKeyDictionary[ToolRegistry, dict[tuple[object, ...], JsonSchema]] = (
+    weakref.WeakKeyDictionary()
+)
+_NO_TOOLS = ToolRegistry()
+
+
+def _cached(
+    kind: str,
+    tools: ToolRegistry | None,
+    max_steps: int | None,
+    build: Any,  # noqa: ANN401
+) -> JsonSchema:
+    registry = tools if tools is not None else _NO_TOOLS
+    entries = _CACHE.setdefault(registry, {})
+    key = (kind, max_steps, registry.names())  # a registry that gained a tool is asked anew
+    schema = entries.get(key)
+    if schema is None:
+        schema = entries[key] = build()
+    return schema
+
+
+def plan_schema(tools: ToolRegistry | None = None, max_steps: int | None = None) -> JsonSchema:
+    """What a ``plan`` reply (:class:`PlanReply`) is asked to follow: the goal and at least
+    one step."""
+    return _cached(
+        "plan",
+        tools,
+        max_steps,
+        lambda: _with_steps(PlanReply, tools, max_steps, ("goal", "steps")),
+    )
+
+
+def batch_schema(tools: ToolRegistry | None = None, max_steps: int | None = None) -> JsonSchema:
+    """What the next batch of a ``next_step`` plan (:class:`BatchReply`) is asked to follow:
+    as a plan, but no steps at all means the goal is reached."""
+    return _cached(
+        "batch",
+        tools,
+        max_steps,
+        lambda: _with_steps(BatchReply, tools, max_steps, ("goal", "steps")),
+    )
+
+
+def replan_schema(tools: ToolRegistry | None = None, max_steps: int | None = None) -> JsonSchema:
+    """What a ``replan`` decision (:class:`ReplanReply`) is asked to follow."""
+    return _cached(
+        "replan", tools, max_steps, lambda: _with_steps(ReplanReply, tools, max_steps, ("action",))
+    )
+
+
+def classify_schema() -> JsonSchema:
+    """What a ``classify`` reply (:class:`ClassifyReply`) is asked to follow."""
+    return _cached(
+        "classify", None, None, lambda: _object(reply_fields(ClassifyReply), ("intent",))
+    )
+
+
+def act_schema(tools: ToolRegistry) -> JsonSchema:
+    """A ``tool_loop`` action (:class:`ActReply`): one variant per tool (its own argument
+    schema) or the answer."""
+
+    def build() -> JsonSchema:
+        variants = [
+            _variant(
+                ActReply,
+                _ACT_FIELDS["tool"],
+                {
+                    "action": {"const": "tool"},
+                    "tool_name": {"const": name},
+                    "tool_args": _tool_args(tools, name),
+                },
+            )
+            for name in tools.names()
+        ]
+        variants.append(_variant(ActReply, _ACT_FIELDS["answer"], {"action": {"const": "answer"}}))
+        return {"anyOf": variants}
+
+    return _cached("act", tools, None, build)

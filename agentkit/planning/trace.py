@@ -1,0 +1,54 @@
+"""The trace of a planner turn: every model call, as written to ``{messageId}/calls.jsonl``.
+
+The prompt lab and the evaluation read it back (:func:`agentkit.planning.replay.load_call_records`);
+where the file lives is :mod:`agentkit.layout`'s business.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+from agentkit.layout import ConversationPaths
+from agentkit.models.base import JsonSchema, Purpose
+
+__all__ = ["CallRecord", "append_call_record"]
+
+
+class CallRecord(BaseModel):
+    """One model call of a turn, as written to ``{messageId}/calls.jsonl``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    purpose: Purpose
+    messages: list[dict[str, str]]
+    schema_: JsonSchema | None = None
+    raw: str = ""
+    parsed: JsonValue = None
+    error: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+
+    def to_json_line(self) -> str:
+        data = self.model_dump(mode="json")
+        data["schema"] = data.pop("schema_")
+        return json.dumps(data, ensure_ascii=False)
+
+    @classmethod
+    def from_json_line(cls, line: str) -> CallRecord:
+        """The record of one ``calls.jsonl`` line (raises ``ValueError`` when it is not one)."""
+        data = json.loads(line)
+        if isinstance(data, dict) and "schema" in data:
+            data["schema_"] = data.pop("schema")
+        return cls.model_validate(data)
+
+
+def append_call_record(conversation_dir: Path, message_id: str, record: CallRecord) -> None:
+    """Append *record* to the ``calls.jsonl`` of turn *message_id* in *conversation_dir*."""
+    path = ConversationPaths(conversation_dir).calls(message_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as calls:
+        calls.write(record.to_json_line() + "\n")
