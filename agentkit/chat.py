@@ -94,6 +94,10 @@ class _Reply:
         return None
 
 
+async def _stopped_before_sending() -> AsyncIterator[ModelEvent]:
+    yield Completion(text="", stop_reason="cancelled")
+
+
 @dataclass
 class ChatTurn:
     """Everything one chat turn needs; :meth:`run` streams its events."""
@@ -162,15 +166,17 @@ class ChatTurn:
                     yield event
                 return
         session = entry.session
-        await self._stop_with(session)
+        stopped = await self._stop_with(session)
         prompt, injected, summarised = self._prompt(scenario, session, history)
         note = f"scenario {scenario}: {injected}"
         self.store.annotate(self.key, self._message_id, "SESSION", note)
         yield self._session_event(scenario, injected, summarised)
 
         reply = _Reply()
+        # a cancel that came before the session was known ends the turn before it is sent
+        events = _stopped_before_sending() if stopped else session.send(prompt)
         try:
-            async for model_event in session.send(prompt):
+            async for model_event in events:
                 agent_event = reply.take(model_event)
                 if agent_event is not None:
                     yield agent_event
@@ -205,11 +211,14 @@ class ChatTurn:
         self._persist_reply(reply, reply.final.usage, "idle" if cancelled else "completed")
         yield self._result("cancelled" if cancelled else "completed", reply.text, reply.final.usage)
 
-    async def _stop_with(self, session: SessionModel) -> None:
-        """A cancel of this turn (``Agent.cancel``) stops the session's reply."""
+    async def _stop_with(self, session: SessionModel) -> bool:
+        """A cancel of this turn (``Agent.cancel``) stops the session's reply from now on;
+        True when one was asked for already."""
         running = self.pool.turns.running(self.key.agent_id, self.key.conversation_id)
-        if running is not None:
-            await running.on_cancel(session.cancel)
+        if running is None:
+            return False
+        await running.on_cancel(session.cancel)
+        return running.cancel_requested
 
     def _prompt(
         self, scenario: Scenario, session: SessionModel, history: list[Message]

@@ -37,7 +37,6 @@ Why it is built this way (figures in reference/reliability.md):
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import shutil
@@ -45,13 +44,10 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import filelock
-from pydantic import BaseModel, ConfigDict, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic import ValidationError
 
 from agentkit.errors import (
     ConversationBusyError,
@@ -82,64 +78,29 @@ from agentkit.store._records import (
     encode_record,
     fold,
 )
+from agentkit.store._views import (
+    EMPTY_HISTORY,
+    HISTORY_CLOSE,
+    Checkpoint,
+    FolderState,
+    history_entry,
+    meta_bytes,
+    read_state,
+    render_history,
+    verify_conversation,
+)
 from agentkit.store.base import (
     ConversationKey,
     ConversationStore,
     Problem,
-    ProblemKind,
     VerifyReport,
 )
 from agentkit.types import ConversationMeta, ConversationStatus, Message, utc_now
 
 __all__ = ["FileConversationStore"]
 
-JOURNAL = JOURNAL_FILE
-HISTORY = HISTORY_FILE
-META = META_FILE
-TURN_LOG = TURN_LOG_FILE
 _CREATING = ".creating-"
 _DELETED = ".deleted-"
-_EMPTY_HISTORY = b"[]\n"
-_HISTORY_CLOSE = b"\n]\n"
-
-
-class _Checkpoint(BaseModel):
-    """How far the views in a conversation folder are known to match its journal."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-    journal_bytes: int
-    journal_records: int
-    history_bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class _State:
-    meta: ConversationMeta
-    checkpoint: _Checkpoint
-
-
-def _history_entry(message: Message) -> bytes:
-    return json.dumps(message.to_json_dict(), ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def _render_history(messages: list[Message]) -> bytes:
-    if not messages:
-        return _EMPTY_HISTORY
-    return b"[\n" + b",\n".join(_history_entry(m) for m in messages) + _HISTORY_CLOSE
-
-
-def _meta_bytes(state: _State) -> bytes:
-    data: dict[str, Any] = {"v": 1, **state.meta.to_json_dict()}
-    data["views"] = state.checkpoint.model_dump(by_alias=True)
-    return json.dumps(data, ensure_ascii=False, indent=2).encode() + b"\n"
-
-
-def _parse_meta(raw: bytes) -> _State:
-    data = json.loads(raw)
-    if not isinstance(data, dict) or data.pop("v", None) != 1:
-        raise ValueError("meta.json has no schema version 1")
-    checkpoint = _Checkpoint.model_validate(data.pop("views", None))
-    return _State(ConversationMeta.model_validate(data), checkpoint)
 
 
 class FileConversationStore(ConversationStore):
@@ -174,7 +135,7 @@ class FileConversationStore(ConversationStore):
 
     def _existing_dir(self, key: ConversationKey) -> Path:
         directory = self._dir(key)
-        if not (directory / JOURNAL).is_file():
+        if not (directory / JOURNAL_FILE).is_file():
             raise ConversationNotFoundError(key.agent_id, key.conversation_id)
         return directory
 
@@ -209,22 +170,20 @@ class FileConversationStore(ConversationStore):
 
     # ------------------------------------------------------------------ state
 
-    def _read_state(self, directory: Path) -> _State | None:
-        try:
-            return _parse_meta((directory / META).read_bytes())
-        except (OSError, ValueError, ValidationError):
-            return None
+    @staticmethod
+    def _read_state(directory: Path) -> FolderState | None:
+        return read_state(directory)
 
     @staticmethod
-    def _is_clean(directory: Path, checkpoint: _Checkpoint) -> bool:
+    def _is_clean(directory: Path, checkpoint: Checkpoint) -> bool:
         try:
-            journal = os.stat(directory / JOURNAL).st_size
-            history = os.stat(directory / HISTORY).st_size
+            journal = os.stat(directory / JOURNAL_FILE).st_size
+            history = os.stat(directory / HISTORY_FILE).st_size
         except FileNotFoundError:
             return False
         return journal == checkpoint.journal_bytes and history == checkpoint.history_bytes
 
-    def _writable_state(self, key: ConversationKey) -> _State:
+    def _writable_state(self, key: ConversationKey) -> FolderState:
         """The conversation's state, recovered first if a write was interrupted. Hold the lock."""
         directory = self._existing_dir(key)
         state = self._read_state(directory)
@@ -234,7 +193,7 @@ class FileConversationStore(ConversationStore):
             return state
         return self._recover_conversation(key)
 
-    def _snapshot(self, key: ConversationKey) -> _State:
+    def _snapshot(self, key: ConversationKey) -> FolderState:
         """The last checkpointed state, for readers; repairs it when nobody is writing."""
         directory = self._existing_dir(key)
         state = self._read_state(directory)
@@ -268,7 +227,7 @@ class FileConversationStore(ConversationStore):
         (a failed fsync may have dropped pages the kernel still shows us), the journal is
         rewritten from what was read, so the bytes on disk are the bytes we validated.
         """
-        journal = directory / JOURNAL
+        journal = directory / JOURNAL_FILE
         with open(journal, "rb") as handle:
             data = handle.read() if end is None else handle.read(end)
         scan = scan_frames(data)
@@ -301,7 +260,7 @@ class FileConversationStore(ConversationStore):
         ]
         return views, scan.good_end, located
 
-    def _recover_conversation(self, key: ConversationKey, *, full: bool = False) -> _State:
+    def _recover_conversation(self, key: ConversationKey, *, full: bool = False) -> FolderState:
         directory = self._existing_dir(key)
         previous = self._read_state(directory)
         try:
@@ -317,14 +276,14 @@ class FileConversationStore(ConversationStore):
                 folder
                 for folder in turns
                 if folder.name not in views.turns
-                and {entry.name for entry in folder.iterdir()} <= {TURN_LOG}
+                and {entry.name for entry in folder.iterdir()} <= {TURN_LOG_FILE}
             ]
             for folder in orphans:
                 shutil.rmtree(folder)
             if orphans:
                 fsync_dir(directory)
-            history = _render_history(views.messages)
-            atomic_write(directory / HISTORY, history)
+            history = render_history(views.messages)
+            atomic_write(directory / HISTORY_FILE, history)
             # Turn logs can only be stale for records after the old checkpoint.
             offsets = {offset for offset, _ in located}
             start = 0
@@ -337,17 +296,17 @@ class FileConversationStore(ConversationStore):
             }
             for message_id in touched:
                 expected = views.turn_log(message_id).encode()
-                log = directory / message_id / TURN_LOG
+                log = directory / message_id / TURN_LOG_FILE
                 if not log.is_file() or log.read_bytes() != expected:
                     self._make_turn_dir(directory, message_id)
                     atomic_write(log, expected)
-            checkpoint = _Checkpoint(
+            checkpoint = Checkpoint(
                 journal_bytes=good_end,
                 journal_records=views.records,
                 history_bytes=len(history),
             )
-            state = _State(views.meta, checkpoint)
-            atomic_write(directory / META, _meta_bytes(state))
+            state = FolderState(views.meta, checkpoint)
+            atomic_write(directory / META_FILE, meta_bytes(state))
         except OSError as error:
             raise StoreError(f"could not recover {key}: {error}") from error
         return state
@@ -372,7 +331,7 @@ class FileConversationStore(ConversationStore):
                 ):
                     shutil.rmtree(entry, ignore_errors=True)
                     continue
-                if not is_valid_id(entry.name) or not (entry / JOURNAL).is_file():
+                if not is_valid_id(entry.name) or not (entry / JOURNAL_FILE).is_file():
                     continue
                 key = ConversationKey(conversations.parent.name, entry.name)
                 state = self._read_state(entry)
@@ -428,24 +387,26 @@ class FileConversationStore(ConversationStore):
             views = Views.resume(state.meta, state.checkpoint.journal_records)
             views.apply(record)
             try:
-                journal_bytes = append_durable(directory / JOURNAL, frame)
+                journal_bytes = append_durable(directory / JOURNAL_FILE, frame)
                 if journal_bytes != state.checkpoint.journal_bytes + len(frame):
                     raise StoreError(f"the journal of {key} changed under its lock")
                 for message_id in views.turns:  # at most one: this record's turn
                     turn = self._make_turn_dir(directory, message_id)
-                    append_durable(turn / TURN_LOG, views.turn_log(message_id).encode())
+                    append_durable(turn / TURN_LOG_FILE, views.turn_log(message_id).encode())
                 history_bytes = state.checkpoint.history_bytes
                 if isinstance(record, MessageRecord):
-                    history_bytes = self._append_history(directory / HISTORY, record.message, state)
-                new_state = _State(
+                    history_bytes = self._append_history(
+                        directory / HISTORY_FILE, record.message, state
+                    )
+                new_state = FolderState(
                     views.meta,
-                    _Checkpoint(
+                    Checkpoint(
                         journal_bytes=journal_bytes,
                         journal_records=views.records,
                         history_bytes=history_bytes,
                     ),
                 )
-                atomic_write(directory / META, _meta_bytes(new_state))
+                atomic_write(directory / META_FILE, meta_bytes(new_state))
             except OSError as error:
                 # Whatever reached the disk is recovered (and the journal rewritten) before
                 # the next write; this one is not acknowledged.
@@ -455,13 +416,13 @@ class FileConversationStore(ConversationStore):
             return new_state.meta
 
     @staticmethod
-    def _append_history(path: Path, message: Message, state: _State) -> int:
+    def _append_history(path: Path, message: Message, state: FolderState) -> int:
         """Add one entry to ``history.json`` in place: only the closing bracket is rewritten."""
-        entry = _history_entry(message)
+        entry = history_entry(message)
         if state.meta.stats.message_count == 0:
-            return write_at(path, 1, b"\n" + entry + _HISTORY_CLOSE)
-        offset = state.checkpoint.history_bytes - len(_HISTORY_CLOSE)
-        return write_at(path, offset, b",\n" + entry + _HISTORY_CLOSE)
+            return write_at(path, 1, b"\n" + entry + HISTORY_CLOSE)
+        offset = state.checkpoint.history_bytes - len(HISTORY_CLOSE)
+        return write_at(path, offset, b",\n" + entry + HISTORY_CLOSE)
 
     def create(self, key: ConversationKey, title: str) -> ConversationMeta:
         conversations = self._conversations_dir(key.agent_id)
@@ -478,20 +439,20 @@ class FileConversationStore(ConversationStore):
         )
         views = fold([record])
         frame = encode_frame(encode_record(record))
-        state = _State(
+        state = FolderState(
             views.meta,
-            _Checkpoint(
+            Checkpoint(
                 journal_bytes=len(frame),
                 journal_records=1,
-                history_bytes=len(_EMPTY_HISTORY),
+                history_bytes=len(EMPTY_HISTORY),
             ),
         )
         staging = conversations / f".{key.conversation_id}{_CREATING}{secrets.token_hex(4)}"
         try:
             staging.mkdir()
-            append_durable(staging / JOURNAL, frame)
-            append_durable(staging / HISTORY, _EMPTY_HISTORY)
-            atomic_write(staging / META, _meta_bytes(state))
+            append_durable(staging / JOURNAL_FILE, frame)
+            append_durable(staging / HISTORY_FILE, EMPTY_HISTORY)
+            atomic_write(staging / META_FILE, meta_bytes(state))
             try:
                 staging.rename(final)
             except OSError:
@@ -550,7 +511,7 @@ class FileConversationStore(ConversationStore):
     # ------------------------------------------------------------------ reads
 
     def exists(self, key: ConversationKey) -> bool:
-        return (self._dir(key) / JOURNAL).is_file()
+        return (self._dir(key) / JOURNAL_FILE).is_file()
 
     def conversations(self, agent_id: str) -> list[ConversationMeta]:
         directory = self._conversations_dir(agent_id)
@@ -589,7 +550,7 @@ class FileConversationStore(ConversationStore):
         found: list[Message] = []
         if limit == 0:
             return found
-        journal = self._dir(key) / JOURNAL
+        journal = self._dir(key) / JOURNAL_FILE
         try:
             for payload in read_tail_frames(journal, state.checkpoint.journal_bytes):
                 record = decode_record(payload)
@@ -608,7 +569,7 @@ class FileConversationStore(ConversationStore):
         check_id(message_id, "message")
         self._snapshot(key)
         try:
-            return (self._dir(key) / message_id / TURN_LOG).read_text(encoding="utf-8")
+            return (self._dir(key) / message_id / TURN_LOG_FILE).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise UsageError(f"conversation {key} has no turn {message_id!r}") from None
 
@@ -630,65 +591,9 @@ class FileConversationStore(ConversationStore):
                 key = ConversationKey(agent, name)
                 try:
                     with self.hold(key, timeout=min(1.0, self.lock_timeout)):
-                        problems.extend(self._verify_conversation(key, entry))
+                        problems.extend(verify_conversation(key, entry))
                 except ConversationBusyError:
                     problems.append(Problem(agent, name, "busy", "a writer held it; not checked"))
                 except ConversationNotFoundError:
-                    problems.append(Problem(agent, name, "missing-file", f"no {JOURNAL}"))
+                    problems.append(Problem(agent, name, "missing-file", f"no {JOURNAL_FILE}"))
         return VerifyReport(conversations=checked, problems=tuple(problems))
-
-    def _verify_conversation(self, key: ConversationKey, directory: Path) -> list[Problem]:
-        def problem(kind: ProblemKind, detail: str) -> Problem:
-            return Problem(key.agent_id, key.conversation_id, kind, detail)
-
-        journal = directory / JOURNAL
-        data = journal.read_bytes()
-        scan = scan_frames(data)
-        found: list[Problem] = []
-        if scan.damage:
-            return [problem("corrupt-record", f"byte {scan.bad_offset}: {scan.bad_reason}")]
-        if scan.bad_offset is not None:
-            found.append(
-                problem("torn-tail", f"{len(data) - scan.good_end} bytes after the last record")
-            )
-        try:
-            views = fold(decode_records([frame.payload for frame in scan.frames]))
-        except (ValidationError, ValueError) as error:
-            return [*found, problem("corrupt-record", str(error).splitlines()[0])]
-        for folder in (directory, *(p for p in directory.iterdir() if p.is_dir())):
-            found.extend(
-                problem("temp-file", str(entry.relative_to(directory)))
-                for entry in folder.iterdir()
-                if is_temp_name(entry.name)
-            )
-        history = _render_history(views.messages)
-        state = self._read_state(directory)
-        expected = _Checkpoint(
-            journal_bytes=scan.good_end, journal_records=views.records, history_bytes=len(history)
-        )
-        if state is None:
-            found.append(problem("missing-file", f"{META} is missing or unreadable"))
-        elif state.meta != views.meta or state.checkpoint != expected:
-            found.append(problem("meta-mismatch", f"{META} does not match the journal"))
-        try:
-            actual = (directory / HISTORY).read_bytes()
-        except FileNotFoundError:
-            found.append(problem("missing-file", f"{HISTORY} is missing"))
-        else:
-            if actual != history:
-                try:
-                    json.loads(actual)
-                    detail = f"{HISTORY} does not match the journal"
-                except ValueError:
-                    detail = f"{HISTORY} is not valid JSON"
-                found.append(problem("history-mismatch", detail))
-        for message_id in views.turns:
-            log = directory / message_id / TURN_LOG
-            if not log.is_file() or log.read_bytes() != views.turn_log(message_id).encode():
-                found.append(problem("turn-log-mismatch", f"{message_id}/{TURN_LOG}"))
-        found.extend(
-            problem("orphan-turn", entry.name)
-            for entry in directory.iterdir()
-            if entry.is_dir() and entry.name not in views.turns
-        )
-        return found
