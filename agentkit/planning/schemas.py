@@ -182,7 +182,7 @@ def _with_steps(
 ) -> JsonSchema:
     """*model*'s schema with its ``steps`` array made of :func:`_step_schema` items."""
     properties = dict(reply_fields(model))
-    steps = {"type": "array", "items": _step_schema(tools)}
+    steps: JsonSchema = {"type": "array", "items": _step_schema(tools)}
     steps.update((k, v) for k, v in properties["steps"].items() if k not in ("type", "items"))
     if max_steps is not None:
         steps["maxItems"] = max_steps
