@@ -6,6 +6,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 LAB_PORT ?= 8888
+# Tests run in xdist worker processes: a test that crashes its process (a native fault) fails
+# alone, the worker is replaced and the run still ends with its summary line. (Not
+# --dist loadfile: pytest-xdist 3 re-runs a crashed test of that mode until workers run out.)
+PYTEST_FLAGS := -n 2 --dist load
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lab test lint typecheck pytest test-browser bench chat serve fuzz clean
@@ -32,14 +36,14 @@ lab: $(STAMP) ## Start JupyterLab on notebooks/ (127.0.0.1; prints the URL with 
 test: $(STAMP) lint typecheck pytest ## Set up, then run lint, type checks and every test
 
 lint: $(STAMP) ## Ruff (lint + format check)
-	$(BIN)/ruff check agentkit lab tests bench
-	$(BIN)/ruff format --check agentkit lab tests bench
+	$(BIN)/ruff check agentkit agentkit_desk lab tests bench
+	$(BIN)/ruff format --check agentkit agentkit_desk lab tests bench
 
-typecheck: $(STAMP) ## mypy --strict on agentkit/
+typecheck: $(STAMP) ## mypy --strict on agentkit/ and agentkit_desk/
 	$(BIN)/mypy
 
 pytest: $(STAMP) ## The test suite, then every notebook under nbval (on a scratch data root)
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_FLAGS)
 	@scratch=$$(mktemp -d) && \
 	$(BIN)/python -c "import shutil, sys; shutil.copytree('data/agents', sys.argv[1] + '/agents', ignore=shutil.ignore_patterns('conversations', '.*.lock'))" $$scratch && \
 	AGENTKIT_DATA_DIR=$$scratch $(BIN)/pytest --nbval-lax notebooks -p no:cacheprovider -q; \
