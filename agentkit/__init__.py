@@ -33,6 +33,7 @@ from agentkit.store import (
     VerifyReport,
     VersionConflictError,
 )
+from agentkit.tools import tool
 from agentkit.types import (
     Conversation,
     ConversationMeta,
@@ -88,4 +89,5 @@ __all__ = [
     "new_conversation_id",
     "new_message_id",
     "resolve_data_dir",
+    "tool",
 ]

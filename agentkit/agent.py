@@ -10,7 +10,7 @@ argument, so several agents and data roots can live in one process.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -78,11 +78,12 @@ class Agent:
         model: ChatModel | SessionBackend | str | None = None,
         pool: SessionPool | None = None,
         config_store: ConfigStore | None = None,
+        tools: Iterable[object] = (),
     ) -> None:
         self.folder = folder
         self.store = store
         self.runtime = AgentRuntime(
-            folder, store, model=model, pool=pool, config_store=config_store
+            folder, store, model=model, pool=pool, config_store=config_store, tools=tools
         )
         self.pool = self.runtime.pool
         self._loop: BackgroundLoop | None = None
@@ -97,17 +98,22 @@ class Agent:
         model: ChatModel | SessionBackend | str | None = None,
         pool: SessionPool | None = None,
         config_store: ConfigStore | None = None,
+        tools: Iterable[object] = (),
     ) -> Agent:
         """Load ``{data_dir}/agents/{agent_id}``; the store defaults to the file store there.
 
         Opening recovers the agent's conversations that a crash left inconsistent (a cheap
-        size check per conversation; only damaged ones are rebuilt).
+        size check per conversation; only damaged ones are rebuilt), and loads the toolsets
+        its config.json names (a toolset that does not load is a ConfigError here) plus
+        *tools*: functions or tools given in Python (see :func:`agentkit.tool`).
         """
         root = resolve_data_dir(data_dir)
         folder = AgentFolder.load(root, agent_id)
         store = store if store is not None else FileConversationStore(root)
         store.recover(folder.agent_id)
-        return cls(folder, store, model=model, pool=pool, config_store=config_store)
+        agent = cls(folder, store, model=model, pool=pool, config_store=config_store, tools=tools)
+        agent.runtime.load_tools()
+        return agent
 
     @property
     def id(self) -> str:
@@ -130,7 +136,7 @@ class Agent:
 
     @property
     def tools(self) -> ToolRegistry:
-        """The agent's tools (built on first use, once)."""
+        """The agent's tools (loaded once, when the agent is opened)."""
         return self.runtime.tools
 
     def trace_dir(self, conversation_id: str) -> Path | None:

@@ -8,13 +8,34 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agentkit.errors import ConfigError
 
-__all__ = ["AgentConfig", "CompressionConfig", "PlannerConfig", "load_agent_config"]
+__all__ = [
+    "AgentConfig",
+    "CompressionConfig",
+    "McpToolsetConfig",
+    "McpUrlToolsetConfig",
+    "PlannerConfig",
+    "PythonToolsetConfig",
+    "ToolFlags",
+    "ToolsetConfig",
+    "config_field",
+    "load_agent_config",
+]
 
 Engine = Literal["chat", "planner"]
 Strategy = Literal["plan_replan", "next_step", "tool_loop"]
@@ -51,6 +72,79 @@ class PlannerConfig(_Config):
     max_iterations: int = Field(default=12, ge=1, le=256)
     classify: bool = False
     stage_timeout_scale: float = Field(default=1.0, gt=0, le=100)
+    #: words that make a request one about live state (matched case-folded, anywhere in the
+    #: message): the planner then re-runs the agent's ``live_state`` tools before planning
+    live_state_keywords: tuple[Annotated[str, StringConstraints(min_length=1)], ...] = ()
+
+
+_ToolsetName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
+
+
+class ToolFlags(_Config):
+    """Flags of one tool as this agent wants them (overriding the toolset's)."""
+
+    side_effect: bool | None = None
+    live_state: bool | None = None
+
+    @model_validator(mode="after")
+    def _a_read_or_a_write(self) -> ToolFlags:
+        if self.side_effect and self.live_state:
+            raise ValueError("live_state marks a read; a side-effecting tool is not one")
+        return self
+
+
+class _ToolsetConfig(_Config):
+    #: per tool name: flags that override the toolset's own (e.g. a read-only MCP tool the
+    #: server did not mark ``readOnlyHint``)
+    flags: dict[str, ToolFlags] = Field(default_factory=dict)
+
+
+class PythonToolsetConfig(_ToolsetConfig):
+    """``{"python": "tools.py"}`` (a file in the agent's folder) or ``"module:attribute"``."""
+
+    python: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    name: _ToolsetName | None = None
+
+
+class McpToolsetConfig(_ToolsetConfig):
+    """``{"mcp": ["command", "arg", …], "name": "time"}``: an MCP server over stdio, run as a
+    subprocess (no shell; ``env`` adds variables to its minimal environment)."""
+
+    mcp: tuple[Annotated[str, StringConstraints(min_length=1)], ...] = Field(min_length=1)
+    name: _ToolsetName
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=30.0, gt=0, le=3600, description="seconds per call")
+
+
+class McpUrlToolsetConfig(_ToolsetConfig):
+    """``{"mcp_url": "http://127.0.0.1:PORT/mcp", "name": "notes"}``: a streamable-HTTP MCP
+    server."""
+
+    mcp_url: Annotated[str, StringConstraints(pattern=r"^https?://\S+$")]
+    name: _ToolsetName
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=30.0, gt=0, le=3600, description="seconds per call")
+
+
+def _toolset_kind(value: Any) -> str | None:  # noqa: ANN401 - raw config being validated
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    if not isinstance(value, dict):
+        return None
+    kinds = [kind for kind in ("python", "mcp", "mcp_url") if kind in value]
+    return kinds[0] if len(kinds) == 1 else None
+
+
+ToolsetConfig = Annotated[
+    Annotated[PythonToolsetConfig, Tag("python")]
+    | Annotated[McpToolsetConfig, Tag("mcp")]
+    | Annotated[McpUrlToolsetConfig, Tag("mcp_url")],
+    Discriminator(
+        _toolset_kind,
+        custom_error_type="toolset_kind",
+        custom_error_message="a toolset needs exactly one of 'python', 'mcp' or 'mcp_url'",
+    ),
+]
 
 
 class AgentConfig(_Config):
@@ -62,9 +156,32 @@ class AgentConfig(_Config):
     model: str = Field(default="llama", min_length=1, description="model spec, e.g. llama")
     engine: Engine = "chat"
     max_turns: int = Field(default=20, ge=1, description="chatHistory window, in turns")
-    tools: tuple[str, ...] = ()
+    #: where the agent's tools come from (none: the agent has no tools)
+    toolsets: tuple[ToolsetConfig, ...] = ()
+    #: the allow-list: only these of the toolsets' tools (absent: all of them)
+    tools: tuple[str, ...] | None = None
     compression: CompressionConfig = CompressionConfig()
     planner: PlannerConfig = PlannerConfig()
+
+    @field_validator("toolsets")
+    @classmethod
+    def _unique_toolset_names(
+        cls, toolsets: tuple[ToolsetConfig, ...]
+    ) -> tuple[ToolsetConfig, ...]:
+        names = [toolset.name for toolset in toolsets if toolset.name is not None]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"two toolsets are named {twice[0]!r}")
+        return toolsets
+
+
+def config_field(loc: tuple[int | str, ...]) -> str:
+    """A validation error's location as a dotted field name, without the toolset kind tag
+    pydantic inserts (``toolsets.0.mcp.name`` → ``toolsets.0.name``)."""
+    parts = [str(part) for part in loc]
+    if len(parts) > 2 and parts[0] == "toolsets" and parts[2] in ("python", "mcp", "mcp_url"):
+        del parts[2]
+    return ".".join(parts)
 
 
 def load_agent_config(path: Path) -> AgentConfig:
@@ -85,7 +202,7 @@ def load_agent_config(path: Path) -> AgentConfig:
         return AgentConfig.model_validate(data)
     except ValidationError as error:
         first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
+        field = config_field(first["loc"])
         problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
         more = error.error_count() - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""

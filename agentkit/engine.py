@@ -9,13 +9,14 @@ shares: its folder and config, the conversation store, the session pool (live se
 the running turns), memory (the ``system_config`` store), where traces go, its tools and its
 model. The Agent admits a turn (one per conversation) before it calls the engine.
 
-The tools and the model are made on first use, so opening an agent loads no weights and
-starts no tool process; they are closed with the runtime.
+The tools are loaded when the agent is opened (:meth:`AgentRuntime.load_tools`: a toolset
+that does not load is a config error then, never mid-turn); the model is made on first use,
+so opening an agent loads no weights. Both are closed with the runtime.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Protocol
@@ -28,7 +29,7 @@ from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import create_model, resolve_model_spec
 from agentkit.sessions import SessionPool, TurnRegistry
 from agentkit.store import ConfigStore, ConversationKey, ConversationStore, SqliteConfigStore
-from agentkit.tools import ToolRegistry, agent_tools
+from agentkit.tools import AgentTools, ToolRegistry
 from agentkit.workspace import AgentFolder
 
 __all__ = ["AgentRuntime", "Engine", "open_tools"]
@@ -42,10 +43,13 @@ class Engine(Protocol):
     ) -> AsyncIterator[AgentEvent]: ...
 
 
-def open_tools(folder: AgentFolder, resources: ExitStack) -> ToolRegistry:
-    """The agent's tools; what they hold open (a database, a server process) is closed with
-    *resources*. The one place an agent's tool registry is built."""
-    return resources.enter_context(agent_tools(folder))
+def open_tools(
+    folder: AgentFolder, resources: ExitStack, extra: Iterable[object] = ()
+) -> AgentTools:
+    """The agent's tools: its config's toolsets plus *extra* (tools given in Python); what
+    they hold open (a database, a server process) is closed with *resources*. The one place
+    an agent's tool registry is built."""
+    return resources.enter_context(AgentTools.load(folder, extra))
 
 
 class AgentRuntime:
@@ -59,6 +63,7 @@ class AgentRuntime:
         model: ChatModel | SessionBackend | str | None = None,
         pool: SessionPool | None = None,
         config_store: ConfigStore | None = None,
+        tools: Iterable[object] = (),
     ) -> None:
         self.folder = folder
         self.store = store
@@ -67,7 +72,8 @@ class AgentRuntime:
         self._model: ChatModel | SessionBackend | None = None
         self._config_store = config_store
         self._owned_config_store: SqliteConfigStore | None = None
-        self._tools: ToolRegistry | None = None
+        self._extra_tools = tuple(tools)
+        self._toolbox: AgentTools | None = None
         self._resources = ExitStack()
 
     @property
@@ -121,12 +127,16 @@ class AgentRuntime:
         """The layout of the data root the agent folder lives under."""
         return self.folder.files.data_root
 
+    def load_tools(self) -> AgentTools:
+        """The agent's toolsets, loaded and started once (:func:`open_tools`)."""
+        if self._toolbox is None:
+            self._toolbox = open_tools(self.folder, self._resources, self._extra_tools)
+        return self._toolbox
+
     @property
     def tools(self) -> ToolRegistry:
-        """The agent's tools, built once on first use (:func:`open_tools`)."""
-        if self._tools is None:
-            self._tools = open_tools(self.folder, self._resources)
-        return self._tools
+        """The agent's tools (:meth:`load_tools`)."""
+        return self.load_tools().registry
 
     def traces(self, key: ConversationKey) -> Path | None:
         """The conversation folder that holds each turn's ``calls.jsonl``; None when the
@@ -136,7 +146,7 @@ class AgentRuntime:
     def close_resources(self) -> None:
         """Close the tools and the memory store this runtime opened (not the model)."""
         self._resources.close()
-        self._tools = None
+        self._toolbox = None
         if self._owned_config_store is not None:
             self._owned_config_store.close()
             self._config_store = self._owned_config_store = None
@@ -146,4 +156,6 @@ class AgentRuntime:
         await self.pool.close_all()
         if isinstance(self._model, ChatModel):
             await self._model.aclose()
+        if self._toolbox is not None:
+            await self._toolbox.aclose()  # an MCP server is stopped without blocking the loop
         self.close_resources()

@@ -34,7 +34,7 @@ from typing import Any
 import nbformat
 import pytest
 from agentkit import Agent
-from agentkit.tools import open_desk
+from agentkit_desk import open_desk
 from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 

@@ -1,4 +1,5 @@
-"""The desk domain: SQLite-backed configs and traders, reference checks, masked secrets."""
+"""The desk example toolset (``agentkit_desk``): SQLite-backed configs and traders, reference
+checks, masked secrets, and its state for evaluation (snapshot, seed)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,15 @@ import pytest
 from agentkit.config import load_agent_config
 from agentkit.errors import StoreError
 from agentkit.tools import (
-    DeskDatabase,
+    AgentTools,
     ToolArgumentsError,
     ToolRegistry,
     ToolResult,
     UnknownToolError,
-    desk_tools,
-    open_desk,
     run_tool,
 )
 from agentkit.workspace import AgentFolder
+from agentkit_desk import DeskDatabase, DeskToolset, desk_tools, open_desk, run_desk_tool
 
 from tests.conftest import SAMPLE_AGENTS, tree
 
@@ -289,9 +289,9 @@ def test_run_tool_for_the_cli(data_dir: Path) -> None:
     assert json.loads(listed.text)["model_configs"][0]["id"] == "model-1"
     assert (workspace / "desk.db").is_file()
     # a workspace path gives every desk tool
-    assert run_tool(workspace, "list_traders", "{}").ok
+    assert run_desk_tool(workspace, "list_traders", "{}").ok
 
-    # an agent without an allow-list has no tools
+    # an agent without toolsets has no tools
     other = AgentFolder.load(data_dir, "innovator-001")
     with pytest.raises(UnknownToolError, match=r"known tools: \(none\)"):
         run_tool(other, "list_traders", "{}")
@@ -311,3 +311,44 @@ def test_the_file_is_wal_with_foreign_keys(tmp_path: Path) -> None:
             )
     finally:
         connection.close()
+
+
+def test_the_desk_toolset_seeds_snapshots_and_scrubs_its_secrets(tmp_path: Path) -> None:
+    with DeskToolset(tmp_path) as toolset:
+        assert toolset.name == "desk" and toolset.has_state
+        toolset.seed(
+            {
+                "model_configs": [{"provider": "openai", "model": "gpt-4o", "api_key": MODEL_KEY}],
+                "exchange_configs": [
+                    {"exchange": "okx", "account_name": "main", "api_key": EXCHANGE_KEY,
+                     "secret_key": EXCHANGE_SECRET}
+                ],
+                "traders": [{"name": "Alpha", "exchange_id": "ex-1", "model_id": "model-1"}],
+                "preferences": {"language": "zh"},
+            }
+        )  # fmt: skip
+        assert toolset.snapshot() == {
+            "traders": ["Alpha"],
+            "trader_count": 1,
+            "model_config_count": 1,
+            "exchange_config_count": 1,
+            "preferences": {"language": "zh"},
+            "trader_fields": {
+                "Alpha": {"id": "trader-1", "exchange_id": "ex-1", "model_id": "model-1"}
+            },
+        }
+        assert set(toolset.secrets()) == set(SECRETS)
+        with pytest.raises(ValueError, match="extra"):
+            toolset.seed({"traders": [{"name": "B", "exchange_id": "ex-1", "model_id": "m",
+                                       "colour": "red"}]})  # fmt: skip
+
+
+def test_an_agent_registry_scrubs_the_desks_secrets(data_dir: Path) -> None:
+    folder = AgentFolder.load(data_dir, "desk-001")
+    with AgentTools.load(folder) as tools:
+        tools.seed({"desk": {"model_configs": [{"provider": "p", "model": "m",
+                                                "api_key": MODEL_KEY}]}})  # fmt: skip
+        assert tools.registry.secrets is not None
+        assert MODEL_KEY in set(tools.registry.secrets())
+        echoed = tools.registry.run("set_preference", {"key": "note", "value": MODEL_KEY})
+        assert MODEL_KEY not in echoed.text

@@ -44,7 +44,12 @@ def test_the_shipped_scenarios_validate_and_cover_both_languages_and_the_flows()
     for flow in ("ask_user", "consent", "refusal", "live_state", "out_of_band", "compression",
                  "restart", "tool_loop", "chat", "commands", "secrets"):  # fmt: skip
         assert flow in tags, flow
-    assert {s.agent for s in scenarios} == {"desk-001", "desk-local-001", "innovator-001"}
+    assert {s.agent for s in scenarios} == {
+        "desk-001",
+        "desk-local-001",
+        "innovator-001",
+        "notes-001",
+    }
     # the folder's sub-folders are not read: compression/ holds another kind of file
     assert not any(s.id.startswith("desk_onboarding") for s in scenarios)
 
@@ -76,11 +81,6 @@ def test_yaml_and_json_files_load_the_same_scenario(tmp_path: Path) -> None:
             "field 'langauge' unknown key",
         ),
         (MINIMAL.replace("v: 1", "v: 2"), "field 'v'"),
-        (MINIMAL + "expect: {tools_called: [lsit_traders]}\n", "unknown tool 'lsit_traders'"),
-        (
-            MINIMAL + "  - user: again\n    before: [{tool: drop_database}]\n",
-            "unknown tool 'drop_database'",
-        ),
         (MINIMAL.replace("agent: desk-001", "agent: ../etc"), "field 'agent'"),
         (MINIMAL.replace("script: {respond: [hi]}", "script: {respnd: [hi]}"), "turns.0.script"),
         (MINIMAL.replace("script: {respond: [hi]}", "script: {respond: []}"), "has no replies"),
@@ -94,8 +94,6 @@ def test_yaml_and_json_files_load_the_same_scenario(tmp_path: Path) -> None:
     ids=[
         "misspelt-key",
         "unknown-version",
-        "unknown-tool-in-expectations",
-        "unknown-out-of-band-tool",
         "path-in-agent-id",
         "unknown-purpose",
         "empty-reply-list",
@@ -114,6 +112,35 @@ def test_a_bad_scenario_file_is_an_error_naming_file_and_field(
     with pytest.raises(ConfigError) as caught:
         load_scenario(path)
     assert str(path) in str(caught.value)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "message"),
+    [
+        ("expect: {tools_called: [lsit_traders]}\n", "expect.tools_called.0",
+         "unknown tool 'lsit_traders'"),
+        ("  - user: again\n    script: {respond: [ok]}\n    before: [{tool: drop_database}]\n",
+         "turns.1.before.0.tool", "unknown tool 'drop_database'"),
+        ("state: {desk: {traders: [{name: A}]}}\n", "state.desk.traders.0.exchange_id",
+         "Field required"),
+        ("state: {calendar: {}}\n", "state.calendar", "no toolset 'calendar'"),
+        ("expect: {state: {calendar: {count: 1}}}\n", "expect.state.calendar", "no toolset"),
+    ],
+    ids=["unknown-tool-in-expectations", "unknown-out-of-band-tool", "bad-seed", "unknown-seed",
+         "unknown-state"],
+)  # fmt: skip
+def test_what_a_scenario_names_is_checked_against_the_agents_tools_before_any_run(
+    tmp_path: Path, extra: str, field: str, message: str
+) -> None:
+    from agentkit.eval import plan_runs
+
+    path = write(tmp_path, "bad.yaml", MINIMAL + extra)
+    scenario = load_scenario(path)  # the file itself is fine
+    with pytest.raises(ConfigError) as caught:
+        plan_runs([scenario], model="scripted", data_dir=REPO / "data")
+    assert caught.value.path == path
+    assert caught.value.field == field
     assert message in str(caught.value)
 
 

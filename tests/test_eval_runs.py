@@ -20,7 +20,7 @@ from agentkit.eval import (
     save_results,
     summarize,
 )
-from agentkit.eval.scenario import DeskExpectation, OutOfBandCall
+from agentkit.eval.scenario import OutOfBandCall
 
 from .conftest import tree
 
@@ -50,7 +50,7 @@ def test_every_shipped_scenario_passes_on_its_scripted_replies(data_dir: Path) -
     assert (trader["questions"], trader["consents"], trader["turns"]) == (1, 1, 3)
     assert trader["model_calls"] == 5  # plan, 3 replans, respond (from calls.jsonl)
     assert trader["final_status"] == "completed"
-    assert trader["exp_consent_for"] is True and trader["exp_desk"] is True
+    assert trader["exp_consent_for"] is True and trader["exp_state"] is True
     assert pd.isna(trader["exp_compressed"])  # not checked by this scenario
     memory = row(frame, "memory_compression_facts_en")
     assert memory["compressions"] == 1 and memory["fact_retention"] == 0.75
@@ -88,22 +88,25 @@ def test_expectations_fail_with_what_was_expected_and_seen(data_dir: Path) -> No
             "expect": Expectations(
                 tools_not_called=("create_trader",),
                 answer_contains=("Beta",),
-                desk=DeskExpectation(
-                    traders=("Beta",), trader_fields={"Alpha": {"model_id": "model-2"}}
-                ),
+                state={
+                    "desk": {
+                        "traders": ["Beta"],
+                        "trader_fields": {"Alpha": {"model_id": "model-2"}},
+                    }
+                },
             )
         }
     )
     result = run_eval([wrong], model="scripted", data_dir=data_dir, progress=False)
     got = row(result, "desk_create_trader_en")
     assert got["passed"] is False and got["error"] == ""
-    assert got["exp_tools_not_called"] is False and got["exp_desk"] is False
+    assert got["exp_tools_not_called"] is False and got["exp_state"] is False
     assert got["exp_answer_contains"] is False
     assert got["exp_consent_for"] is True  # the turn-level checks still pass
     failures = str(got["failures"])
     assert "run: tools_not_called FAILED (called anyway: [create_trader])" in failures
-    assert "traders [Beta], found [Alpha]" in failures
-    assert "Alpha.model_id = 'model-2', found 'model-1'" in failures
+    assert 'desk.traders = ["Beta"], found ["Alpha"]' in failures
+    assert 'desk.trader_fields.Alpha.model_id = "model-2", found "model-1"' in failures
     assert got["checks_failed"] == 3
 
 

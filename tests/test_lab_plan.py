@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from agentkit import Agent, ExecutionState, ScriptedModel
 from agentkit.memory import Observation, PlanStep, Waiting
-from agentkit.tools import open_desk
+from agentkit_desk import open_desk
 from lab import ChatPanel, PlanView
 from lab.plan_table import PLAN_COLUMNS, pending_request, plan_frame
 

@@ -27,7 +27,9 @@ from agentkit.models.scripted import ScriptedModel
 from agentkit.planning import PlannerTurn, capability_signature, intents, render_prompt
 from agentkit.store import ConversationKey, InMemoryConfigStore, InMemoryConversationStore
 from agentkit.store.sqlite_kv import SqliteConfigStore
-from agentkit.tools import DeskDatabase, ToolRegistry, desk_tools, open_desk, run_tool
+from agentkit.tools import ToolRegistry
+from agentkit_desk import DeskDatabase, desk_tools, open_desk
+from agentkit_desk import run_desk_tool as run_tool
 
 KEY = ConversationKey("desk-001", "conv-test")
 
@@ -298,6 +300,7 @@ def test_live_state_plan_uses_the_fresh_snapshot_not_stale_task_state(env: Env) 
     turn = env.turn(
         "create a trader on my exchange",
         {"plan": [{"goal": "g", "steps": [step("r", "respond")]}], "respond": ["ok"]},
+        config=PlannerConfig(live_state_keywords=("exchange",)),  # the desk agents' config
     )
     events = run(turn)
     planning = of(events, PlanningEvent)[0]

@@ -12,7 +12,7 @@ from agentkit.events import AskUserEvent, ErrorEvent
 from agentkit.memory import MemoryRepository
 from agentkit.models.scripted import ScriptedModel
 from agentkit.store import SqliteConfigStore
-from agentkit.tools import open_desk
+from agentkit_desk import open_desk
 
 from .test_planner import KEY, Env, env, of, run, step
 

@@ -55,6 +55,7 @@ def test_all_is_sorted_and_pinned() -> None:
         "new_conversation_id",
         "new_message_id",
         "resolve_data_dir",
+        "tool",
     }
     for name in agentkit.__all__:
         assert hasattr(agentkit, name), name

@@ -80,6 +80,8 @@ class ServedAgents:
                 folder = AgentFolder.load(self.data_dir, agent_id)
                 self.store.recover(folder.agent_id)
                 agent = Agent(folder, self.store, model=self._model_for(folder), pool=self.pool)
+                # its toolsets load now (an MCP server starts): a bad one fails here, not mid-turn
+                await asyncio.to_thread(agent.runtime.load_tools)
                 self._agents[agent_id] = agent
         return agent
 

@@ -2,22 +2,23 @@
 
 :class:`Observed` is everything an expectation may look at, taken from the turn's typed events
 (the same stream every edge consumes) and from the state right after it (ExecutionState,
-TaskState, the desk database). :func:`check` turns one :class:`Expectations` into a list of
-:class:`Check` values, one per field that is set, each saying what was expected and what was
-seen, so a failing row explains itself without re-running anything.
+TaskState, the toolsets' state snapshots). :func:`check` turns one :class:`Expectations` into a
+list of :class:`Check` values, one per field that is set, each saying what was expected and
+what was seen, so a failing row explains itself without re-running anything.
 
 Nothing here reads files or calls a model: it is a pure function of its inputs.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import JsonValue
 
-from agentkit.eval.scenario import DeskExpectation, Expectations
+from agentkit.eval.scenario import Expectations
 from agentkit.events import (
     AgentEvent,
     AskUserEvent,
@@ -35,26 +36,16 @@ from agentkit.memory.fidelity import fact_retention
 __all__ = [
     "EXPECTATION_KINDS",
     "Check",
-    "DeskSnapshot",
     "Observed",
     "TurnFacts",
     "check",
+    "state_problems",
     "turn_facts",
 ]
 
 #: every expectation field, in the order the result columns use
 EXPECTATION_KINDS: tuple[str, ...] = tuple(Expectations.model_fields)
 _LIVE_PREFIX = "live-"  # the planner's own re-reads of the live configuration
-
-
-@dataclass(frozen=True, slots=True)
-class DeskSnapshot:
-    """The desk database at one moment, as plain values."""
-
-    traders: dict[str, dict[str, str]] = field(default_factory=dict)  # name → fields
-    model_configs: int = 0
-    exchange_configs: int = 0
-    preferences: dict[str, JsonValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +145,7 @@ class Observed:
     facts: TurnFacts
     status: str  # the ExecutionState status, or "none"
     task_state: TaskState
-    desk: DeskSnapshot
+    state: dict[str, JsonValue]  # each stateful toolset's snapshot, by toolset name
     model_calls: int
 
 
@@ -181,33 +172,47 @@ def _short(text: str, limit: int = 120) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _desk_problems(expected: DeskExpectation, desk: DeskSnapshot) -> list[str]:
-    problems: list[str] = []
-    names = sorted(desk.traders)
-    if expected.traders is not None and sorted(expected.traders) != names:
-        problems.append(f"traders {_names(sorted(expected.traders))}, found {_names(names)}")
-    counts = (
-        ("trader_count", expected.trader_count, len(desk.traders)),
-        ("model_config_count", expected.model_config_count, desk.model_configs),
-        ("exchange_config_count", expected.exchange_config_count, desk.exchange_configs),
-    )
-    for label, wanted, found in counts:
-        if wanted is not None and wanted != found:
-            problems.append(f"{label} {wanted}, found {found}")
-    for key, value in (expected.preferences or {}).items():
-        if key not in desk.preferences:
-            problems.append(f"preference {key!r} missing")
-        elif desk.preferences[key] != value:
-            problems.append(f"preference {key!r} = {value!r}, found {desk.preferences[key]!r}")
-    for name, fields in (expected.trader_fields or {}).items():
-        found_trader = desk.traders.get(name)
-        if found_trader is None:
-            problems.append(f"no trader {name!r}")
-            continue
-        for key, value in fields.items():
-            if found_trader.get(key) != value:
-                problems.append(f"{name}.{key} = {value!r}, found {found_trader.get(key)!r}")
-    return problems
+def state_problems(expected: JsonValue, found: JsonValue, where: str = "") -> list[str]:
+    """How *found* (a state snapshot) fails the partial match *expected*: a mapping needs the
+    keys given (others may exist), a list the same items in any order, anything else equality.
+    """
+    label = where or "state"
+    if isinstance(expected, dict):
+        if not isinstance(found, dict):
+            return [f"{label}: expected a mapping, found {_value(found)}"]
+        problems: list[str] = []
+        for key, value in expected.items():
+            path = f"{where}.{key}" if where else key
+            if key not in found:
+                problems.append(f"{path} missing")
+            else:
+                problems += state_problems(value, found[key], path)
+        return problems
+    if isinstance(expected, list):
+        if not isinstance(found, list) or not _same_items(expected, found):
+            return [f"{label} = {_value(expected)}, found {_value(found)}"]
+        return []
+    if expected != found or (type(expected) is not type(found) and not _numbers(expected, found)):
+        return [f"{label} = {_value(expected)}, found {_value(found)}"]
+    return []
+
+
+def _same_items(expected: list[JsonValue], found: list[JsonValue]) -> bool:
+    rest = list(found)
+    for item in expected:
+        match = next((i for i, seen in enumerate(rest) if not state_problems(item, seen)), None)
+        if match is None:
+            return False
+        del rest[match]
+    return not rest
+
+
+def _numbers(a: JsonValue, b: JsonValue) -> bool:
+    return all(isinstance(x, int | float) and not isinstance(x, bool) for x in (a, b))
+
+
+def _value(value: JsonValue) -> str:
+    return _short(json.dumps(value, ensure_ascii=False, sort_keys=True), 80)
 
 
 def check(expect: Expectations, seen: Observed, where: str) -> list[Check]:  # noqa: PLR0912, PLR0915
@@ -289,9 +294,9 @@ def check(expect: Expectations, seen: Observed, where: str) -> list[Check]:  # n
             seen.model_calls <= expect.max_model_calls,
             f"{seen.model_calls} calls > {expect.max_model_calls}",
         )
-    if expect.desk is not None:
-        problems = _desk_problems(expect.desk, seen.desk)
-        add("desk", not problems, "; ".join(problems))
+    if expect.state is not None:
+        problems = state_problems(dict(expect.state), seen.state)
+        add("state", not problems, "; ".join(problems))
     return checks
 
 

@@ -7,9 +7,10 @@ Invariants:
 
 * **independence**: every run builds a fresh data root (a temporary folder, removed afterwards
   unless ``keep_dir`` asks to keep it): the agent's files as shipped in the task (so a remote
-  worker needs no shared disk), its config.json with the point's parameters, a desk database
-  seeded from the scenario, an empty ``agentkit.db``. Runs share nothing and can run in any
-  order, anywhere, and give the same row for the scripted model;
+  worker needs no shared disk), its config.json with the point's parameters, an empty
+  ``agentkit.db``, and the toolsets' state seeded from the scenario through the agent's own
+  toolsets (each seeds its own). Runs share nothing and can run in any order, anywhere, and
+  give the same row for the scripted model;
 * **one row per run, whatever happens**: a run that cannot finish (a failing out-of-band call,
   a crash, the turn time limit) is a row with ``error`` set and ``passed`` False;
 * rows carry no run-specific paths or ids (errors are scrubbed of the data root), so two
@@ -32,7 +33,6 @@ from typing import Any, TypeVar
 from agentkit.agent import Agent
 from agentkit.eval.expectations import (
     Check,
-    DeskSnapshot,
     Observed,
     TurnFacts,
     check,
@@ -40,7 +40,7 @@ from agentkit.eval.expectations import (
     turn_facts,
 )
 from agentkit.eval.params import Params
-from agentkit.eval.scenario import DeskState, Scenario
+from agentkit.eval.scenario import Scenario
 from agentkit.events import AgentEvent, SessionEvent
 from agentkit.memory.fidelity import fact_retention
 from agentkit.models.base import (
@@ -55,7 +55,6 @@ from agentkit.models.base import (
 )
 from agentkit.models.scripted import ScriptedModel
 from agentkit.models.spec import create_model
-from agentkit.tools import open_desk, run_tool
 from agentkit.types import Message
 
 __all__ = [
@@ -68,7 +67,7 @@ __all__ = [
 
 #: the model spec that means "each scenario's own scripted replies"
 SCRIPTED = "scripted"
-_SKIPPED_PARTS = ("conversations", "logs")
+_SKIPPED_PARTS = ("conversations", "logs", "workspace")
 _ANSWER_CHARS = 500
 
 T = TypeVar("T")
@@ -91,14 +90,15 @@ class PointTask:
 
 
 def snapshot_agent(agent_dir: Path) -> tuple[tuple[str, bytes], ...]:
-    """The agent folder's files (prompts, config, skills, knowledge …) as (path, bytes) pairs,
-    without its conversations, logs, lock files or desk database: a run starts from those."""
+    """The agent folder's files (prompts, config, tools, skills, knowledge …) as (path, bytes)
+    pairs, without its conversations, logs, lock files, compiled Python or working state (a run
+    starts from the scenario's state): what ``workspace/`` holds is left out."""
     files: list[tuple[str, bytes]] = []
     for path in sorted(agent_dir.rglob("*")):
         relative = path.relative_to(agent_dir)
         if not path.is_file() or relative.parts[0] in _SKIPPED_PARTS:
             continue
-        if path.name.startswith(".") or path.name.startswith("desk.db"):
+        if path.name.startswith(".") or "__pycache__" in relative.parts:
             continue
         files.append((relative.as_posix(), path.read_bytes()))
     return tuple(files)
@@ -201,38 +201,6 @@ def _attempt(task: PointTask) -> dict[str, Any]:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _seed_desk(workspace: Path, desk: DeskState) -> None:
-    workspace.mkdir(parents=True, exist_ok=True)
-    with open_desk(workspace) as db:
-        for model_config in desk.model_configs:
-            db.add_model_config(model_config.provider, model_config.model, model_config.api_key)
-        for exchange in desk.exchange_configs:
-            db.add_exchange_config(
-                exchange.exchange, exchange.account_name, exchange.api_key, exchange.secret_key
-            )
-        for trader in desk.traders:
-            db.add_trader(trader.name, trader.exchange_id, trader.model_id)
-        for key, value in desk.preferences.items():
-            db.set_preference(key, value)
-
-
-def _desk_snapshot(workspace: Path) -> DeskSnapshot:
-    with open_desk(workspace) as db:
-        return DeskSnapshot(
-            traders={
-                trader.name: {
-                    "id": trader.id,
-                    "exchange_id": trader.exchange_id,
-                    "model_id": trader.model_id,
-                }
-                for trader in db.traders()
-            },
-            model_configs=len(db.model_configs()),
-            exchange_configs=len(db.exchange_configs()),
-            preferences=db.preferences(),
-        )
-
-
 class _Run:
     """The state of one run while it goes (one object per run, used once)."""
 
@@ -241,7 +209,6 @@ class _Run:
         self.scenario = task.scenario
         self.root = root
         self.folder = root / "agents" / self.scenario.agent
-        self.workspace = self.folder / "workspace"
         self.scripted = task.model == SCRIPTED
         self.checks: list[Check] = []
         self.facts = TurnFacts()
@@ -258,7 +225,7 @@ class _Run:
         (self.folder / "config.json").write_text(
             json.dumps(self.task.config, ensure_ascii=False, indent=2), encoding="utf-8"
         )
-        _seed_desk(self.workspace, self.scenario.desk)
+        (self.folder / "workspace").mkdir(exist_ok=True)
 
     def _model(self, scripts: TurnScriptedModel | None) -> ChatModel | SessionBackend:
         if scripts is not None:
@@ -277,11 +244,12 @@ class _Run:
         self, agent: Agent, conversation_id: str, facts: TurnFacts, calls: int
     ) -> Observed:
         state = agent.execution_state(conversation_id)
+        snapshot = agent.runtime.load_tools().snapshot()
         return Observed(
             facts=facts,
             status=state.value.status if state is not None else "none",
             task_state=agent.task_state(conversation_id).value,
-            desk=_desk_snapshot(self.workspace),
+            state=snapshot,
             model_calls=calls,
         )
 
@@ -292,6 +260,8 @@ class _Run:
         scripts = TurnScriptedModel(scenario) if self.scripted else None
         agent = Agent.open(scenario.agent, data_dir=self.root, model=self._model(scripts))
         try:
+            # the state the run starts from, through the agent's own toolsets
+            agent.runtime.load_tools().seed(scenario.state)
             conversation_id = agent.create_conversation(
                 scenario.title or scenario.id
             ).conversation_id
@@ -314,10 +284,8 @@ class _Run:
                     agent = Agent.open(
                         scenario.agent, data_dir=self.root, model=self._model(scripts)
                     )
-                for call in turn.before:
-                    result = run_tool(
-                        self.workspace, call.tool, json.dumps(call.args, ensure_ascii=False)
-                    )
+                for call in turn.before:  # the user, outside the chat, with the agent's tools
+                    result = await agent.tools.arun(call.tool, dict(call.args))
                     if not result.ok:
                         raise _RunError(
                             f"turn {number}: the out-of-band call {call.tool} failed: {result.text}"

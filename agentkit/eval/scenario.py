@@ -1,10 +1,16 @@
 """Evaluation scenarios: one agent, a starting state, turns, and what should come of them.
 
 A scenario file (YAML or JSON, ``v: 1``) is a trust boundary: it is validated strictly, an
-unknown key or a tool name that no desk tool has is a :class:`~agentkit.errors.ConfigError`
-naming the file and the field (a misspelt ``tools_not_called`` entry would otherwise pass
-forever). Scenarios are plain values: a run never changes one, so the same object can be sent
-to any number of workers.
+unknown key is a :class:`~agentkit.errors.ConfigError` naming the file and the field. What
+depends on the agent is checked against its tools before any run
+(:func:`check_against_tools`): a tool name the agent does not have (a misspelt
+``tools_not_called`` entry would otherwise pass forever), a starting ``state`` for a toolset
+it lacks or that the toolset's own ``state_model`` refuses. Scenarios are plain values: a run
+never changes one, so the same object can be sent to any number of workers.
+
+The agent's state is whatever its toolsets keep (a database, a notes file …):
+``state`` seeds it by toolset name before the first turn, and an expectation's ``state`` is
+matched against the toolsets' snapshots (:func:`~agentkit.eval.expectations.state_problems`).
 
 Each turn may carry ``script``: the scripted model's replies for that turn, by purpose (the
 same purpose maps as :class:`~agentkit.models.scripted.ScriptedModel`), which is what makes a
@@ -15,7 +21,7 @@ ignored and the expectations measure the model.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,10 +31,10 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    PrivateAttr,
     StringConstraints,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
 from agentkit.errors import ConfigError, UsageError
@@ -36,16 +42,16 @@ from agentkit.events import Scenario as SessionScenario
 from agentkit.ids import ID_PATTERN
 from agentkit.memory import ExecutionStatus, TaskState
 from agentkit.models.base import Purpose
+from agentkit.tools import AgentTools
 
 __all__ = [
     "SCENARIO_SUFFIXES",
-    "DeskExpectation",
-    "DeskState",
     "Expectations",
     "OutOfBandCall",
     "Scenario",
     "ScenarioMessage",
     "Turn",
+    "check_against_tools",
     "load_scenario",
     "load_scenarios",
 ]
@@ -60,51 +66,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-@cache
-def desk_tool_names() -> frozenset[str]:
-    """The names of the desk tools (read from the registry; no database is opened)."""
-    from agentkit.tools import DeskDatabase, desk_tools
-
-    return frozenset(desk_tools(DeskDatabase(Path("unused.db"))).names())
-
-
-def _known_tools(names: Iterable[str]) -> None:
-    unknown = sorted(set(names) - desk_tool_names())
-    if unknown:
-        known = ", ".join(sorted(desk_tool_names()))
-        raise ValueError(f"unknown tool {unknown[0]!r} (the desk tools are: {known})")
+_State = dict[
+    Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")], JsonValue
+]
 
 
 # -- the starting state ---------------------------------------------------------------------------
-
-
-class DeskModelConfig(_Strict):
-    provider: _Text
-    model: _Text
-    api_key: str | None = None
-
-
-class DeskExchangeConfig(_Strict):
-    exchange: _Text
-    account_name: _Text
-    api_key: _Text
-    secret_key: _Text
-
-
-class DeskTrader(_Strict):
-    name: _Text
-    exchange_id: _Text = Field(description="e.g. ex-1: ids follow the order of the lists above")
-    model_id: _Text
-
-
-class DeskState(_Strict):
-    """The desk database a run starts from (rows are added in order, so ids are
-    ``model-1``…, ``ex-1``…, ``trader-1``…)."""
-
-    model_configs: tuple[DeskModelConfig, ...] = ()
-    exchange_configs: tuple[DeskExchangeConfig, ...] = ()
-    traders: tuple[DeskTrader, ...] = ()
-    preferences: dict[str, JsonValue] = Field(default_factory=dict)
 
 
 class ScenarioMessage(_Strict):
@@ -118,34 +85,11 @@ class OutOfBandCall(_Strict):
     """A tool the *user* runs between turns (``agentkit tool …``): a change made outside the
     chat, which the agent must notice."""
 
-    tool: str
+    tool: _Text
     args: dict[str, JsonValue] = Field(default_factory=dict)
-
-    @field_validator("tool")
-    @classmethod
-    def _a_desk_tool(cls, value: str) -> str:
-        _known_tools([value])
-        return value
 
 
 # -- expectations ---------------------------------------------------------------------------------
-
-
-class DeskExpectation(_Strict):
-    """Fields of the desk after the run (or after a turn)."""
-
-    traders: tuple[str, ...] | None = Field(
-        default=None, description="exactly these trader names (any order)"
-    )
-    trader_count: int | None = Field(default=None, ge=0)
-    model_config_count: int | None = Field(default=None, ge=0)
-    exchange_config_count: int | None = Field(default=None, ge=0)
-    preferences: dict[str, JsonValue] | None = Field(
-        default=None, description="these keys hold these values (other keys may exist)"
-    )
-    trader_fields: dict[str, dict[str, str]] | None = Field(
-        default=None, description="trader name → {field: value}, e.g. {Alpha: {model_id: model-2}}"
-    )
 
 
 class Expectations(_Strict):
@@ -189,13 +133,17 @@ class Expectations(_Strict):
     )
     no_errors: bool | None = None
     max_model_calls: int | None = Field(default=None, ge=0)
-    desk: DeskExpectation | None = None
+    state: _State | None = Field(
+        default=None,
+        description="by toolset name, a partial match of its state snapshot: mappings need "
+        "the keys given, lists the same items in any order, values equality",
+    )
 
-    @model_validator(mode="after")
-    def _known_tool_names(self) -> Expectations:
-        named = [*self.tools_called, *self.tools_not_called, *self.consent_for]
-        _known_tools([*named, *(self.tool_sequence or ())])
-        return self
+    def tool_names(self) -> Iterator[tuple[str, str]]:
+        """``(field, tool name)`` for every tool this names."""
+        for field in ("tools_called", "tools_not_called", "consent_for", "tool_sequence"):
+            for index, name in enumerate(getattr(self, field) or ()):
+                yield f"{field}.{index}", name
 
     @property
     def is_empty(self) -> bool:
@@ -244,7 +192,11 @@ class Scenario(_Strict):
         default_factory=dict,
         description="a partial config.json merged over the agent's (before --set/--grid)",
     )
-    desk: DeskState = DeskState()
+    state: _State = Field(
+        default_factory=dict,
+        description="by toolset name, the state a run starts from (each toolset validates "
+        "its own, e.g. rows of its database)",
+    )
     task_state: TaskState | None = Field(
         default=None, description="the conversation's TaskState before the first turn"
     )
@@ -256,6 +208,39 @@ class Scenario(_Strict):
     )
     turns: tuple[Turn, ...] = Field(min_length=1)
     expect: Expectations = Expectations()
+
+    _source: Path | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal by content, wherever each was read from."""
+        if not isinstance(other, Scenario):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # holds dicts: never hashable
+
+    @property
+    def source(self) -> Path:
+        """The file the scenario was read from (``<id>.yaml`` for one built in Python)."""
+        return self._source or Path(f"{self.id}.yaml")
+
+    def tool_names(self) -> Iterator[tuple[str, str]]:
+        """``(field, tool name)`` for every tool the scenario names."""
+        for number, turn in enumerate(self.turns):
+            for index, call in enumerate(turn.before):
+                yield f"turns.{number}.before.{index}.tool", call.tool
+            for field, name in turn.expect.tool_names():
+                yield f"turns.{number}.expect.{field}", name
+        for field, name in self.expect.tool_names():
+            yield f"expect.{field}", name
+
+    def state_expectations(self) -> Iterator[tuple[str, Mapping[str, JsonValue]]]:
+        """``(field, {toolset: expected})`` for every ``state`` expectation."""
+        for number, turn in enumerate(self.turns):
+            if turn.expect.state is not None:
+                yield f"turns.{number}.expect.state", turn.expect.state
+        if self.expect.state is not None:
+            yield "expect.state", self.expect.state
 
     @property
     def scripted(self) -> bool:
@@ -348,7 +333,7 @@ def load_scenario(path: Path | str) -> Scenario:
         raise ConfigError(file, "", "must hold a mapping (v, id, agent, turns, …)")
     data.setdefault("id", file.stem)
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
@@ -356,6 +341,8 @@ def load_scenario(path: Path | str) -> Scenario:
         more = error.error_count() - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
         raise ConfigError(file, where, f"{problem}{suffix}") from None
+    scenario._source = file
+    return scenario
 
 
 def _files(path: Path) -> list[Path]:
@@ -396,3 +383,39 @@ def load_scenarios(
     if not scenarios:
         raise UsageError(f"no scenario carries any of the tags {sorted(wanted)}")
     return scenarios
+
+
+def check_against_tools(scenario: Scenario, tools: AgentTools) -> None:
+    """Check what *scenario* names against the agent's loaded *tools*: every tool name, the
+    toolsets of its ``state`` (seeded ones validated by the toolset's ``state_model``) and of
+    its ``state`` expectations. A problem is a :class:`ConfigError` naming the file and field.
+    """
+    file = scenario.source
+    known = tools.registry.names()
+    for field, name in scenario.tool_names():
+        if name not in known:
+            listed = ", ".join(known) or "(none)"
+            raise ConfigError(file, field, f"unknown tool {name!r} (the agent's tools: {listed})")
+    toolsets = {toolset.name: toolset for toolset in tools.toolsets}
+    stateful = sorted(name for name, toolset in toolsets.items() if toolset.has_state)
+    for name, value in scenario.state.items():
+        toolset = toolsets.get(name)
+        if toolset is None:
+            raise ConfigError(file, f"state.{name}", f"the agent has no toolset {name!r}")
+        if toolset.state_model is not None:
+            try:
+                toolset.state_model.model_validate(value)
+            except ValidationError as error:
+                first = error.errors()[0]
+                where = ".".join(["state", name, *(str(part) for part in first["loc"])])
+                problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+                raise ConfigError(file, where, problem) from None
+    for field, expected in scenario.state_expectations():
+        for name in expected:
+            if name not in stateful:
+                listed = ", ".join(stateful) or "(none)"
+                raise ConfigError(
+                    file,
+                    f"{field}.{name}",
+                    f"no toolset {name!r} with a state (stateful: {listed})",
+                )

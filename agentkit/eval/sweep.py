@@ -1,9 +1,10 @@
 """``run_eval``: scenarios at parameter points → runs → one results table.
 
 Everything that can be wrong with a sweep is found *before* the first run: a scenario file
-that does not validate, an unknown agent, an unknown config key, a value its field refuses, a
-scenario without scripts under ``--model scripted``, a malformed model spec, an unknown
-executor. A sweep that starts runs to the end, with one row per scenario and point (see
+that does not validate, an unknown agent, a toolset that does not load, a tool or toolset
+state the agent does not have, an unknown config key, a value its field refuses, a scenario
+without scripts under ``--model scripted``, a malformed model spec, an unknown executor. A
+sweep that starts runs to the end, with one row per scenario and point (see
 :mod:`agentkit.eval.point` for why each run is independent and :mod:`agentkit.eval.results`
 for the columns).
 
@@ -26,9 +27,10 @@ from agentkit.eval.executors import ExecutorSpec, run_tasks
 from agentkit.eval.params import apply_params, grid_points, merge_config, validate_config
 from agentkit.eval.point import SCRIPTED, PointTask, snapshot_agent
 from agentkit.eval.results import param_columns, require_pandas, to_frame
-from agentkit.eval.scenario import Scenario, load_scenarios
+from agentkit.eval.scenario import Scenario, check_against_tools, load_scenarios
 from agentkit.ids import check_id
 from agentkit.models.spec import parse_model_spec
+from agentkit.tools import AgentTools
 from agentkit.workspace import AgentFolder, resolve_data_dir
 
 if TYPE_CHECKING:
@@ -57,11 +59,15 @@ def _scenarios(source: ScenarioSource, tags: Iterable[str]) -> list[Scenario]:
 
 
 def _agent_base(
-    data_dir: Path, agent_id: str
+    data_dir: Path, agent_id: str, scenarios: Sequence[Scenario]
 ) -> tuple[tuple[tuple[str, bytes], ...], dict[str, Any]]:
-    """The agent's files and its raw config.json (validated once, here)."""
+    """The agent's files and its raw config.json (validated once, here), after checking the
+    agent's *scenarios* against its tools (its toolsets are loaded once for that)."""
     check_id(agent_id, "agent")
     folder = AgentFolder.load(data_dir, agent_id)  # AgentNotFoundError, ConfigError
+    with AgentTools.load(folder) as tools:  # ConfigError when a toolset does not load
+        for scenario in scenarios:
+            check_against_tools(scenario, tools)
     config_file = folder.path / "config.json"
     raw: dict[str, Any] = (
         json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
@@ -97,8 +103,9 @@ def plan_runs(
     tasks: list[PointTask] = []
     for scenario in scenarios:
         if scenario.agent not in bases:
+            mine = [item for item in scenarios if item.agent == scenario.agent]
             try:
-                bases[scenario.agent] = _agent_base(root, scenario.agent)
+                bases[scenario.agent] = _agent_base(root, scenario.agent, mine)
             except AgentNotFoundError:
                 raise UsageError(
                     f"scenario {scenario.id!r}: no agent {scenario.agent!r} under {root / 'agents'}"

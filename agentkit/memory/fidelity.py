@@ -8,7 +8,7 @@ fact still reach the next prompt?*
 A fact is kept by a TaskState when it appears, case-insensitively and with runs of whitespace
 treated as one space, as a substring of one of the fields that reach the next prompt as durable
 memory (:data:`RETENTION_FIELDS`). Substring rather than equality because a summariser writes
-facts inside longer sentences ("the user trades on Binance" keeps the fact "Binance"); the
+facts inside longer sentences ("the user lives in Lisbon" keeps the fact "Lisbon"); the
 price is that a short fact can be found by accident, so facts should be specific
 ("budget 3000 USDT", not "3000"). Nothing here calls a model: it is a plain, deterministic
 check, so a probe that uses it can be trusted to fail when the fact is gone.

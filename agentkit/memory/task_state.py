@@ -58,7 +58,7 @@ _STEP_PREFIXES = (
     "use tool",
     "step ",
 )
-_STEP_FRAGMENTS = ("current step", "tool call", "model id", "exchange id")
+_STEP_FRAGMENTS = ("current step", "tool call", "step id", "tool id")
 _SECRET_FRAGMENTS = (
     "api key",
     "apikey",

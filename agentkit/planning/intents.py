@@ -2,26 +2,31 @@
 
 The seed's reset rule ran before its resume check, so "好了" ("done") while a question was
 pending threw the waiting state away. Here the pending question is checked first, with these
-word lists; the reset rule (:func:`is_retry`, :func:`is_config_request`) only applies when
+word lists; the reset rule (:func:`is_retry`, :func:`is_live_state_request`) only applies when
 nothing is pending.
 
 Matching is on a normalised form: case-folded, surrounding whitespace and punctuation removed.
 Confirmations and refusals must be the whole message ("yes", "好的!"); retry words, switch
-phrases and config keywords may appear anywhere in it.
+phrases and live-state keywords may appear anywhere in it.
+
+The live-state rule is generic: no domain's words live here. A request is about live state
+(state that can change outside the chat) when it contains one of the *agent's own* keywords,
+``planner.live_state_keywords`` in its config.json (or when the optional classify call says
+so); the planner then re-runs the agent's ``live_state`` tools before planning.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 __all__ = [
-    "CONFIG_KEYWORDS",
     "CONFIRMATIONS",
     "REFUSALS",
     "RETRY_WORDS",
     "SWITCH_PHRASES",
-    "is_config_request",
     "is_confirmation",
+    "is_live_state_request",
     "is_refusal",
     "is_retry",
     "is_switch",
@@ -47,13 +52,6 @@ SWITCH_PHRASES: tuple[str, ...] = (
     "算了", "换个话题", "换个问题", "新任务", "never mind", "nevermind", "forget it",
     "new task", "something else", "instead",
 )  # fmt: skip
-#: requests about configuration that can change outside the chat (the desk domain's nouns)
-CONFIG_KEYWORDS: tuple[str, ...] = (
-    "exchange", "trader", "model config", "api key", "account", "config", "configure",
-    "setup", "set up", "binance", "okx", "bybit",
-    "交易所", "交易员", "模型", "配置", "账户", "账号", "密钥",
-)  # fmt: skip
-
 _EDGE = re.compile(r"^[\s\W_]+|[\s\W_]+$")
 _SPACES = re.compile(r"\s+")
 
@@ -85,5 +83,7 @@ def is_switch(text: str) -> bool:
     return _contains(text, SWITCH_PHRASES) and not is_refusal(text)
 
 
-def is_config_request(text: str) -> bool:
-    return _contains(text, CONFIG_KEYWORDS)
+def is_live_state_request(text: str, keywords: Iterable[str] = ()) -> bool:
+    """True when *text* contains one of *keywords* (the agent's live-state keywords)."""
+    words = tuple(word for word in (normalize(keyword) for keyword in keywords) if word)
+    return bool(words) and _contains(text, words)

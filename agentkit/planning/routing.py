@@ -81,7 +81,10 @@ async def route(turn: TurnState) -> AsyncIterator[AgentEvent]:
     previous = state
     if state is not None and (
         intents.is_retry(text)
-        or (intents.is_config_request(text) and state.status in ("completed", "failed"))
+        or (
+            intents.is_live_state_request(text, turn.deps.config.live_state_keywords)
+            and state.status in ("completed", "failed")
+        )
     ):
         turn.note("RESET", "reset rule: retry or config request over a finished flow")
         previous = None
@@ -132,7 +135,7 @@ async def _new_request(turn: TurnState) -> AsyncIterator[AgentEvent]:
             capability_signature=turn.signature,
         ),
     )
-    live = intents.is_config_request(deps.text)
+    live = intents.is_live_state_request(deps.text, deps.config.live_state_keywords)
     if not live and deps.config.classify:
         live = await _classify(turn)
     turn.live = live

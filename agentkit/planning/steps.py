@@ -144,7 +144,7 @@ async def run_tool(turn: TurnState, step: PlanStep) -> AsyncIterator[AgentEvent]
     yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
     yield ToolCallEvent(id=step.id, name=step.tool_name, arguments=planned(step).tool_args)
     try:
-        result = turn.deps.tools.run(step.tool_name, recording.tool_args(turn, step))
+        result = await turn.deps.tools.arun(step.tool_name, recording.tool_args(turn, step))
         ok, text = result.ok, result.text
     except (UnknownToolError, ToolArgumentsError, ToolCrashedError) as error:
         ok, text = False, json.dumps({"error": turn.scrub(str(error))}, ensure_ascii=False)

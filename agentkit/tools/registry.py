@@ -11,6 +11,13 @@ Invariants:
 * A :class:`ToolResult` never holds a secret: its output is passed through
   :func:`~agentkit.tools.secrets.mask_secrets` and its text is bounded (``max_output_chars``,
   default 4000, with a visible marker when cut).
+* A handler may be synchronous or return an awaitable (an ``async def`` tool, an MCP call):
+  :meth:`ToolRegistry.arun` awaits it on the caller's loop, :meth:`ToolRegistry.run` drives it
+  to completion for synchronous callers. Both give the same results and the same errors.
+* A tool defined by a JSON schema rather than a pydantic model (an MCP server's tool) has a
+  :class:`SchemaArgs` subclass as its ``args_model``: its arguments are checked against that
+  schema with ``jsonschema``, and keys the schema does not name are refused unless it allows
+  them explicitly (``additionalProperties``).
 
 Errors::
 
@@ -25,12 +32,16 @@ Errors::
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import hashlib
+import inspect
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from pydantic_core import to_jsonable_python
@@ -40,6 +51,7 @@ from agentkit.tools.secrets import is_secret_key, mask_secrets, scrub_text
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
+    "SchemaArgs",
     "Tool",
     "ToolArgumentsError",
     "ToolCrashedError",
@@ -53,8 +65,11 @@ __all__ = [
 DEFAULT_MAX_OUTPUT_CHARS = 4000
 _MIN_OUTPUT_CHARS = 64
 _TOOL_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)
+#: names a schema-defined (MCP) tool may keep: what function-calling APIs accept
+_SCHEMA_TOOL_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}", re.ASCII)
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
+T = TypeVar("T")
 
 
 class ToolDefinitionError(UsageError, ValueError):
@@ -122,11 +137,91 @@ class ToolResult(BaseModel):
     truncated: bool = False
 
 
+class SchemaArgs(BaseModel):
+    """Arguments of a tool defined by a JSON schema (an MCP server's ``inputSchema``).
+
+    Subclasses are made by :func:`schema_args_model`; the arguments are checked against
+    :attr:`input_schema` by :meth:`ToolRegistry.validate` and kept as given
+    (:meth:`arguments`).
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    input_schema: ClassVar[dict[str, Any]] = {"type": "object"}
+
+    def arguments(self) -> dict[str, JsonValue]:
+        """The validated arguments, as the JSON object they arrived as."""
+        return dict(self.__pydantic_extra__ or {})
+
+    @classmethod
+    def problems(cls, raw_args: Mapping[str, object]) -> list[tuple[str, str]]:
+        """``(field, problem)`` for each way *raw_args* break the schema (none: valid).
+        Problems never quote the offending values."""
+        import jsonschema
+
+        schema = _closed(cls.input_schema)
+        instance: Any = dict(raw_args)
+        validator_class = jsonschema.validators.validator_for(schema)
+        try:
+            validator = validator_class(schema)
+            errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.path))
+        except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType) as error:
+            problem = error.message if isinstance(error, jsonschema.SchemaError) else str(error)
+            return [("", f"the tool's own schema is invalid: {problem}")]
+        return [_schema_problem(error, raw_args) for error in errors]
+
+
+def schema_args_model(tool_name: str, input_schema: Mapping[str, Any]) -> type[SchemaArgs]:
+    """A :class:`SchemaArgs` subclass checking arguments against *input_schema*."""
+    schema = copy.deepcopy(dict(input_schema))
+    schema.setdefault("type", "object")
+    name = "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", tool_name)) + "Args"
+    return type(name, (SchemaArgs,), {"input_schema": schema, "__module__": __name__})
+
+
+def _closed(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """*schema* refusing keys it does not name, unless it says otherwise."""
+    closed = dict(schema)
+    if "properties" in closed and "additionalProperties" not in closed:
+        closed["additionalProperties"] = False
+    return closed
+
+
+def _schema_problem(error: Any, raw_args: Mapping[str, object]) -> tuple[str, str]:  # noqa: ANN401 - a jsonschema ValidationError
+    where = ".".join(str(part) for part in error.path)
+    kind = error.validator
+    if kind == "additionalProperties":
+        named = set(error.schema.get("properties", {}))
+        instance = error.instance if isinstance(error.instance, Mapping) else {}
+        extra = sorted(str(key) for key in instance if key not in named)
+        return (".".join(filter(None, [where, extra[0] if extra else ""])), "unexpected argument")
+    if kind == "required":
+        instance = error.instance if isinstance(error.instance, Mapping) else raw_args
+        missing = [str(key) for key in error.validator_value if key not in instance]
+        field = ".".join(filter(None, [where, missing[0] if missing else ""]))
+        return (field, "missing required argument")
+    if kind in ("type", "enum", "const", "format", "pattern"):
+        expected = json.dumps(error.validator_value, ensure_ascii=False)
+        return (where, f"must match {kind} {expected}")
+    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        return (where, f"violates {kind} {error.validator_value}")
+    if kind in ("minLength", "maxLength", "minItems", "maxItems"):
+        return (where, f"violates {kind} {error.validator_value}")
+    return (where, f"does not match the schema ({kind})")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Tool(Generic[ArgsT]):
-    """One tool: a snake_case ``name``, a ``description`` for the planner, an ``args_model``
-    (pydantic, ``extra="forbid"``), the two flags, and a ``handler`` that receives the
-    validated arguments and returns a JSON-able value (a pydantic model is fine)."""
+    """One tool: a ``name``, a ``description`` for the planner, an ``args_model`` (pydantic,
+    ``extra="forbid"``, or a :class:`SchemaArgs` subclass), the two flags, and a ``handler``
+    that receives the validated arguments and returns a JSON-able value (a pydantic model is
+    fine) or an awaitable of one.
+
+    ``examples`` are requests the tool serves, in the user's words (for routing);
+    ``source`` names the toolset it came from (``""`` for a tool given directly).
+    Python tools have snake_case names; a schema-defined tool keeps its server's name
+    (letters, digits, ``_`` and ``-``).
+    """
 
     name: str
     description: str
@@ -134,13 +229,17 @@ class Tool(Generic[ArgsT]):
     handler: Callable[[ArgsT], object]
     side_effect: bool
     live_state: bool
+    examples: tuple[str, ...] = ()
+    source: str = ""
 
     def __post_init__(self) -> None:
-        if not _TOOL_NAME_RE.fullmatch(self.name):
-            raise ToolDefinitionError(
-                f"tool name {self.name!r} is not snake_case ([a-z][a-z0-9_]{{0,63}})"
-            )
-        if self.args_model.model_config.get("extra") != "forbid":
+        schema_defined = issubclass(self.args_model, SchemaArgs)
+        pattern = _SCHEMA_TOOL_NAME_RE if schema_defined else _TOOL_NAME_RE
+        if not pattern.fullmatch(self.name):
+            rule = "[A-Za-z][A-Za-z0-9_-]{0,63}" if schema_defined else "[a-z][a-z0-9_]{0,63}"
+            kind = "a valid tool name" if schema_defined else "snake_case"
+            raise ToolDefinitionError(f"tool name {self.name!r} is not {kind} ({rule})")
+        if not schema_defined and self.args_model.model_config.get("extra") != "forbid":
             raise ToolDefinitionError(
                 f"tool {self.name!r}: {self.args_model.__name__} must set extra='forbid'"
             )
@@ -149,9 +248,15 @@ class Tool(Generic[ArgsT]):
                 f"tool {self.name!r}: live_state marks a read; a side-effecting tool is not one"
             )
 
+    def raw_schema(self) -> dict[str, Any]:
+        """The arguments' JSON schema as defined (pydantic's, or the server's)."""
+        if issubclass(self.args_model, SchemaArgs):
+            return copy.deepcopy(self.args_model.input_schema)
+        return self.args_model.model_json_schema()
+
     def json_schema(self) -> dict[str, JsonValue]:
         """The arguments' JSON schema, compact: titles dropped, local ``$ref`` inlined."""
-        schema: dict[str, JsonValue] = self.args_model.model_json_schema()
+        schema: dict[str, JsonValue] = self.raw_schema()
         defs = schema.pop("$defs", {})
         compact = _compact(schema, defs if isinstance(defs, dict) else {})
         assert isinstance(compact, dict)
@@ -162,6 +267,18 @@ class Tool(Generic[ArgsT]):
         if self.side_effect:
             return ("side_effect",)
         return ("read", "live_state") if self.live_state else ("read",)
+
+    def with_flags(
+        self, *, side_effect: bool | None = None, live_state: bool | None = None
+    ) -> Tool[ArgsT]:
+        """This tool with its flags overridden (an agent's config may do that per tool)."""
+        side = self.side_effect if side_effect is None else side_effect
+        live = self.live_state if live_state is None else live_state
+        if side_effect and live_state is None:
+            live = False
+        if live_state and side_effect is None:
+            side = False
+        return replace(self, side_effect=side, live_state=live)
 
 
 class ToolRegistry:
@@ -246,7 +363,7 @@ class ToolRegistry:
         """A stable hash over tool names, flags and argument schemas (not descriptions):
         the capability signature the planner stores with its execution state."""
         payload = [
-            [tool.name, tool.side_effect, tool.live_state, tool.args_model.model_json_schema()]
+            [tool.name, tool.side_effect, tool.live_state, tool.raw_schema()]
             for tool in sorted(self._tools.values(), key=lambda tool: tool.name)
         ]
         canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
@@ -260,6 +377,10 @@ class ToolRegistry:
         tool = self.get(name)
         if not isinstance(raw_args, Mapping):
             raise ToolArgumentsError(name, [("", "arguments must be a JSON object")])
+        if issubclass(tool.args_model, SchemaArgs):
+            problems = tool.args_model.problems(raw_args)
+            if problems:
+                raise ToolArgumentsError(name, problems)
         try:
             args: BaseModel = tool.args_model.model_validate(dict(raw_args))
         except ValidationError as error:
@@ -267,7 +388,7 @@ class ToolRegistry:
         return args
 
     def run(self, name: str, raw_args: Mapping[str, object]) -> ToolResult:
-        """Validate, then call tool *name*.
+        """Validate, then call tool *name* (an awaitable result is driven to completion).
 
         Caller mistakes raise (:class:`UnknownToolError`, :class:`ToolArgumentsError`); a
         :class:`ToolFailedError` from the handler becomes ``ok=False`` with its message; any
@@ -276,22 +397,47 @@ class ToolRegistry:
         args = self.validate(name, raw_args)
         known = self._known_secrets(raw_args)
         try:
-            output = to_jsonable_python(self._tools[name].handler(args))
+            output = self._tools[name].handler(args)
+            if inspect.isawaitable(output):
+                output = _wait(output)
         except ToolFailedError as failure:
-            message = scrub_text(str(failure), known)
-            text, truncated = _bounded(
-                json.dumps({"error": message}, ensure_ascii=False), self.max_output_chars
-            )
-            return ToolResult(tool=name, ok=False, error=message, text=text, truncated=truncated)
+            return self._failed(name, failure, known)
         except Exception as error:
-            problem = scrub_text(f"{type(error).__name__}: {error}", known)
-            raise ToolCrashedError(name, problem) from error
-        masked = mask_secrets(output, known)
-        text, truncated = _bounded(
-            json.dumps(masked, ensure_ascii=False),
-            self.max_output_chars,
-        )
+            raise self._crashed(name, error, known) from error
+        return self._succeeded(name, output, known)
+
+    async def arun(self, name: str, raw_args: Mapping[str, object]) -> ToolResult:
+        """:meth:`run` for async callers: an awaitable result is awaited on this loop."""
+        args = self.validate(name, raw_args)
+        known = self._known_secrets(raw_args)
+        try:
+            output = self._tools[name].handler(args)
+            if inspect.isawaitable(output):
+                output = await output
+        except ToolFailedError as failure:
+            return self._failed(name, failure, known)
+        except Exception as error:
+            raise self._crashed(name, error, known) from error
+        return self._succeeded(name, output, known)
+
+    def _succeeded(self, name: str, output: object, known: list[str]) -> ToolResult:
+        try:
+            value = to_jsonable_python(output)
+        except Exception as error:  # a value JSON cannot carry is the handler's bug
+            raise self._crashed(name, error, known) from error
+        masked = mask_secrets(value, known)
+        text, truncated = _bounded(json.dumps(masked, ensure_ascii=False), self.max_output_chars)
         return ToolResult(tool=name, ok=True, output=masked, text=text, truncated=truncated)
+
+    def _failed(self, name: str, failure: ToolFailedError, known: list[str]) -> ToolResult:
+        message = scrub_text(str(failure), known)
+        text, truncated = _bounded(
+            json.dumps({"error": message}, ensure_ascii=False), self.max_output_chars
+        )
+        return ToolResult(tool=name, ok=False, error=message, text=text, truncated=truncated)
+
+    def _crashed(self, name: str, error: Exception, known: list[str]) -> ToolCrashedError:
+        return ToolCrashedError(name, scrub_text(f"{type(error).__name__}: {error}", known))
 
     def _known_secrets(self, raw_args: Mapping[str, object]) -> list[str]:
         """Secret values to scrub: the call's own secret arguments and the domain's."""
@@ -303,6 +449,21 @@ class ToolRegistry:
         if self.secrets is not None:
             known.extend(self.secrets())
         return known
+
+
+def _wait(awaitable: Awaitable[T]) -> T:
+    """The result of *awaitable*, for a synchronous caller: on a fresh loop in this thread,
+    or on a helper thread when this thread already runs a loop (Jupyter, a server)."""
+
+    async def main() -> T:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentkit-tool") as pool:
+        return pool.submit(asyncio.run, main()).result()
 
 
 def _bounded(text: str, limit: int) -> tuple[str, bool]:

@@ -1,7 +1,7 @@
 """Secret masking for tool results, prompts, events and logs.
 
 Invariant: a secret (an API key, a secret key, a passphrase, a token, …) is stored raw only in
-the domain's own storage (the desk's SQLite file). Everything that leaves a tool (its
+the domain's own storage (a toolset's database). Everything that leaves a tool (its
 :class:`~agentkit.tools.ToolResult`) goes through :func:`mask_secrets`, and free text that may
 quote a secret (an error message, a log line, a prompt) goes through :func:`scrub_text` with the
 secret values the domain knows.

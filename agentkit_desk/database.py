@@ -1,4 +1,4 @@
-"""The desk domain: a simulated trading-desk configuration (no exchange is ever contacted).
+"""The desk's database: a simulated trading-desk configuration (no exchange is ever contacted).
 
 One SQLite file, ``{agent}/workspace/desk.db``, holds model configs, exchange accounts,
 traders and preferences. Invariants:
@@ -19,32 +19,16 @@ import json
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Annotated, Literal
-
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    JsonValue,
-    SecretStr,
-    StringConstraints,
-)
+from typing import Literal
 
 from agentkit.errors import StoreError
-from agentkit.tools.registry import (
-    DEFAULT_MAX_OUTPUT_CHARS,
-    Tool,
-    ToolArgumentsError,
-    ToolFailedError,
-    ToolRegistry,
-    ToolResult,
-)
+from agentkit.tools import ToolFailedError
 from agentkit.types import format_timestamp, utc_now
-from agentkit.workspace import AgentFolder
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 __all__ = [
     "DESK_FILE",
@@ -53,11 +37,7 @@ __all__ = [
     "ExchangeConfig",
     "ModelConfig",
     "Trader",
-    "agent_tools",
-    "desk_tools",
     "open_desk",
-    "parse_json_args",
-    "run_tool",
 ]
 
 DESK_FILE = "desk.db"
@@ -483,228 +463,3 @@ def _trader(row: tuple[object, ...]) -> Trader:
 def open_desk(workspace: Path) -> DeskDatabase:
     """The desk database of an agent workspace: ``workspace / "desk.db"``."""
     return DeskDatabase(Path(workspace) / DESK_FILE)
-
-
-# -- tools -----------------------------------------------------------------------------------
-
-Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
-Secret = Annotated[SecretStr, Field(min_length=1, max_length=500)]
-
-
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class NoArgs(_Args):
-    pass
-
-
-class CreateModelConfigArgs(_Args):
-    provider: Text = Field(description="e.g. deepseek, openai, qwen")
-    model: Text = Field(description="the model name at that provider")
-    api_key: Secret | None = None
-
-
-class CreateExchangeConfigArgs(_Args):
-    exchange: Text = Field(description="e.g. binance, okx, hyperliquid")
-    account_name: Text
-    api_key: Secret
-    secret_key: Secret
-
-
-class CreateTraderArgs(_Args):
-    name: Name
-    exchange_id: Text = Field(description="an id from get_exchange_configs, e.g. ex-1")
-    model_id: Text = Field(description="an id from get_model_configs, e.g. model-1")
-
-
-class UpdateTraderArgs(_Args):
-    trader_id: Text = Field(description="an id from list_traders, e.g. trader-1")
-    name: Name | None = None
-    exchange_id: Text | None = None
-    model_id: Text | None = None
-
-
-class DeleteTraderArgs(_Args):
-    trader_id: Text = Field(description="an id from list_traders, e.g. trader-1")
-
-
-class SetPreferenceArgs(_Args):
-    key: Name
-    value: JsonValue
-
-
-def _secret(value: SecretStr | None) -> str | None:
-    return None if value is None else value.get_secret_value()
-
-
-def desk_tools(
-    db: DeskDatabase, *, max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
-) -> ToolRegistry:
-    """The ten desk tools over *db*. Reads are ``live_state``; writes are ``side_effect``."""
-
-    def get_model_configs(_: NoArgs) -> object:
-        return {"model_configs": db.model_configs()}
-
-    def get_exchange_configs(_: NoArgs) -> object:
-        return {"exchange_configs": db.exchange_configs()}
-
-    def list_traders(_: NoArgs) -> object:
-        return {"traders": db.traders()}
-
-    def create_model_config(args: CreateModelConfigArgs) -> object:
-        return db.add_model_config(args.provider, args.model, _secret(args.api_key))
-
-    def create_exchange_config(args: CreateExchangeConfigArgs) -> object:
-        return db.add_exchange_config(
-            args.exchange,
-            args.account_name,
-            args.api_key.get_secret_value(),
-            args.secret_key.get_secret_value(),
-        )
-
-    def create_trader(args: CreateTraderArgs) -> object:
-        return db.add_trader(args.name, args.exchange_id, args.model_id)
-
-    def update_trader(args: UpdateTraderArgs) -> object:
-        return db.update_trader(
-            args.trader_id, name=args.name, exchange_id=args.exchange_id, model_id=args.model_id
-        )
-
-    def delete_trader(args: DeleteTraderArgs) -> object:
-        return {"deleted": True, "trader": db.delete_trader(args.trader_id)}
-
-    def get_preferences(_: NoArgs) -> object:
-        return {"preferences": db.preferences()}
-
-    def set_preference(args: SetPreferenceArgs) -> object:
-        db.set_preference(args.key, args.value)
-        return {"key": args.key, "value": args.value}
-
-    return ToolRegistry(
-        [
-            Tool(
-                name="get_model_configs",
-                description="List the AI model configs (id, provider, model; keys masked).",
-                args_model=NoArgs,
-                handler=get_model_configs,
-                side_effect=False,
-                live_state=True,
-            ),
-            Tool(
-                name="get_exchange_configs",
-                description="List the exchange accounts (id, exchange, account; keys masked).",
-                args_model=NoArgs,
-                handler=get_exchange_configs,
-                side_effect=False,
-                live_state=True,
-            ),
-            Tool(
-                name="list_traders",
-                description="List the traders with their exchange_id and model_id.",
-                args_model=NoArgs,
-                handler=list_traders,
-                side_effect=False,
-                live_state=True,
-            ),
-            Tool(
-                name="create_model_config",
-                description="Add an AI model config; returns the new record with its id.",
-                args_model=CreateModelConfigArgs,
-                handler=create_model_config,
-                side_effect=True,
-                live_state=False,
-            ),
-            Tool(
-                name="create_exchange_config",
-                description="Add an exchange account (simulated); returns the record with its id.",
-                args_model=CreateExchangeConfigArgs,
-                handler=create_exchange_config,
-                side_effect=True,
-                live_state=False,
-            ),
-            Tool(
-                name="create_trader",
-                description="Create a trader on an existing exchange account and model config.",
-                args_model=CreateTraderArgs,
-                handler=create_trader,
-                side_effect=True,
-                live_state=False,
-            ),
-            Tool(
-                name="update_trader",
-                description="Rename a trader or change its exchange_id/model_id.",
-                args_model=UpdateTraderArgs,
-                handler=update_trader,
-                side_effect=True,
-                live_state=False,
-            ),
-            Tool(
-                name="delete_trader",
-                description="Delete a trader.",
-                args_model=DeleteTraderArgs,
-                handler=delete_trader,
-                side_effect=True,
-                live_state=False,
-            ),
-            Tool(
-                name="get_preferences",
-                description="Read the user's saved preferences.",
-                args_model=NoArgs,
-                handler=get_preferences,
-                side_effect=False,
-                live_state=True,
-            ),
-            Tool(
-                name="set_preference",
-                description="Save a user preference (key, JSON value).",
-                args_model=SetPreferenceArgs,
-                handler=set_preference,
-                side_effect=True,
-                live_state=False,
-            ),
-        ],
-        max_output_chars=max_output_chars,
-        secrets=db.secret_values,
-    )
-
-
-# -- entry points for the CLI and the agent -----------------------------------------------------
-
-
-@contextmanager
-def agent_tools(folder: AgentFolder) -> Iterator[ToolRegistry]:
-    """The agent's allow-listed tools (its config ``tools``) over its workspace's desk
-    database, which is closed on exit."""
-    with open_desk(folder.path / "workspace") as db:
-        yield desk_tools(db).subset(folder.config.tools)
-
-
-def parse_json_args(tool: str, json_args: str) -> dict[str, object]:
-    """Arguments given as JSON text (``""`` means ``{}``); anything but an object is a
-    :class:`ToolArgumentsError`."""
-    if not json_args.strip():
-        return {}
-    try:
-        value = json.loads(json_args)
-    except (json.JSONDecodeError, RecursionError, ValueError) as error:
-        raise ToolArgumentsError(tool, [("", f"not valid JSON ({error})")]) from None
-    if not isinstance(value, Mapping):
-        raise ToolArgumentsError(tool, [("", "arguments must be a JSON object")])
-    return {str(key): item for key, item in value.items()}
-
-
-def run_tool(target: AgentFolder | Path, name: str, json_args: str) -> ToolResult:
-    """Run one tool once, as ``agentkit tool AGENT TOOL 'JSON_ARGS'`` does.
-
-    *target* is an :class:`AgentFolder` (its allow-list applies) or a workspace folder (every
-    desk tool). Raises :class:`~agentkit.tools.UnknownToolError` and
-    :class:`~agentkit.tools.ToolArgumentsError` (both usage errors) before anything is written.
-    """
-    raw_args = parse_json_args(name, json_args)
-    if isinstance(target, AgentFolder):
-        with agent_tools(target) as registry:
-            return registry.run(name, raw_args)
-    with open_desk(target) as db:
-        return desk_tools(db).run(name, raw_args)

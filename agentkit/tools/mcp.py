@@ -1,0 +1,619 @@
+"""Tools from MCP servers (the ``mcp`` package's client side): stdio and streamable HTTP.
+
+An agent names a server in its config.json: ``{"mcp": ["mcp-server-time"], "name": "time"}``
+runs a command as a subprocess speaking MCP on stdio; ``{"mcp_url": "http://…/mcp", "name":
+"notes"}`` connects to a streamable-HTTP server. :class:`McpToolset` connects when the agent is
+opened (a server that does not start is a config error then, not mid-turn), lists the tools,
+and turns each into a registry tool whose arguments are checked against the server's
+``inputSchema``. Tools keep the names their server gives them.
+
+Invariants, and why:
+
+* **Consent by default.** A tool is ``side_effect`` (the planner asks before each call)
+  unless its server marks it ``readOnlyHint``; the agent's config can override either way.
+* **Failures are tool results, never a crashed turn.** A result with ``isError``, a protocol
+  error, a timeout and a server that dies mid-call all become
+  :class:`~agentkit.tools.ToolFailedError` (``ok=False`` with a message saying what
+  happened). A dead server is started again on the next call (so the next turn has it back).
+* **Process hygiene, as in the ACP backend.** A stdio server is started from an argv list (no
+  shell) with a minimal environment (``PATH``, ``HOME``, ``LANG`` plus the config's ``env``),
+  in its own process group; closing ends the group (EOF, SIGTERM, SIGKILL) and reaps the
+  process, and a finalizer kills the group if the toolset is dropped unclosed. A bare command
+  name is looked up beside the running Python first (its virtualenv's ``bin``), then on PATH.
+* **One loop per toolset.** The connection lives on the toolset's own event-loop thread, so
+  it outlives any one turn and any caller's loop (scripts, Jupyter, the HTTP server); a call
+  from another loop waits without blocking it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import weakref
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from pydantic import JsonValue
+
+from agentkit.tools.registry import (
+    SchemaArgs,
+    Tool,
+    ToolDefinitionError,
+    ToolFailedError,
+    schema_args_model,
+)
+from agentkit.tools.toolsets import Toolset, ToolsetError
+
+try:
+    import anyio
+    import mcp_types
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    from mcp.shared.exceptions import MCPError
+    from mcp.shared.message import SessionMessage
+except ImportError as _missing:  # pragma: no cover - depends on the installed packages
+    raise ImportError(
+        "MCP toolsets need the 'mcp' package: pip install 'mcp>=2.3,<3'"
+    ) from _missing
+
+__all__ = ["McpToolset"]
+
+T = TypeVar("T")
+
+#: variables a stdio server inherits from our environment; anything else comes from ``env``
+_INHERITED_ENV: Final = ("PATH", "HOME", "LANG")
+_START_TIMEOUT: Final = 60.0  # seconds for a server to start and list its tools
+_STOP_GRACE: Final = 2.0  # seconds between the steps of closing: EOF, SIGTERM, SIGKILL
+_STDERR_TAIL: Final = 2000
+_LINE_LIMIT: Final = 16 * 1024 * 1024  # the longest JSON-RPC line read from a server
+
+
+class _LoopThread:
+    """An event loop on a daemon thread of its own."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+            self.loop.close()
+
+
+class _Transport:
+    """How to reach a server: :meth:`streams` yields the session's message streams."""
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def streams(self, connection: _Connection) -> contextlib.AbstractAsyncContextManager[Any]:
+        raise NotImplementedError
+
+
+class _StdioTransport(_Transport):
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> None:
+        self.argv = tuple(argv)
+        self.env = dict(env)
+        self.cwd = cwd
+
+    def describe(self) -> str:
+        return f"the command {self.argv[0]!r}"
+
+    def child_environment(self) -> dict[str, str]:
+        inherited = {key: os.environ[key] for key in _INHERITED_ENV if key in os.environ}
+        return {**inherited, **self.env}
+
+    def command(self) -> list[str]:
+        """The argv with its program resolved (no shell ever sees it)."""
+        program = self.argv[0]
+        if os.sep in program:
+            path = Path(program) if Path(program).is_absolute() else self.cwd / program
+            if not path.is_file():
+                raise ToolsetError(f"the command {program!r} does not exist")
+            return [str(path), *self.argv[1:]]
+        search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        found = shutil.which(program, path=search)
+        if found is None:
+            raise ToolsetError(
+                f"the command {program!r} was not found (beside {sys.executable} or on PATH)"
+            )
+        return [found, *self.argv[1:]]
+
+    @contextlib.asynccontextmanager
+    async def streams(self, connection: _Connection) -> AsyncIterator[Any]:
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self.command(),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self.child_environment(),
+                cwd=self.cwd,
+                start_new_session=True,
+                limit=_LINE_LIMIT,
+            )
+        except OSError as error:
+            raise ToolsetError(f"cannot start {self.argv[0]!r}: {error}") from None
+        connection.attach(process)
+        read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+
+        async def reader() -> None:
+            assert process.stdout is not None
+            async with read_writer:
+                with contextlib.suppress(
+                    OSError, ValueError, anyio.ClosedResourceError, anyio.BrokenResourceError
+                ):
+                    while line := await process.stdout.readline():
+                        if not line.strip():
+                            continue
+                        try:
+                            message = mcp_types.jsonrpc_message_adapter.validate_json(
+                                line, by_name=False
+                            )
+                        except ValueError as error:
+                            await read_writer.send(error)
+                            continue
+                        await read_writer.send(SessionMessage(message))
+            connection.gone.set()  # EOF: the server closed its stdout (it exited, usually)
+
+        async def writer() -> None:
+            assert process.stdin is not None
+            async with write_reader:
+                with contextlib.suppress(
+                    OSError, anyio.ClosedResourceError, anyio.BrokenResourceError
+                ):
+                    async for item in write_reader:
+                        text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                        process.stdin.write(text.encode("utf-8") + b"\n")
+                        await process.stdin.drain()
+            await read_writer.aclose()  # a server we cannot write to is gone for the session
+
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(reader)
+                group.start_soon(writer)
+                try:
+                    yield read_stream, write_stream
+                finally:
+                    group.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await connection.stop_process()
+
+
+class _HttpTransport(_Transport):
+    def __init__(self, url: str, headers: Mapping[str, str]) -> None:
+        self.url = url
+        self.headers = dict(headers)
+
+    def describe(self) -> str:
+        return f"the server at {self.url}"
+
+    @contextlib.asynccontextmanager
+    async def streams(self, connection: _Connection) -> AsyncIterator[Any]:
+        async with (
+            create_mcp_http_client(headers=self.headers) as client,
+            streamable_http_client(self.url, http_client=client) as streams,
+        ):
+            yield streams
+
+
+class _Connection:
+    """One connected session with a server, held open by a task of its own (anyio scopes
+    must be left by the task that entered them)."""
+
+    def __init__(self, transport: _Transport) -> None:
+        self.transport = transport
+        self.session: ClientSession | None = None
+        self.listing: list[mcp_types.Tool] = []
+        self.process: asyncio.subprocess.Process | None = None
+        self.gone = asyncio.Event()  # the server exited or the session ended
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stderr = bytearray()
+        self._stderr_task: asyncio.Task[None] | None = None
+        self._exit_task: asyncio.Task[int] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.session is not None and not self.gone.is_set()
+
+    def attach(self, process: asyncio.subprocess.Process) -> None:
+        """Watch a freshly started server process: its exit, its stderr."""
+        self.process = process
+        self._exit_task = asyncio.create_task(process.wait())
+        self._exit_task.add_done_callback(lambda _: self.gone.set())
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+        self._finalizer = weakref.finalize(self, _kill_group, process.pid)
+
+    def stderr_tail(self) -> str:
+        tail = self._stderr.decode("utf-8", "replace").strip()
+        return f"; stderr: {tail[-500:]}" if tail else ""
+
+    async def open(self, timeout: float) -> None:
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._hold(ready))
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), timeout)
+        except TimeoutError:
+            await self.close()
+            raise ToolsetError(
+                f"{self.transport.describe()} did not start an MCP session within {timeout:g}s"
+                + self.stderr_tail()
+            ) from None
+        except BaseException as error:
+            await self.close()
+            if isinstance(error, ToolsetError):
+                raise
+            if isinstance(error, Exception):
+                raise ToolsetError(
+                    f"{self.transport.describe()}: {_describe(error)}{self.stderr_tail()}"
+                ) from None
+            raise
+
+    async def _hold(self, ready: asyncio.Future[None]) -> None:
+        from agentkit import __version__
+
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self.transport.streams(self))
+                session = await stack.enter_async_context(
+                    ClientSession(
+                        read,
+                        write,
+                        client_info=mcp_types.Implementation(name="agentkit", version=__version__),
+                    )
+                )
+                await session.initialize()
+                self.listing = await _list_tools(session)
+                self.session = session
+                ready.set_result(None)
+                await self._stop.wait()
+        except BaseException as error:
+            if not ready.done():
+                if isinstance(error, Exception):
+                    ready.set_exception(error)
+                else:
+                    ready.cancel()
+            if not isinstance(error, Exception):
+                raise
+        finally:
+            self.gone.set()
+
+    async def call(self, name: str, arguments: dict[str, JsonValue], timeout: float) -> Any:  # noqa: ANN401 - the server's CallToolResult
+        session = self.session
+        assert session is not None
+        request = asyncio.ensure_future(
+            session.call_tool(name, arguments, read_timeout_seconds=timeout)
+        )
+        ended = asyncio.ensure_future(self.gone.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {request, ended}, timeout=timeout + 1, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            ended.cancel()
+            if not request.done():
+                request.cancel()
+                with contextlib.suppress(BaseException):
+                    await request
+        if request not in done or request.cancelled():
+            if self.gone.is_set():
+                raise self._died()
+            raise ToolFailedError(f"the MCP server did not answer within {timeout:g}s")
+        error = request.exception()
+        if error is None:
+            return request.result()
+        closed = isinstance(error, MCPError) and error.code == mcp_types.CONNECTION_CLOSED
+        if closed or self.gone.is_set() or isinstance(error, anyio.ClosedResourceError):
+            self.gone.set()
+            if self.process is not None:  # for the exit code in the message
+                await _exited(self.process, _STOP_GRACE)
+            raise self._died()
+        raise ToolFailedError(f"the MCP call failed: {_describe(error)}")
+
+    def _died(self) -> ToolFailedError:
+        code = self.process.returncode if self.process is not None else None
+        how = f"exited with code {code}" if code is not None else "closed the connection"
+        return ToolFailedError(
+            f"the MCP server {how} during the call{self.stderr_tail()}; "
+            "it is started again on the next call"
+        )
+
+    async def close(self) -> None:
+        """End the session, then the server (for stdio: its whole process group)."""
+        self._stop.set()
+        if self._task is not None:
+            done, _ = await asyncio.wait({self._task}, timeout=3 * _STOP_GRACE + 2)
+            if not done:
+                self._task.cancel()
+                await asyncio.wait({self._task})
+        await self.stop_process()
+
+    async def stop_process(self) -> None:
+        process, exit_task = self.process, self._exit_task
+        if process is None or exit_task is None:
+            return
+        if process.stdin is not None and not process.stdin.is_closing():
+            process.stdin.close()  # EOF: a well-behaved server exits on its own
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if await _exited(process, _STOP_GRACE):
+                break
+            _kill_group(process.pid, sig)
+        await _exited(process, _STOP_GRACE)
+        _kill_group(process.pid)  # whatever it left behind in its group
+        # wait() also waits for the pipes: one a descendant still holds would keep it waiting
+        done, _ = await asyncio.wait({exit_task}, timeout=_STOP_GRACE)
+        if not done:
+            exit_task.cancel()
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        if self._stderr_task is not None:
+            drained, _ = await asyncio.wait({self._stderr_task}, timeout=_STOP_GRACE)
+            if not drained:
+                self._stderr_task.cancel()
+                await asyncio.wait({self._stderr_task})
+        transport = getattr(process, "_transport", None)
+        if isinstance(transport, asyncio.SubprocessTransport) and not transport.is_closing():
+            transport.close()
+
+    async def _drain_stderr(self) -> None:
+        assert self.process is not None
+        stream = self.process.stderr
+        if stream is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := await stream.read(4096):
+                self._stderr += chunk
+                del self._stderr[:-_STDERR_TAIL]
+
+
+class McpToolset(Toolset):
+    """The tools of one MCP server. Build it with :meth:`stdio` or :meth:`http`, then
+    :meth:`start` it (which lists the tools); :meth:`close` ends the session and the server."""
+
+    def __init__(self, name: str, transport: _Transport, *, timeout: float = 30.0) -> None:
+        self.name = name
+        self.timeout = timeout
+        #: how many times a dead server was started again
+        self.restarts = 0
+        self._transport = transport
+        self._thread: _LoopThread | None = None
+        self._connection: _Connection | None = None
+        self._connecting: asyncio.Lock | None = None
+        self._tools: tuple[Tool[Any], ...] = ()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"McpToolset({self.name!r}, {self._transport.describe()})"
+
+    @classmethod
+    def stdio(
+        cls,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | str = ".",
+        timeout: float = 30.0,
+    ) -> McpToolset:
+        """A server started as ``argv`` (no shell) in *cwd*; *env* adds to its environment."""
+        if not argv:
+            raise ToolsetError("an MCP stdio server needs a command")
+        return cls(name, _StdioTransport(argv, env or {}, Path(cwd)), timeout=timeout)
+
+    @classmethod
+    def http(
+        cls,
+        name: str,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> McpToolset:
+        """A streamable-HTTP server at *url* (``headers`` go with every request)."""
+        return cls(name, _HttpTransport(url, headers or {}), timeout=timeout)
+
+    @property
+    def pid(self) -> int | None:
+        """The running stdio server's process id (its process group id too)."""
+        connection = self._connection
+        if connection is None or connection.process is None:
+            return None
+        return connection.process.pid
+
+    def start(self) -> None:
+        """Connect, initialise the session and list the tools. Raises :class:`ToolsetError`."""
+        if self._thread is not None:
+            return
+        self._thread = _LoopThread(f"agentkit-mcp-{self.name}")
+        try:
+            listing = self._thread.submit(self._start()).result()
+            self._tools = tuple(self._tool(spec) for spec in listing)
+        except BaseException:
+            self.close()
+            raise
+
+    def tools(self) -> Sequence[Tool[Any]]:
+        return self._tools
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        thread = self._thread
+        if thread is None:
+            return
+        if not thread.loop.is_closed():
+            with contextlib.suppress(Exception):
+                thread.submit(self._disconnect()).result()
+        thread.stop()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        thread = self._thread
+        if thread is None:
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.wrap_future(thread.submit(self._disconnect()))
+        await asyncio.to_thread(thread.stop)
+
+    # -- on the toolset's loop ----------------------------------------------------------------
+
+    async def _start(self) -> list[mcp_types.Tool]:
+        self._connecting = asyncio.Lock()
+        connection = _Connection(self._transport)
+        await connection.open(_START_TIMEOUT)
+        self._connection = connection
+        return connection.listing
+
+    async def _connected(self) -> _Connection:
+        assert self._connecting is not None
+        async with self._connecting:
+            connection = self._connection
+            if connection is not None and connection.alive:
+                return connection
+            self._connection = None
+            if connection is not None:
+                await connection.close()
+            fresh = _Connection(self._transport)
+            try:
+                await fresh.open(_START_TIMEOUT)
+            except ToolsetError as error:
+                raise ToolFailedError(
+                    f"the MCP server could not be started again: {error}"
+                ) from None
+            self._connection = fresh
+            self.restarts += 1
+            return fresh
+
+    async def _invoke(self, name: str, arguments: dict[str, JsonValue]) -> object:
+        connection = await self._connected()
+        result = await connection.call(name, arguments, self.timeout)
+        if result.is_error:
+            raise ToolFailedError(_error_text(result) or f"the tool {name!r} reported an error")
+        return _output(result)
+
+    async def _disconnect(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await connection.close()
+
+    # -- on the caller's loop -----------------------------------------------------------------
+
+    async def _call(self, name: str, arguments: dict[str, JsonValue]) -> object:
+        thread = self._thread
+        if self._closed or thread is None:
+            raise ToolFailedError(f"the MCP toolset {self.name!r} is closed")
+        future = thread.submit(self._invoke(name, arguments))
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+
+    def _tool(self, spec: mcp_types.Tool) -> Tool[Any]:
+        read_only = bool(spec.annotations is not None and spec.annotations.read_only_hint)
+        name = spec.name
+
+        async def handler(args: SchemaArgs) -> object:
+            return await self._call(name, args.arguments())
+
+        try:
+            return Tool(
+                name=name,
+                description=" ".join((spec.description or spec.title or name).split()),
+                args_model=schema_args_model(name, spec.input_schema),
+                handler=handler,
+                side_effect=not read_only,
+                live_state=False,
+                source=self.name,
+            )
+        except ToolDefinitionError as error:
+            raise ToolsetError(f"the server's tool {name!r} cannot be used: {error}") from None
+
+
+async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    for _ in range(100):  # a server that pages forever is not waited for
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def _output(result: mcp_types.CallToolResult) -> object:
+    """A successful result as JSON: the structured content when there is some, else the
+    content blocks (a text that is JSON is parsed; one block stands alone)."""
+    if result.structured_content is not None:
+        return result.structured_content
+    parts = [_block(block) for block in result.content]
+    return parts[0] if len(parts) == 1 else parts
+
+
+def _block(block: Any) -> object:  # noqa: ANN401 - one of MCP's content block types
+    if isinstance(block, mcp_types.TextContent):
+        text = block.text
+        if text.lstrip()[:1] in ("{", "["):
+            with contextlib.suppress(ValueError):
+                parsed: object = json.loads(text)
+                return parsed
+        return text
+    dumped = block.model_dump(mode="json", exclude_none=True, by_alias=True)
+    if isinstance(dumped, dict) and isinstance(dumped.get("data"), str):
+        dumped["data"] = f"<{len(dumped['data'])} characters of base64>"
+    return dumped
+
+
+def _error_text(result: mcp_types.CallToolResult) -> str:
+    texts = [block.text for block in result.content if isinstance(block, mcp_types.TextContent)]
+    return " ".join(" ".join(texts).split())[:1000]
+
+
+def _describe(error: BaseException) -> str:
+    """The innermost meaningful error of an exception group, as ``Type: message``."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    if isinstance(error, MCPError):
+        return f"server error: {error}"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+async def _exited(process: asyncio.subprocess.Process, timeout: float) -> bool:
+    """True once *process* has exited (and been reaped), polling for up to *timeout* s."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while process.returncode is None:
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+def _kill_group(pid: int, sig: signal.Signals = signal.SIGKILL) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)

@@ -1,0 +1,71 @@
+"""An MCP server written with the ``mcp`` package, for the MCP toolset tests.
+
+``python mcp_notes_server.py stdio`` serves on stdin/stdout; ``python mcp_notes_server.py http
+PORT`` serves streamable HTTP at ``http://127.0.0.1:PORT/mcp``. ``build_server()`` gives the
+server itself (tests run it in-process on a loopback port).
+
+Tools: ``list_notes`` (read-only), ``add_note`` (writes), ``fail`` (answers ``isError``),
+``slow`` (read-only; writes ``started`` to the file ``$MCP_MARKER`` then sleeps, so a test can
+kill the server mid-call), ``whoami`` (read-only; the server's pid and environment keys).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from mcp.server import MCPServer
+from mcp_types import ToolAnnotations
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("notes")
+    notes: list[str] = []
+
+    @server.tool(annotations=READ_ONLY)
+    def list_notes() -> dict[str, list[str]]:
+        """List the saved notes."""
+        return {"notes": list(notes)}
+
+    @server.tool()
+    def add_note(text: str, pinned: bool = False) -> dict[str, object]:
+        """Save a note."""
+        notes.append(text)
+        return {"saved": text, "pinned": pinned, "count": len(notes)}
+
+    @server.tool(annotations=READ_ONLY)
+    def fail(reason: str) -> str:
+        """Always fails (isError)."""
+        raise ValueError(f"cannot do it: {reason}")
+
+    @server.tool(annotations=READ_ONLY)
+    async def slow(seconds: float) -> str:
+        """Sleep, after saying so in $MCP_MARKER."""
+        marker = os.environ.get("MCP_MARKER")
+        if marker:
+            Path(marker).write_text("started", encoding="utf-8")
+        await asyncio.sleep(seconds)
+        return "done"
+
+    @server.tool(annotations=READ_ONLY)
+    def whoami() -> dict[str, object]:
+        """The server's process id and the names of its environment variables."""
+        return {"pid": os.getpid(), "env": sorted(os.environ)}
+
+    return server
+
+
+def main() -> None:
+    server = build_server()
+    if sys.argv[1:2] == ["http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()
+
+
+if __name__ == "__main__":
+    main()
