@@ -1,0 +1,99 @@
+"""The ``agentkit`` application object and what every command shares: the data root, the
+argument types, and how errors are printed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentkit.agent import Agent
+from agentkit.errors import AgentkitError, UsageError
+from agentkit.workspace import resolve_data_dir
+
+__all__ = [
+    "AgentArg",
+    "ConversationArg",
+    "ConversationOption",
+    "JsonFlag",
+    "ModelOption",
+    "app",
+    "clean_errors",
+    "data_root",
+    "open_agent",
+    "print_json",
+]
+
+app = typer.Typer(
+    name="agentkit",
+    help="Build, run and study conversational planning agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@dataclass(frozen=True)
+class _Context:
+    data_dir: Path
+
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+AgentArg = Annotated[str, typer.Argument(help="Agent id, e.g. innovator-001.")]
+ConversationArg = Annotated[str, typer.Argument(help="Conversation id, e.g. conv-….")]
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", help="Model spec (wins over $AGENTKIT_MODEL and config.json)."),
+]
+ConversationOption = Annotated[
+    str | None,
+    typer.Option("--conversation", "-c", help="Continue this conversation (default: a new one)."),
+]
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="Data root (default: $AGENTKIT_DATA_DIR, else ./data).",
+            file_okay=False,
+        ),
+    ] = None,
+) -> None:
+    ctx.obj = _Context(resolve_data_dir(data_dir))
+
+
+def data_root(ctx: typer.Context) -> Path:
+    """The data root of this invocation."""
+    context = ctx.obj
+    assert isinstance(context, _Context)
+    return context.data_dir
+
+
+@contextmanager
+def clean_errors() -> Iterator[None]:
+    """Turn agentkit's errors into one line on stderr and exit status 2 (1 for failures)."""
+    try:
+        yield
+    except UsageError as error:
+        typer.echo(f"agentkit: error: {error}", err=True)
+        raise typer.Exit(2) from None
+    except AgentkitError as error:
+        typer.echo(f"agentkit: error: {error}", err=True)
+        raise typer.Exit(1) from None
+
+
+def print_json(value: object) -> None:
+    typer.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def open_agent(ctx: typer.Context, agent_id: str) -> Agent:
+    return Agent.open(agent_id, data_dir=data_root(ctx))

@@ -1,0 +1,169 @@
+"""Conversations and memory: list, read, delete, verify; TaskState and ExecutionState."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+
+from agentkit.cli._app import (
+    AgentArg,
+    ConversationArg,
+    JsonFlag,
+    app,
+    clean_errors,
+    data_root,
+    open_agent,
+    print_json,
+)
+from agentkit.errors import ConversationNotFoundError
+from agentkit.layout import DataLayout
+from agentkit.memory import MemoryRepository
+from agentkit.store import ConversationKey, FileConversationStore, SqliteConfigStore
+from agentkit.tools.secrets import mask_secrets
+from agentkit.types import ConversationMeta, format_timestamp
+from agentkit.workspace import AgentFolder
+
+__all__ = [
+    "clear_command",
+    "conversations_command",
+    "delete_command",
+    "history_command",
+    "state_command",
+    "verify_command",
+]
+
+
+def _meta_line(meta: ConversationMeta) -> str:
+    return (
+        f"{meta.conversation_id:<32} {meta.status:<9} {meta.stats.message_count:>5} msgs  "
+        f"{format_timestamp(meta.updated_at)}  {meta.title}"
+    )
+
+
+@app.command("conversations")
+def conversations_command(
+    ctx: typer.Context, agent_id: AgentArg, as_json: JsonFlag = False
+) -> None:
+    """List an agent's conversations, most recently updated first."""
+    with clean_errors():
+        metas = open_agent(ctx, agent_id).list_conversations()
+        if as_json:
+            print_json([meta.to_json_dict() for meta in metas])
+            return
+        for meta in metas:
+            typer.echo(_meta_line(meta))
+
+
+@app.command("history")
+def history_command(
+    ctx: typer.Context,
+    agent_id: AgentArg,
+    conversation_id: ConversationArg,
+    as_json: JsonFlag = False,
+) -> None:
+    """Print a conversation's messages (with --json: a JSON array)."""
+    with clean_errors():
+        messages = open_agent(ctx, agent_id).load_conversation_history(conversation_id)
+        if as_json:
+            print_json([message.to_json_dict() for message in messages])
+            return
+        for message in messages:
+            typer.echo(f"[{format_timestamp(message.timestamp)}] {message.role}: {message.content}")
+
+
+@app.command("delete")
+def delete_command(
+    ctx: typer.Context, agent_id: AgentArg, conversation_id: ConversationArg
+) -> None:
+    """Delete a conversation and its folder."""
+    with clean_errors():
+        open_agent(ctx, agent_id).delete_conversation(conversation_id)
+        typer.echo(f"deleted {agent_id}/{conversation_id}")
+
+
+@app.command("verify")
+def verify_command(
+    ctx: typer.Context,
+    agent_id: Annotated[str | None, typer.Argument(help="Only this agent.")] = None,
+    repair: Annotated[
+        bool,
+        typer.Option("--repair", help="First rebuild every view file from its journal."),
+    ] = False,
+) -> None:
+    """Check conversations for inconsistencies; exit 1 when any are found."""
+    with clean_errors():
+        root = data_root(ctx)
+        if agent_id is not None:
+            AgentFolder.load(root, agent_id)  # an unknown agent is an error, not "0 checked"
+        store = FileConversationStore(root)
+        if repair:
+            for key in store.recover(agent_id, full=True):
+                typer.echo(f"recovered {key}")
+        report = store.verify(agent_id)
+        for problem in report.problems:
+            typer.echo(str(problem))
+        typer.echo(f"{report.conversations} conversations checked, {len(report.problems)} problems")
+        if not report.ok:
+            raise typer.Exit(1)
+
+
+@contextmanager
+def _memory_of(
+    ctx: typer.Context, agent_id: str, conversation_id: str
+) -> Iterator[MemoryRepository]:
+    """The memory repository, once the agent and the conversation are known to exist."""
+    agent = open_agent(ctx, agent_id)
+    if not agent.store.exists(ConversationKey(agent.id, conversation_id)):
+        raise ConversationNotFoundError(agent.id, conversation_id)
+    store = SqliteConfigStore(DataLayout(data_root(ctx)).config_db)
+    try:
+        yield MemoryRepository(store)
+    finally:
+        store.close()
+
+
+@app.command("state")
+def state_command(
+    ctx: typer.Context,
+    agent_id: AgentArg,
+    conversation_id: ConversationArg,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show a conversation's TaskState and ExecutionState (the planner's memory)."""
+    with clean_errors():
+        with _memory_of(ctx, agent_id, conversation_id) as memory:
+            task = memory.load_task_state(agent_id, conversation_id)
+            execution = memory.load_execution_state(agent_id, conversation_id)
+        if as_json:
+            # A step waiting for consent keeps its raw arguments; never print a secret.
+            print_json(
+                mask_secrets(
+                    {
+                        "task_state": task.value.model_dump(mode="json"),
+                        "execution_state": (
+                            execution.value.model_dump(mode="json") if execution else None
+                        ),
+                    }
+                )
+            )
+            return
+        typer.echo(task.value.render() or "TaskState: empty")
+        if execution is None:
+            typer.echo("ExecutionState: none")
+            return
+        state = execution.value
+        typer.echo(f"ExecutionState: {state.status} — {state.goal}")
+        for step in state.steps:
+            typer.echo(f"  [{step.status:<7}] {step.id} {step.type:<8} {step.title}")
+
+
+@app.command("clear")
+def clear_command(ctx: typer.Context, agent_id: AgentArg, conversation_id: ConversationArg) -> None:
+    """Forget a conversation's TaskState and ExecutionState (what /clear does in a chat)."""
+    with clean_errors():
+        with _memory_of(ctx, agent_id, conversation_id) as memory:
+            memory.clear(agent_id, conversation_id)
+        typer.echo(f"cleared the memory of {agent_id}/{conversation_id}")

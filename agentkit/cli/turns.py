@@ -1,0 +1,121 @@
+"""Turns from the terminal: one message (``send``) or a chat (``chat``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from typing import Annotated
+
+import typer
+
+from agentkit.agent import Agent
+from agentkit.cli._app import (
+    AgentArg,
+    ConversationOption,
+    ModelOption,
+    app,
+    clean_errors,
+    data_root,
+)
+from agentkit.events import AgentOutputEvent, ErrorEvent, ResultEvent
+
+__all__ = ["chat_command", "send_command"]
+
+
+async def _turn(agent: Agent, conversation_id: str | None, text: str, as_json: bool) -> ResultEvent:
+    """Run one turn, printing as it streams; return its result event."""
+    result: ResultEvent | None = None
+    async for event in agent.send_message(conversation_id, text):
+        if as_json:
+            typer.echo(json.dumps(event.to_json_dict(), ensure_ascii=False))
+        elif isinstance(event, AgentOutputEvent):
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+        elif isinstance(event, ErrorEvent):
+            typer.echo(f"agentkit: error: {event.message}", err=True)
+        if isinstance(event, ResultEvent):
+            result = event
+    if not as_json:
+        typer.echo("")
+    assert result is not None
+    return result
+
+
+@app.command("send")
+def send_command(
+    ctx: typer.Context,
+    agent_id: AgentArg,
+    text: Annotated[str, typer.Argument(help="The message.")],
+    conversation_id: ConversationOption = None,
+    model: ModelOption = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per event per line.")
+    ] = False,
+) -> None:
+    """Send one message and print the reply as it streams."""
+
+    async def run() -> None:
+        agent = Agent.open(agent_id, data_dir=data_root(ctx), model=model)
+        try:
+            result = await _turn(agent, conversation_id, text, as_json)
+        finally:
+            await agent.aclose()
+        if result.status == "failed":
+            raise typer.Exit(1)
+
+    with clean_errors():
+        asyncio.run(run())
+
+
+@app.command("chat")
+def chat_command(
+    ctx: typer.Context,
+    agent_id: AgentArg,
+    conversation_id: ConversationOption = None,
+    model: ModelOption = None,
+) -> None:
+    """Chat in the terminal: one live session; Ctrl-C stops a reply, Ctrl-D leaves.
+
+    With piped stdin, each line is one message (so a chat can be scripted).
+    """
+    interactive = sys.stdin.isatty()
+
+    def read_line() -> str | None:
+        try:
+            return input("you> ") if interactive else sys.stdin.readline() or None
+        except EOFError:
+            return None
+
+    async def run() -> None:
+        agent = Agent.open(agent_id, data_dir=data_root(ctx), model=model)
+        loop = asyncio.get_running_loop()
+        current: asyncio.Task[ResultEvent] | None = None
+
+        def interrupt() -> None:
+            if current is not None and not current.done():
+                current.cancel()
+
+        loop.add_signal_handler(signal.SIGINT, interrupt)
+        conversation = conversation_id
+        try:
+            while (line := await asyncio.to_thread(read_line)) is not None:
+                if not line.strip():
+                    continue
+                if interactive:
+                    sys.stdout.write(f"{agent.folder.name}> ")
+                current = asyncio.create_task(_turn(agent, conversation, line, as_json=False))
+                try:
+                    # a failed turn printed its error; the chat goes on in the same conversation
+                    conversation = (await current).conversation_id
+                except asyncio.CancelledError:
+                    typer.echo("\n[stopped]")
+            if conversation is not None:
+                typer.echo(f"conversation: {conversation}", err=True)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            await agent.aclose()
+
+    with clean_errors():
+        asyncio.run(run())
