@@ -19,7 +19,7 @@ import pytest
 from acp.schema import AgentPlanUpdate, ToolCallStart, UserMessageChunk
 from agentkit.store import ConversationKey, FileConversationStore
 
-from tests._acp_peer import AGENTKIT, FAKE_ACP_AGENT, RecordingClient, Served, serve
+from tests._acp_peer import AGENTKIT, FAKE_ACP_AGENT, HANG_GUARD, RecordingClient, Served, serve
 
 REPLY = "Hello from the script. How can I help?"
 QUESTION = "What should the trader be called?"
@@ -506,6 +506,25 @@ def test_no_process_is_left_after_the_client_closes_stdin(data_dir: Path, tmp_pa
 
     pids = run(body())
     assert pids
+
+
+def test_sigterm_stops_the_server_cleanly(data_dir: Path, tmp_path: Path) -> None:
+    async def body() -> None:
+        async with serve(data_dir, "innovator-001", "--model", slow_model()) as served:
+            await initialized(served)
+            sid = await served.new_session(tmp_path)
+            prompt = asyncio.ensure_future(served.prompt(sid, "please be slow"))
+            await served.client.wait_for(lambda: served.client.text(sid) != "", "a first chunk")
+            served.note_children()
+            served.process.terminate()  # mid-turn
+            response = await prompt  # the stopped prompt still answers before the exit
+            assert response.stop_reason == "cancelled"
+            assert await asyncio.wait_for(served.process.wait(), HANG_GUARD) == 0
+            # serve() checks the model's agent process is gone too
+
+    run(body())
+    listed = json.loads(agentkit(data_dir, "conversations", "innovator-001", "--json").stdout)
+    assert listed[0]["status"] == "idle"  # the turn was stopped and recorded, not left running
 
 
 def test_a_plan_update_is_the_acp_type(data_dir: Path, tmp_path: Path) -> None:

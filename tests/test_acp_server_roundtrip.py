@@ -32,7 +32,8 @@ def test_the_acp_backend_drives_agentkit_acp(data_dir: Path, tmp_path: Path) -> 
     shutil.copytree(data_dir, inner)
     replies = tmp_path / "inner.json"
     replies.write_text(json.dumps({"chat": ["Inner hello.", "Inner again."]}))
-    argv = [str(AGENTKIT), "--data-dir", str(inner), "acp", "innovator-001"]
+    # the command as the README gives it: agentkit acp AGENT --data-dir D --model SPEC
+    argv = [str(AGENTKIT), "acp", "innovator-001", "--data-dir", str(inner)]
     argv += ["--model", f"scripted:{replies}"]
     # the backend passes a minimal environment; a test run from a checkout keeps its path
     env = {name: os.environ[name] for name in ("PYTHONPATH",) if name in os.environ}

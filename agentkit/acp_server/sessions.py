@@ -24,7 +24,7 @@ import contextlib
 import logging
 import os
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import acp
 from acp.interfaces import Client
@@ -57,6 +57,9 @@ __all__ = ["AcpAgentServer"]
 log = logging.getLogger("agentkit.acp")
 
 PAGE_SIZE: Final = 50
+#: sessions remembered per connection; beyond it the oldest idle one is forgotten (a client
+#: can always load a stored conversation again; a session never prompted was nothing)
+MAX_SESSIONS: Final = 1000
 #: seconds running turns get to stop after the client left, before they are cancelled hard
 SHUTDOWN_GRACE: Final = 20.0
 MAX_TITLE: Final = 60
@@ -90,6 +93,9 @@ class AcpAgentServer:
         self.agent = agent
         self._client: Client | None = None
         self._sessions: dict[str, _Session] = {}
+        #: the library's tasks running ``session/prompt`` handlers: each ends once its
+        #: response is written, so shutdown can let a stopped prompt answer before closing
+        self._responding: set[asyncio.Task[Any]] = set()
 
     def on_connect(self, conn: Client) -> None:
         self._client = conn
@@ -140,7 +146,7 @@ class AcpAgentServer:
         **_meta: object,
     ) -> NewSessionResponse:
         session = _Session(new_conversation_id(), _absolute(cwd), created=False)
-        self._sessions[session.session_id] = session
+        self._remember(session)
         if mcp_servers:
             log.info("session %s: MCP servers from the client are not used", session.session_id)
         log.info("new session %s", session.session_id)
@@ -165,7 +171,7 @@ class AcpAgentServer:
         for update in history_updates(messages):
             await self.client.session_update(session_id=sid, update=update)
         if known is None:
-            self._sessions[sid] = _Session(sid, directory, created=True)
+            self._remember(_Session(sid, directory, created=True))
         log.info("loaded session %s (%d messages replayed)", sid, len(messages))
         return LoadSessionResponse()
 
@@ -195,6 +201,14 @@ class AcpAgentServer:
             next_cursor=str(start + PAGE_SIZE) if more else None,
         )
 
+    def _remember(self, session: _Session) -> None:
+        self._sessions[session.session_id] = session
+        while len(self._sessions) > MAX_SESSIONS:
+            idle = next((sid for sid, s in self._sessions.items() if s.prompt is None), None)
+            if idle is None:
+                return
+            del self._sessions[idle]
+
     def _session_id(self, value: object) -> str:
         try:
             return check_id(_text_arg(value, "sessionId"), "conversation")
@@ -211,6 +225,10 @@ class AcpAgentServer:
     # -- prompts ---------------------------------------------------------------------------
 
     async def prompt(self, session_id: object, prompt: object, **_meta: object) -> PromptResponse:
+        handler = asyncio.current_task()
+        if handler is not None:
+            self._responding.add(handler)
+            handler.add_done_callback(self._responding.discard)
         session = self._session(session_id)
         if session.prompt is not None:
             raise acp.RequestError(
@@ -278,4 +296,6 @@ class AcpAgentServer:
             for task in late:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+        if self._responding:  # let the stopped prompts send their (cancelled) responses
+            await asyncio.wait(set(self._responding), timeout=grace)
         await self.agent.aclose()
