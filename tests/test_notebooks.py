@@ -201,3 +201,24 @@ def test_task_state_notebook_saves_pins_and_refuses_stale_and_invalid_saves(
     assert state["pinned_facts"] == ["Use BTC"]
     assert state["important_facts"] == ["Prefers low risk"]
     assert state["open_loops"] == ["Pick a model for the trader", "Decide on a budget"]
+
+
+# -- notebook 07: your own tools ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_own_tools_notebook_asks_consent_then_uses_an_mcp_servers_tools(
+    tmp_path: Path, approve: bool
+) -> None:
+    root = tmp_path / "root"
+    summary = run_workbench_notebook("07_your_own_tools.ipynb", root, tmp_path, approve=approve)
+    assert summary["first_pending"] == "confirmation"  # the write waited for consent
+    assert summary["final_status"] == "completed"
+    if approve:
+        assert summary["tasks"] == [{"title": "water the plants", "priority": "high"}]
+    else:
+        assert summary["tasks"] == []  # never after "no"
+    assert sorted(summary["mcp_tools"]) == ["convert_time", "get_current_time"]
+    (result,) = summary["time_results"]
+    assert result["tool"] == "get_current_time" and result["ok"]
+    assert json.loads(result["output"])["timezone"] == "Asia/Tokyo"
