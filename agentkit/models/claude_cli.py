@@ -52,6 +52,15 @@ from pathlib import Path
 from typing import Any
 
 from agentkit.errors import ModelError, UsageError
+from agentkit.models._claude_stream import (
+    as_object,
+    assistant_events,
+    parse_line,
+    result_error,
+    stream_events,
+    usage_of,
+)
+from agentkit.models._process_tree import descendants, exited, kill_tree, killpg
 from agentkit.models.base import (
     Completion,
     ModelEvent,
@@ -60,10 +69,7 @@ from agentkit.models.base import (
     SessionBackend,
     SessionModel,
     TextDelta,
-    ThinkingDelta,
-    ToolCallRequest,
 )
-from agentkit.types import Usage
 
 __all__ = ["ClaudeCliBackend", "ClaudeCliSession", "cli_environment", "find_claude_cli"]
 
@@ -324,7 +330,7 @@ class ClaudeCliSession(SessionModel):
         try:
             await asyncio.shield(self._closing)
         except asyncio.CancelledError:
-            _killpg(self.pid, signal.SIGKILL)
+            killpg(self.pid, signal.SIGKILL)
             raise
 
     # --- startup -----------------------------------------------------------------------------
@@ -340,7 +346,7 @@ class ClaudeCliSession(SessionModel):
                     line = await self._process_stdout().readline()
                     if not line:
                         return False
-                    message = _parse(line)
+                    message = parse_line(line)
                     if message is None:
                         continue
                     kind = message.get("type")
@@ -348,7 +354,7 @@ class ClaudeCliSession(SessionModel):
                         self._stderr.append(str(message.get("result") or ""))
                         return False
                     if kind == "control_response":
-                        response = _object(message.get("response"))
+                        response = as_object(message.get("response"))
                         if response.get("request_id") == request["request_id"]:
                             return response.get("subtype") == "success"
         except (TimeoutError, OSError, ValueError, _PipeClosedError):
@@ -438,7 +444,7 @@ class ClaudeCliSession(SessionModel):
             if not line:
                 detail = await self._fail()
                 raise ModelError(self.spec, f"the claude process exited{detail}", retryable=True)
-            message = _parse(line)
+            message = parse_line(line)
             if message is not None:
                 return message
 
@@ -451,13 +457,13 @@ class ClaudeCliSession(SessionModel):
         if message.get("parent_tool_use_id") is not None:
             return []  # a sub-agent's traffic, not this conversation's reply
         if kind == "stream_event":
-            return _stream_events(message, streamed)
+            return stream_events(message, streamed)
         if kind == "assistant" and not message.get("is_api_error_message"):
-            return _assistant_events(_object(message.get("message")), streamed)
+            return assistant_events(as_object(message.get("message")), streamed)
         return []
 
     async def _completion(self, message: dict[str, Any], streamed_text: str) -> Completion:
-        usage = _usage(_object(message.get("usage")))
+        usage = usage_of(as_object(message.get("usage")))
         if not message.get("is_error"):
             result = message.get("result")
             return Completion(
@@ -469,7 +475,7 @@ class ClaudeCliSession(SessionModel):
             return Completion(text=streamed_text, usage=usage, stop_reason="cancelled")
         status = message.get("api_error_status")
         status_code = status if isinstance(status, int) else None
-        problem = _result_error(message)
+        problem = result_error(message)
         if status_code is not None or message.get("terminal_reason") == "api_error":
             # The CLI exits after an API error; do it now so is_alive() says so at once.
             await self.close()
@@ -480,7 +486,7 @@ class ClaudeCliSession(SessionModel):
         raise ModelError(self.spec, problem)
 
     async def _answer_control_request(self, message: dict[str, Any]) -> list[ModelEvent]:
-        request = _object(message.get("request"))
+        request = as_object(message.get("request"))
         request_id = message.get("request_id")
         events: list[ModelEvent] = []
         if request.get("subtype") == "can_use_tool":
@@ -549,160 +555,28 @@ class ClaudeCliSession(SessionModel):
 
     async def _terminate(self) -> None:
         process = self._process
-        tree = _descendants(self.pid) if process.returncode is None else {}
+        tree = descendants(self.pid) if process.returncode is None else {}
         try:
             if process.stdin is not None and not process.stdin.is_closing():
                 process.stdin.close()
             for sig in (signal.SIGTERM, signal.SIGKILL):
-                if await _exited(process, self._close_timeout):
+                if await exited(process, self._close_timeout):
                     break
-                tree.update(_descendants(self.pid))
-                _killpg(self.pid, sig)
-                _kill_tree(tree, sig)
+                tree.update(descendants(self.pid))
+                killpg(self.pid, sig)
+                kill_tree(tree, sig)
             # whatever the CLI left behind, in its group or in sessions of their own
-            _killpg(self.pid, signal.SIGKILL)
-            _kill_tree(tree, signal.SIGKILL)
-            await _exited(process, self._close_timeout)  # pipes drained: transport closed
+            killpg(self.pid, signal.SIGKILL)
+            kill_tree(tree, signal.SIGKILL)
+            await exited(process, self._close_timeout)  # pipes drained: transport closed
             with contextlib.suppress(TimeoutError, OSError, ValueError):
                 await asyncio.wait_for(self._stderr_task, self._close_timeout)
         except BaseException:
-            _killpg(self.pid, signal.SIGKILL)
-            _kill_tree(tree, signal.SIGKILL)
+            killpg(self.pid, signal.SIGKILL)
+            kill_tree(tree, signal.SIGKILL)
             raise
         finally:
             if not self._stderr_task.done():
                 self._stderr_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._stderr_task
-
-
-async def _exited(process: asyncio.subprocess.Process, timeout: float) -> bool:
-    try:
-        await asyncio.wait_for(process.wait(), timeout)
-    except TimeoutError:
-        return False
-    return True
-
-
-def _killpg(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _proc_stat(pid: int) -> tuple[int, int] | None:
-    """(parent pid, start time) of a live process, from ``/proc/PID/stat``."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()  # fields from the 3rd (state) on
-    if fields[0] in ("Z", "X"):
-        return None
-    return int(fields[1]), int(fields[19])
-
-
-def _descendants(root: int) -> dict[int, int]:
-    """Every live descendant of *root* as pid -> start time (empty without ``/proc``)."""
-    children: dict[int, list[int]] = {}
-    starts: dict[int, int] = {}
-    try:
-        entries = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return {}
-    for pid in entries:
-        stat = _proc_stat(pid)
-        if stat is not None:
-            children.setdefault(stat[0], []).append(pid)
-            starts[pid] = stat[1]
-    found: dict[int, int] = {}
-    pending = list(children.get(root, []))
-    while pending:
-        pid = pending.pop()
-        if pid not in found:
-            found[pid] = starts[pid]
-            pending.extend(children.get(pid, []))
-    return found
-
-
-def _kill_tree(tree: dict[int, int], sig: signal.Signals) -> None:
-    """Signal the processes in *tree* that are still the ones we saw (same start time)."""
-    for pid, start in tree.items():
-        stat = _proc_stat(pid)
-        if stat is not None and stat[1] == start:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-
-
-def _parse(line: bytes) -> dict[str, Any] | None:
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _object(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _stream_events(message: dict[str, Any], streamed: set[str]) -> list[ModelEvent]:
-    event = _object(message.get("event"))
-    if event.get("type") != "content_block_delta":
-        return []
-    delta = _object(event.get("delta"))
-    message_id = str(message.get("api_message_id") or "")
-    if delta.get("type") == "text_delta" and delta.get("text"):
-        streamed.add(message_id)
-        return [TextDelta(text=str(delta["text"]))]
-    if delta.get("type") == "thinking_delta" and delta.get("thinking"):
-        streamed.add(message_id)
-        return [ThinkingDelta(text=str(delta["thinking"]))]
-    return []
-
-
-def _assistant_events(message: dict[str, Any], streamed: set[str]) -> list[ModelEvent]:
-    already_streamed = str(message.get("id") or "") in streamed
-    events: list[ModelEvent] = []
-    content = message.get("content")
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text" and block.get("text") and not already_streamed:
-            events.append(TextDelta(text=str(block["text"])))
-        elif kind == "thinking" and block.get("thinking") and not already_streamed:
-            events.append(ThinkingDelta(text=str(block["thinking"])))
-        elif kind == "tool_use":
-            events.append(
-                ToolCallRequest(
-                    id=str(block.get("id") or ""),
-                    name=str(block.get("name") or ""),
-                    arguments=_object(block.get("input")),
-                )
-            )
-    return events
-
-
-def _usage(usage: dict[str, Any]) -> Usage:
-    """Input counts cached tokens too: the API reports them apart from ``input_tokens``."""
-
-    def count(name: str) -> int:
-        value = usage.get(name)
-        return value if isinstance(value, int) else 0
-
-    return Usage(
-        input_tokens=count("input_tokens")
-        + count("cache_creation_input_tokens")
-        + count("cache_read_input_tokens"),
-        output_tokens=count("output_tokens"),
-    )
-
-
-def _result_error(message: dict[str, Any]) -> str:
-    result = message.get("result")
-    if isinstance(result, str) and result:
-        return result
-    errors = message.get("errors")
-    if isinstance(errors, list) and errors:
-        return "; ".join(str(error) for error in errors)
-    return f"the turn failed ({message.get('subtype') or 'error'})"
