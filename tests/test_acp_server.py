@@ -297,6 +297,45 @@ def test_no_answer_to_a_permission_request_runs_nothing(
     assert state["execution_state"]["status"] == "waiting_confirmation"
 
 
+def test_secrets_are_masked_in_tool_calls_and_permission_requests(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    secrets = {"api_key": "AK-SECRET-0000-1111", "secret_key": "SK-SECRET-2222-3333"}
+    add = step(
+        "x1",
+        "tool",
+        title="Add the account",
+        tool_name="create_exchange_config",
+        tool_args={"exchange": "okx", "account_name": "alt", **secrets},
+    )
+    model = script(
+        tmp_path,
+        "secrets",
+        {
+            "plan": [{"goal": "add", "steps": [add, step("x2", "respond", instruction="Say so")]}],
+            "replan": [{"action": "continue"}],
+            "respond": ["Added."],
+        },
+    )
+
+    async def body() -> None:
+        async with serve(data_dir, "desk-001", "--model", model) as served:
+            await initialized(served)
+            sid = await served.new_session(tmp_path)
+            response = await served.prompt(sid, "add my okx account")
+            assert response.stop_reason == "end_turn"
+            [(tool_call, _options)] = served.client.permission_requests
+            assert tool_call.raw_input["api_key"] == "****1111"
+            assert tool_call.raw_input["secret_key"] == "****3333"
+            assert served.client.text(sid) == "Added."
+            wire = json.dumps(served.frames)
+            assert all(secret not in wire for secret in secrets.values())
+
+    run(body())
+    done = agentkit(data_dir, "tool", "desk-001", "get_exchange_configs")
+    assert "okx" in done.stdout  # it ran, with the real keys (stored, shown masked)
+
+
 # -- cancel, busy ------------------------------------------------------------------------------
 
 

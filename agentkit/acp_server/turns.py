@@ -28,8 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import acp
 from acp.interfaces import Client
@@ -153,7 +154,7 @@ class PromptTurn:
 
     # -- the prompt ------------------------------------------------------------------------
 
-    async def _run(self, stream: Any, first: AgentEvent) -> StopReason:  # noqa: ANN401
+    async def _run(self, stream: AsyncIterator[AgentEvent], first: AgentEvent) -> StopReason:
         outcome = await self._consume(stream, first)
         for _ in range(MAX_CONSENTS):
             if self.cancelled or (outcome.result and outcome.result.status == "cancelled"):
@@ -180,19 +181,29 @@ class PromptTurn:
             return _Outcome()
         return await self._consume(stream, first)
 
-    async def _consume(self, stream: Any, first: AgentEvent) -> _Outcome:  # noqa: ANN401
+    async def _consume(self, events: AsyncIterator[AgentEvent], first: AgentEvent) -> _Outcome:
+        """Show every event of one agentkit turn; always let the turn run to its end."""
         outcome = _Outcome()
         self._cancel_delivered = False
+        stream = cast("AsyncGenerator[AgentEvent, None]", events)  # send_message's generator
         async with contextlib.aclosing(stream):
             try:
-                await self._on_event(first, outcome)
+                await self._handle(first, outcome)
                 async for event in stream:
-                    await self._on_event(event, outcome)
-            except Exception as error:  # a backend bug must not kill the server
+                    await self._handle(event, outcome)
+            except Exception as error:  # the turn itself raised: it is over
                 log.exception("turn of %s stopped", self.session_id)
                 outcome.errors.append(f"the turn stopped: {type(error).__name__}: {error}")
         await self._finish(outcome)
         return outcome
+
+    async def _handle(self, event: AgentEvent, outcome: _Outcome) -> None:
+        """One event; a failure to show it is logged, never allowed to cut the turn short
+        (the turn holds the conversation until it ends)."""
+        try:
+            await self._on_event(event, outcome)
+        except Exception:
+            log.exception("could not show a %s event of %s", event.type, self.session_id)
 
     async def _on_event(self, event: AgentEvent, outcome: _Outcome) -> None:
         if self.cancelled and not self._cancel_delivered:
