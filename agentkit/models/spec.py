@@ -6,6 +6,8 @@
     scripted:FILE             deterministic replies from a JSON file (tests, demos)
     acp:COMMAND [ARGS…]       an Agent Client Protocol agent as a persistent subprocess
     claude-cli[:ARGS…]        Claude Code in stream-json mode as a persistent subprocess
+    record:FILE:SPEC          SPEC (a chat model), every call appended to FILE (secrets masked)
+    replay:FILE               every call answered from FILE by its request; no fallback
 
 A ``--model`` flag wins over ``$AGENTKIT_MODEL``, which wins over config.json.
 Backends are imported only when used, so ``import agentkit`` loads none of them.
@@ -24,8 +26,8 @@ from agentkit.models.base import ChatModel, SessionBackend
 
 __all__ = ["ModelSpec", "create_model", "parse_model_spec", "resolve_model_spec"]
 
-Kind = Literal["llama", "openai", "scripted", "acp", "claude-cli"]
-_KINDS: tuple[Kind, ...] = ("llama", "openai", "scripted", "acp", "claude-cli")
+Kind = Literal["llama", "openai", "scripted", "acp", "claude-cli", "record", "replay"]
+_KINDS: tuple[Kind, ...] = ("llama", "openai", "scripted", "acp", "claude-cli", "record", "replay")
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,15 @@ def parse_model_spec(spec: str) -> ModelSpec:
     if kind in ("openai", "acp") and not argument:
         example = "openai:gpt-4o-mini" if kind == "openai" else "acp:my-agent --stdio"
         raise ModelSpecError(spec, f"'{kind}:' needs an argument, e.g. {example}")
+    if kind == "record":
+        path, _, inner = argument.partition(":")
+        if not path.strip() or not inner.strip():
+            raise ModelSpecError(
+                spec, "'record:' needs a file and a spec, e.g. record:calls.jsonl:llama"
+            )
+        parse_model_spec(inner)
+    if kind == "replay" and not argument:
+        raise ModelSpecError(spec, "'replay:' needs a file recorded by record:FILE:SPEC")
     if kind == "acp":
         try:
             shlex.split(argument)
@@ -76,6 +87,8 @@ def create_model(
         if not parsed.argument:
             raise ModelSpecError(str(parsed), "'scripted:' needs a JSON file of replies")
         return ScriptedModel.from_file(_path(parsed.argument, base_dir))
+    if parsed.kind in ("record", "replay"):
+        return _cassette_model(parsed, base_dir)
     if parsed.kind == "llama":
         from agentkit.models.llama import LlamaModel
 
@@ -92,6 +105,18 @@ def create_model(
     from agentkit.models.claude_cli import ClaudeCliBackend
 
     return ClaudeCliBackend(parsed.argv)
+
+
+def _cassette_model(parsed: ModelSpec, base_dir: Path | None) -> ChatModel:
+    from agentkit.models.cassette import RecordingModel, ReplayModel
+
+    if parsed.kind == "replay":
+        return ReplayModel.from_file(_path(parsed.argument, base_dir))
+    path, _, inner_spec = parsed.argument.partition(":")
+    inner = create_model(inner_spec.strip(), base_dir=base_dir)
+    if not isinstance(inner, ChatModel):
+        raise ModelSpecError(str(parsed), "record: wraps chat models only (not acp, claude-cli)")
+    return RecordingModel(inner, _path(path.strip(), base_dir))
 
 
 def _path(argument: str, base_dir: Path | None) -> Path:
