@@ -150,7 +150,9 @@ def _parse(text: bytes) -> object:
     except UnicodeDecodeError:
         return Reply(error_response(PARSE_ERROR, "Parse error: not UTF-8"), "not UTF-8")
     except _NotFiniteError as error:
-        return Reply(error_response(PARSE_ERROR, f"Parse error: {error} is not JSON"), "NaN")
+        return Reply(
+            error_response(PARSE_ERROR, f"Parse error: {error} is not a finite number"), "NaN"
+        )
     except RecursionError:
         return Reply(error_response(PARSE_ERROR, "Parse error: nested too deeply"), "too deep")
     except ValueError as error:
