@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from agentkit.errors import UsageError
-from agentkit.ids import check_id
+from agentkit.layout import DataLayout
 from agentkit.workspace import AGENT_SUBDIRS
 
 __all__ = ["init_agent"]
@@ -116,8 +116,8 @@ def _config(agent_id: str, engine: Engine) -> dict[str, object]:
 
 def init_agent(data_dir: Path, agent_id: str, *, engine: Engine = "planner") -> Path:
     """Create ``{data_dir}/agents/{agent_id}`` (see the module docstring); its path."""
-    check_id(agent_id, "agent")
-    folder = data_dir / "agents" / agent_id
+    files = DataLayout(data_dir).agent(agent_id)  # the id is checked
+    folder = files.dir
     if folder.exists():
         raise UsageError(f"{folder} already exists; choose another name or remove it")
     folder.mkdir(parents=True)
@@ -130,7 +130,7 @@ def init_agent(data_dir: Path, agent_id: str, *, engine: Engine = "planner") -> 
     planner = engine == "planner"
     (folder / "tools.md").write_text(_PLANNER_TOOLS if planner else _CHAT_TOOLS, encoding="utf-8")
     config = json.dumps(_config(agent_id, engine), ensure_ascii=False, indent=2) + "\n"
-    (folder / "config.json").write_text(config, encoding="utf-8")
+    files.config.write_text(config, encoding="utf-8")
     if planner:
         (folder / "tools.py").write_text(TOOLS_PY, encoding="utf-8")
         script = json.dumps(SCRIPT, ensure_ascii=False, indent=2) + "\n"

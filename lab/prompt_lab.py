@@ -146,7 +146,7 @@ class PromptLab:
 
     def _load_template(self) -> None:
         name = self.template_name.value
-        override = self.agent.folder.path / "prompts" / f"{name}.md"
+        override = self.agent.folder.files.prompt(name)
         self.editor.value = load_prompt(name, self.agent.folder.path).template
         where = "agent override" if override.is_file() else "package default"
         self.template_source.value = f"&nbsp;{where}"

@@ -42,6 +42,7 @@ from agentkit.eval.expectations import (
 from agentkit.eval.params import Params
 from agentkit.eval.scenario import Scenario
 from agentkit.events import AgentEvent, SessionEvent
+from agentkit.layout import DataLayout
 from agentkit.memory.fidelity import fact_retention
 from agentkit.models.base import (
     ChatMessage,
@@ -208,7 +209,8 @@ class _Run:
         self.task = task
         self.scenario = task.scenario
         self.root = root
-        self.folder = root / "agents" / self.scenario.agent
+        self.files = DataLayout(root).agent(self.scenario.agent)
+        self.folder = self.files.dir
         self.scripted = task.model == SCRIPTED
         self.checks: list[Check] = []
         self.facts = TurnFacts()
@@ -222,10 +224,10 @@ class _Run:
             path = self.folder / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
-        (self.folder / "config.json").write_text(
+        self.files.config.write_text(
             json.dumps(self.task.config, ensure_ascii=False, indent=2), encoding="utf-8"
         )
-        (self.folder / "workspace").mkdir(exist_ok=True)
+        self.files.workspace.mkdir(exist_ok=True)
 
     def _model(self, scripts: TurnScriptedModel | None) -> ChatModel | SessionBackend:
         if scripts is not None:
@@ -235,7 +237,7 @@ class _Run:
     # -- observing --
 
     def _traced_calls(self, message_id: str, conversation_id: str) -> int:
-        calls = self.folder / "conversations" / conversation_id / message_id / "calls.jsonl"
+        calls = self.files.conversation(conversation_id).calls(message_id)
         if not calls.is_file():
             return 0
         return sum(1 for line in calls.read_text(encoding="utf-8").splitlines() if line.strip())

@@ -68,7 +68,7 @@ def _agent_base(
     with AgentTools.load(folder) as tools:  # ConfigError when a toolset does not load
         for scenario in scenarios:
             check_against_tools(scenario, tools)
-    config_file = folder.path / "config.json"
+    config_file = folder.files.config
     raw: dict[str, Any] = (
         json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
     )

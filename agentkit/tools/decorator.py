@@ -34,6 +34,7 @@ from typing import Annotated, Any, Generic, ParamSpec, TypeVar, overload
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
+from agentkit.layout import AgentPaths
 from agentkit.tools.registry import Tool, ToolDefinitionError
 
 __all__ = ["ToolContext", "ToolFunction", "as_tool", "tool"]
@@ -57,7 +58,7 @@ class ToolContext:
     @property
     def workspace(self) -> Path:
         """``{agent_dir}/workspace``: the agent's working folder."""
-        return self.agent_dir / "workspace"
+        return AgentPaths(self.agent_dir).workspace
 
 
 class ToolFunction(Generic[P, R]):

@@ -75,7 +75,7 @@ class AgentTools:
     ) -> AgentTools:
         """Load and start the toolsets *folder*'s config names, plus *extra* tools (functions
         or tools given in Python). Any failure closes what was started and raises."""
-        config_path = folder.path / "config.json"
+        config_path = folder.files.config
         context = ToolContext(agent_id=folder.agent_id, agent_dir=folder.path)
         started: list[Toolset] = []
         try:
