@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -21,6 +22,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from agentkit.errors import ConfigError
 
@@ -33,12 +35,36 @@ __all__ = [
     "PythonToolsetConfig",
     "ToolFlags",
     "ToolsetConfig",
+    "add_strategy_name",
     "config_field",
     "load_agent_config",
 ]
 
 Engine = Literal["chat", "planner"]
-Strategy = Literal["plan_replan", "next_step", "tool_loop"]
+
+#: the planner strategies a config may name: the built-in ones, and every strategy registered
+#: with :func:`agentkit.planning.register_strategy` (which adds its name here)
+_STRATEGY_NAMES: list[str] = ["plan_replan", "next_step", "tool_loop"]
+
+
+def add_strategy_name(name: str) -> None:
+    """Let configs name planner strategy *name* (``register_strategy`` calls this)."""
+    if name not in _STRATEGY_NAMES:
+        _STRATEGY_NAMES.append(name)
+
+
+def _known_strategy(name: str) -> str:
+    if name not in _STRATEGY_NAMES:
+        quoted = [repr(known) for known in _STRATEGY_NAMES]
+        expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+        raise PydanticCustomError(
+            "literal_error", "Input should be {expected}", {"expected": expected}
+        )
+    return name
+
+
+#: a planner strategy's name (see :mod:`agentkit.planning.strategies`)
+Strategy = Annotated[str, AfterValidator(_known_strategy)]
 
 
 class _Config(BaseModel):

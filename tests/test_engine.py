@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import agentkit.config
 import pytest
 from agentkit import (
     Agent,
@@ -19,12 +21,26 @@ from agentkit import (
     InvalidIdError,
     Message,
     ScriptedModel,
+    UsageError,
 )
 from agentkit.agent import ENGINES
+from agentkit.events import AgentEvent
 from agentkit.layout import DataLayout
-from agentkit.memory import ChatHistory, chat_window, compression_marker
-from agentkit.planning import PlanReply, StepReply, act_schema, plan_schema
+from agentkit.memory import ChatHistory, PlanStep, chat_window, compression_marker
+from agentkit.planning import (
+    PlanReply,
+    StepReply,
+    Strategy,
+    act_schema,
+    plan_schema,
+    recording,
+    register_strategy,
+    strategies,
+    strategy_names,
+)
 from agentkit.planning.schemas import STEP_FIELDS, batch_schema
+from agentkit.planning.state import TurnState
+from agentkit.planning.steps import execute
 from agentkit.sessions import TurnRegistry
 from agentkit.tools import Tool, ToolRegistry
 from pydantic import BaseModel, ConfigDict, Field
@@ -194,3 +210,42 @@ def test_schemas_are_generated_from_the_reply_types_and_built_once_per_registry(
     assert grown is not schema and len(grown["properties"]["steps"]["items"]["anyOf"]) == 5
     act = act_schema(tools)
     assert [v["properties"]["action"]["const"] for v in act["anyOf"]] == ["tool", "tool", "answer"]
+
+
+# -- a strategy is one module and one registration ----------------------------------------------
+
+
+class AnswerAtOnce(Strategy):
+    """A strategy of its own: no plan call, one answer step."""
+
+    name = "answer_at_once"
+
+    async def start(self, turn: TurnState) -> AsyncIterator[AgentEvent]:
+        step = PlanStep(id="answer", type="respond", title="Answer")
+        recording.save(turn, turn.current.with_steps((step,), plan_id="once"))
+        async for event in execute(turn):
+            yield event
+
+
+def test_a_new_strategy_is_a_class_and_one_registration(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the registries are per process: this test's strategy is gone after it
+    monkeypatch.setattr(strategies, "_REGISTRY", dict(strategies._REGISTRY))
+    monkeypatch.setattr(agentkit.config, "_STRATEGY_NAMES", list(agentkit.config._STRATEGY_NAMES))
+    register_strategy(AnswerAtOnce())
+    assert "answer_at_once" in strategy_names()
+    config_path = data_dir / "agents" / "desk-001" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["planner"] = {**config.get("planner", {}), "strategy": "answer_at_once"}
+    config_path.write_text(json.dumps(config))
+    model = ScriptedModel({"respond": ["Hello."]})
+    with Agent.open("desk-001", data_dir=data_dir, model=model) as agent:
+        result = agent.send("hi")
+        assert result.result.status == "completed" and result.text == "Hello."
+        assert [request.purpose for request in model.requests] == ["respond"]
+        state = agent.execution_state(result.conversation_id)
+        assert state is not None
+        assert state.value.capability_signature.endswith(":answer_at_once")
+    with pytest.raises(UsageError, match="snake_case"):
+        register_strategy(type("Bad", (AnswerAtOnce,), {"name": "Not A Name"})())

@@ -15,6 +15,9 @@ Adding one is a new module with a :class:`Strategy` subclass and one :func:`regi
 
 from __future__ import annotations
 
+import re
+
+from agentkit.config import add_strategy_name
 from agentkit.errors import UsageError
 from agentkit.planning.strategies.base import Strategy, no_events
 from agentkit.planning.strategies.next_step import NextStep
@@ -31,6 +34,7 @@ __all__ = [
 ]
 
 _REGISTRY: dict[str, Strategy] = {}
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
 class UnknownStrategyError(UsageError, LookupError):
@@ -42,8 +46,12 @@ class UnknownStrategyError(UsageError, LookupError):
 
 
 def register(strategy: Strategy) -> Strategy:
-    """Make *strategy* selectable by its ``name`` (a later one of the same name replaces it)."""
+    """Make *strategy* selectable by its ``name`` in an agent's config (``planner.strategy``);
+    a later one of the same name replaces it."""
+    if not _NAME.fullmatch(strategy.name):
+        raise UsageError(f"a strategy name is snake_case ([a-z][a-z0-9_]*), not {strategy.name!r}")
     _REGISTRY[strategy.name] = strategy
+    add_strategy_name(strategy.name)
     return strategy
 
 
