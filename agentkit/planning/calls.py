@@ -36,6 +36,7 @@ __all__ = [
     "chat_model",
     "error_text",
     "interruptible",
+    "read_reply",
     "record",
     "repair",
     "request_plan",
@@ -89,10 +90,11 @@ async def interruptible(turn: TurnState, call_awaitable: Awaitable[T]) -> T:
         turn.inflight = None
 
 
-async def _reply(
+async def read_reply(
     model: ChatModel, messages: Sequence[ChatMessage], purpose: Purpose, schema: JsonSchema | None
 ) -> Completion:
-    """The whole reply, its text unvalidated: the caller reads it (see the module docstring)."""
+    """The whole reply, its text not yet validated: the caller reads it once, against the
+    reply type (see the module docstring); *schema* is what the backend is asked to follow."""
     final: Completion | None = None
     async for event in model.stream(messages, purpose=purpose, schema=schema):
         if isinstance(event, Completion):
@@ -119,7 +121,7 @@ async def call(
     )
     try:
         async with asyncio.timeout(timeout(turn, purpose)):
-            completion = await interruptible(turn, _reply(model, messages, purpose, schema))
+            completion = await interruptible(turn, read_reply(model, messages, purpose, schema))
     finally:
         latency = round((time.perf_counter() - started) * 1000, 3)
         turn.pending_record = turn.pending_record.model_copy(update={"latency_ms": latency})

@@ -39,6 +39,7 @@ from pydantic import JsonValue
 from agentkit.errors import ModelError, StructuredOutputError, UsageError
 from agentkit.layout import AgentPaths, ConversationPaths
 from agentkit.models.base import ChatMessage, ChatModel, Completion
+from agentkit.planning.calls import read_reply
 from agentkit.planning.plan import PlanFormatError, extract_json, parse_plan
 from agentkit.planning.prompts import PROMPT_NAMES, load_prompt
 from agentkit.planning.state import STAGE_TIMEOUTS
@@ -299,16 +300,14 @@ class _Replayer:
     async def ask(
         self, record: CallRecord, messages: list[ChatMessage]
     ) -> tuple[Completion | None, str, str]:
-        """``(completion, raw, error)``: a structured reply that fails validation still gives
-        its raw text (the caller parses it leniently, as the runtime does)."""
+        """``(completion, raw, error)``: the reply is read once, by :meth:`judge`, as the
+        runtime reads it (leniently extracted, then checked against the reply type)."""
         started = time.perf_counter()
         limit = self.timeouts.get(record.purpose, 36.0)
         try:
             async with asyncio.timeout(limit):
-                completion = await self.model.complete(
-                    messages, purpose=record.purpose, schema=record.schema_
-                )
-        except StructuredOutputError as error:
+                completion = await read_reply(self.model, messages, record.purpose, record.schema_)
+        except StructuredOutputError as error:  # a backend that checks the schema itself
             return None, error.raw, ""
         except TimeoutError:
             return None, "", f"timed out after {limit:g} s (the {record.purpose} stage's limit)"
