@@ -154,8 +154,7 @@ class ChatTurn:
 
         question = Message.user(self.text)
         self._message_id = question.message_id
-        self.store.append(self.key, question)
-        self.store.set_status(self.key, "running")
+        self.store.append(self.key, question, status="running")  # durable before the model
 
         if entry is None:
             try:
@@ -237,17 +236,13 @@ class ChatTurn:
         return f"{summarize_history(history)}\n\n{self.text}", injected, len(history)
 
     def _persist_reply(self, reply: _Reply, usage: Usage, status: ConversationStatus) -> None:
-        if reply.text or reply.calls:
-            self.store.append(
-                self.key,
-                Message.assistant(
-                    reply.text,
-                    message_id=self._message_id,
-                    tool_calls=tuple(reply.calls),
-                    usage=usage,
-                ),
+        if reply.text or reply.calls:  # the reply and the final status: one durable commit
+            answer = Message.assistant(
+                reply.text, message_id=self._message_id, tool_calls=tuple(reply.calls), usage=usage
             )
-        self.store.set_status(self.key, status)
+            self.store.append(self.key, answer, status=status)
+        else:
+            self.store.set_status(self.key, status)
 
     async def _fail(self, error: ModelError, reply: _Reply) -> AsyncIterator[AgentEvent]:
         yield ErrorEvent(message=str(error), code="model_error", retryable=error.retryable)

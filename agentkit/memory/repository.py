@@ -106,6 +106,7 @@ class MemoryRepository:
         state: ExecutionState,
         *,
         expected_version: int,
+        durable: bool = True,
     ) -> Versioned[ExecutionState]:
         """Write *state* (``updated_at`` = now) if the stored version is *expected_version*."""
         key = self.execution_state_key(agent_id, conversation_id)
@@ -116,7 +117,7 @@ class MemoryRepository:
             )
         value = state.touched()
         entry = self.store.set(
-            key, value.model_dump(mode="json"), expected_version=expected_version
+            key, value.model_dump(mode="json"), expected_version=expected_version, durable=durable
         )
         return Versioned(value, entry.version)
 
@@ -144,13 +145,18 @@ class MemoryRepository:
         }
 
     def save_step_secrets(
-        self, agent_id: str, conversation_id: str, secrets: dict[str, dict[str, Any]]
+        self,
+        agent_id: str,
+        conversation_id: str,
+        secrets: dict[str, dict[str, Any]],
+        *,
+        durable: bool = True,
     ) -> None:
         """Keep *secrets* apart from the ExecutionState (which holds the masked arguments);
         an empty mapping removes the record."""
         key = self.step_secrets_key(agent_id, conversation_id)
         if secrets:
-            self.store.set(key, cast(JsonValue, secrets))
+            self.store.set(key, cast(JsonValue, secrets), durable=durable)
         else:
             self.store.delete(key)
 

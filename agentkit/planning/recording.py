@@ -50,9 +50,15 @@ def load_state(turn: TurnState) -> None:
     turn.raw_args = memory.load_step_secrets(key.agent_id, key.conversation_id)
 
 
-def save(turn: TurnState, state: ExecutionState) -> ExecutionState:
+def save(turn: TurnState, state: ExecutionState, *, durable: bool | None = None) -> ExecutionState:
     """Store *state* (compare-and-swap) with secret-named step arguments masked; their real
-    values go to the separate ``step_secrets`` record until the flow ends."""
+    values go to the separate ``step_secrets`` record until the flow ends.
+
+    Durability points (see agentkit.store): a state the turn ends or pauses in is durable
+    before the turn goes on, and so is a side-effecting step's state before and after its
+    tool (*durable* = True). Other saves ride along with the next durable one."""
+    if durable is None:
+        durable = state.status not in ("planning", "running")
     key, memory = turn.deps.key, turn.deps.memory
     steps, secrets = [], dict(turn.raw_args)
     for step in state.steps:
@@ -65,7 +71,7 @@ def save(turn: TurnState, state: ExecutionState) -> ExecutionState:
             step = step.model_copy(update={"tool_args": masked})  # noqa: PLW2901
         steps.append(step)
     if secrets != turn.raw_args:
-        memory.save_step_secrets(key.agent_id, key.conversation_id, secrets)
+        memory.save_step_secrets(key.agent_id, key.conversation_id, secrets, durable=False)
         turn.raw_args = secrets
     state = state.model_copy(update={"steps": tuple(steps)})
     known = [
@@ -77,7 +83,7 @@ def save(turn: TurnState, state: ExecutionState) -> ExecutionState:
     if known:  # e.g. the user's answer that carried the keys, kept as an observation
         state = ExecutionState.model_validate(mask_secrets(state.model_dump(mode="json"), known))
     saved = memory.save_execution_state(
-        key.agent_id, key.conversation_id, state, expected_version=turn.version
+        key.agent_id, key.conversation_id, state, expected_version=turn.version, durable=durable
     )
     turn.state, turn.version = saved.value, saved.version
     turn.stored_ids = {step.id for step in saved.value.steps}
@@ -160,8 +166,9 @@ def cancelled(turn: TurnState) -> Iterator[AgentEvent]:
 def persist(turn: TurnState) -> None:
     """The assistant message (if there is an answer) and the conversation's status."""
     key, store = turn.deps.key, turn.deps.store
-    if turn.answer:
-        store.append(
-            key, Message.assistant(turn.answer, message_id=turn.message_id, usage=turn.usage)
-        )
-    store.set_status(key, "idle" if turn.status == "cancelled" else turn.status)
+    status = "idle" if turn.status == "cancelled" else turn.status
+    if turn.answer:  # the answer and the final status: one durable commit before `result`
+        answer = Message.assistant(turn.answer, message_id=turn.message_id, usage=turn.usage)
+        store.append(key, answer, status=status)
+    else:
+        store.set_status(key, status)

@@ -139,8 +139,14 @@ def _ask(turn: TurnState, step: PlanStep) -> AskUserEvent:
 
 
 async def run_tool(turn: TurnState, step: PlanStep) -> AsyncIterator[AgentEvent]:
-    """Run a tool step (consent, if it needed any, was given); its result is observed."""
-    state = recording.save(turn, turn.current.mark_step_running(step.id))
+    """Run a tool step (consent, if it needed any, was given); its result is observed.
+
+    A side-effecting step is durable as running before its tool runs and as done after, so
+    a crash in between is seen on restart and the tool is never run twice."""
+    side_effect = step.tool_name in turn.deps.tools and (
+        turn.deps.tools.get(step.tool_name).side_effect
+    )
+    state = recording.save(turn, turn.current.mark_step_running(step.id), durable=side_effect)
     yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
     yield ToolCallEvent(id=step.id, name=step.tool_name, arguments=planned(step).tool_args)
     try:
@@ -154,7 +160,7 @@ async def run_tool(turn: TurnState, step: PlanStep) -> AsyncIterator[AgentEvent]
         state = state.mark_step_done(step.id, cut(text, 300))
     else:
         state = state.mark_step_failed(step.id, cut(text, 300))
-    recording.save(turn, state)
+    recording.save(turn, state, durable=side_effect)
     yield ToolResultEvent(id=step.id, name=step.tool_name, output=summary, ok=ok)
     yield StepCompleteEvent(
         step_id=step.id, status="done" if ok else "failed", summary=cut(text, 300)

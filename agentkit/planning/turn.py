@@ -143,8 +143,7 @@ async def run_turn_state(turn: TurnState) -> AsyncIterator[AgentEvent]:
     scenario: Literal["A", "C"] = "C" if turn.history else "A"
     question = Message.user(deps.text)
     turn.message_id = question.message_id
-    store.append(key, question)
-    store.set_status(key, "running")
+    store.append(key, question, status="running")  # durable before any model call
     injected = f"planner {PLANNER_VERSION}: system prompt + memory layers"
     store.annotate(key, turn.message_id, "SESSION", f"scenario {scenario}: {injected}")
     yield SessionEvent(

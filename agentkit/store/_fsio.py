@@ -1,9 +1,12 @@
-"""Durable file primitives: atomic replace, durable append, directory fsync.
+"""File primitives: atomic replace, append, in-place write, each durable or not.
 
 Why: a plain ``open(path, "w")`` + write leaves a torn or empty file after a crash (measured:
 268 of 300 kills, reference/reliability.md). A whole-file rewrite here goes temp file in the
-same directory → fsync → ``os.replace`` → fsync of the directory; an append is one ``write``
-on an ``O_APPEND`` descriptor followed by fsync. Short writes are completed, never ignored.
+same directory → (fsync) → ``os.replace`` → (fsync of the directory); an append is one
+``write`` on an ``O_APPEND`` descriptor (followed by fsync). Short writes are completed, never
+ignored. ``sync=False`` skips the fsyncs: a killed process loses nothing the kernel has (the
+page cache survives it), only power loss can; the store uses it for views that recovery
+rebuilds from the journal, and fsyncs only the journal at its durability points.
 """
 
 from __future__ import annotations
@@ -39,13 +42,14 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Replace *path* with *data* so that a crash leaves either the old or the new file."""
     temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         _write_all(fd, data)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -58,19 +62,21 @@ def atomic_write(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
-def append_durable(path: Path, data: bytes) -> int:
+def append_durable(path: Path, data: bytes, *, sync: bool = True) -> int:
     """Append *data* in one ``O_APPEND`` write and fsync; return the file size afterwards.
 
     When the file is new, its directory is fsynced too, so the name itself survives power loss.
     """
-    created = not path.exists()
+    created = sync and not path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         _write_all(fd, data)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
         size = os.fstat(fd).st_size
     finally:
         os.close(fd)
@@ -79,7 +85,7 @@ def append_durable(path: Path, data: bytes) -> int:
     return size
 
 
-def write_at(path: Path, offset: int, data: bytes) -> int:
+def write_at(path: Path, offset: int, data: bytes, *, sync: bool = True) -> int:
     """Write *data* at *offset*, cut the file there, fsync; return the new size."""
     fd = os.open(path, os.O_RDWR)
     try:
@@ -90,7 +96,8 @@ def write_at(path: Path, offset: int, data: bytes) -> int:
             view = view[written:]
             position += written
         os.ftruncate(fd, position)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     return position

@@ -75,7 +75,8 @@ class VerifyReport:
 class ConversationStore(ABC):
     """Conversations of agents: create, append, read, delete, and one writer at a time.
 
-    Writes are acknowledged (the method returns) only once they are durable. Writers on one
+    Messages and status changes are acknowledged (the method returns) only once they are
+    durable; turn-log notes ride along with the next of them. Writers on one
     conversation are serialised across threads and processes; a writer that waits longer than
     the store's lock timeout gets :class:`~agentkit.errors.ConversationBusyError`.
     """
@@ -103,15 +104,28 @@ class ConversationStore(ABC):
         """The last *limit* messages, oldest first, without reading the whole history."""
 
     @abstractmethod
-    def append(self, key: ConversationKey, message: Message) -> ConversationMeta:
-        """Append one message durably; return the updated metadata."""
+    def append(
+        self,
+        key: ConversationKey,
+        message: Message,
+        *,
+        status: ConversationStatus | None = None,
+    ) -> ConversationMeta:
+        """Append one message durably; return the updated metadata.
+
+        With *status*, the conversation's status changes in the same commit (one durability
+        point: a turn's user message with ``running``, its answer with the final status).
+        """
 
     @abstractmethod
     def set_status(self, key: ConversationKey, status: ConversationStatus) -> ConversationMeta: ...
 
     @abstractmethod
     def annotate(self, key: ConversationKey, message_id: str, label: str, text: str) -> None:
-        """Add a ``[LABEL]`` block to the turn's ``messages.log`` (not part of the history)."""
+        """Add a ``[LABEL]`` block to the turn's ``messages.log`` (not part of the history).
+
+        Not a durability point: a note becomes durable with the conversation's next message or
+        status change (a crash before that may lose it; it never loses a message)."""
 
     @abstractmethod
     def turn_log(self, key: ConversationKey, message_id: str) -> str:

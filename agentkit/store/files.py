@@ -14,9 +14,17 @@
 
 Why it is built this way (figures in reference/reliability.md):
 
-* One source of truth. Every write appends one checksummed record to ``journal.log`` and
-  fsyncs it; only then are the views updated, in the order turn log → ``history.json`` →
-  ``meta.json``, each fsynced. A write is acknowledged (the method returns) after all of them.
+* One source of truth. Every write appends checksummed records to ``journal.log``; only then
+  are the views updated, in the order turn log → ``history.json`` → ``meta.json``. The views
+  are never fsynced: recovery rebuilds them from the journal, and a killed process loses
+  nothing the kernel already has.
+* Durability points, one group commit each. ``append`` (a message, with the status change
+  that goes with it: one write, one fsync) and ``set_status`` fsync the journal before they
+  return; ``annotate`` (turn-log notes) does not, and rides along in the next fsync of the
+  same file. So a turn costs two journal fsyncs: the user's message with ``running`` before
+  the model is called, the answer with the final status before ``result``. (The planner's
+  ExecutionState saves before and after a side-effecting tool are durability points of the
+  ``system_config`` store, see :mod:`agentkit.store.sqlite_kv`.)
 * ``meta.json`` carries a checkpoint ``{journalBytes, journalRecords, historyBytes}`` saying
   the views match the journal's first ``journalBytes`` bytes. When the files disagree with
   it, a write was interrupted: the next writer (or a reader that finds the lock free)
@@ -112,6 +120,11 @@ class FileConversationStore(ConversationStore):
         self.lock_timeout = lock_timeout
         self._locks: dict[ConversationKey, filelock.FileLock] = {}
         self._suspect: set[Path] = set()  # conversations whose last write failed with an I/O error
+        # The last state this store wrote or read per folder: trusted only while the journal
+        # and history.json still have its checkpoint's sizes (another process's write
+        # changes them), so a turn's writes do not re-read and re-parse meta.json.
+        self._states: dict[Path, tuple[FolderState, tuple[int, int]]] = {}
+        self._dirs: dict[ConversationKey, Path] = {}  # resolved and checked once per key
         self._locks_guard = threading.Lock()
 
     # ------------------------------------------------------------------ paths
@@ -126,8 +139,14 @@ class FileConversationStore(ConversationStore):
         return self._under_root(self.layout.agent(agent_id).conversations_dir)
 
     def _dir(self, key: ConversationKey) -> Path:
-        self._conversations_dir(key.agent_id)
-        return self._under_root(self.layout.conversation(key).dir)
+        directory = self._dirs.get(key)
+        if directory is None:
+            self._conversations_dir(key.agent_id)
+            directory = self._under_root(self.layout.conversation(key).dir)
+            if len(self._dirs) > 4096:
+                self._dirs.clear()
+            self._dirs[key] = directory
+        return directory
 
     def folder(self, key: ConversationKey) -> Path:
         """``{root}/agents/{agentId}/conversations/{conversationId}``."""
@@ -171,8 +190,35 @@ class FileConversationStore(ConversationStore):
     # ------------------------------------------------------------------ state
 
     @staticmethod
-    def _read_state(directory: Path) -> FolderState | None:
-        return read_state(directory)
+    def _meta_identity(directory: Path) -> tuple[int, int]:
+        """meta.json's inode and mtime: every replace of the file changes them."""
+        try:
+            stat = os.stat(directory / META_FILE)
+        except FileNotFoundError:
+            return (-1, -1)
+        return (stat.st_ino, stat.st_mtime_ns)
+
+    def _remember(self, directory: Path, state: FolderState) -> None:
+        if len(self._states) > 4096:
+            self._states.clear()
+        self._states[directory] = (state, self._meta_identity(directory))
+
+    def _read_state(self, directory: Path) -> FolderState | None:
+        cached = self._states.get(directory)
+        if (
+            cached is not None
+            and cached[1] == self._meta_identity(directory)
+            and self._is_clean(directory, cached[0].checkpoint)
+        ):
+            return cached[0]
+        identity = self._meta_identity(directory)
+        state = read_state(directory)
+        if state is not None:
+            self._remember(directory, state)
+            self._states[directory] = (state, identity)
+        else:
+            self._states.pop(directory, None)
+        return state
 
     @staticmethod
     def _is_clean(directory: Path, checkpoint: Checkpoint) -> bool:
@@ -308,7 +354,9 @@ class FileConversationStore(ConversationStore):
             state = FolderState(views.meta, checkpoint)
             atomic_write(directory / META_FILE, meta_bytes(state))
         except OSError as error:
+            self._states.pop(directory, None)
             raise StoreError(f"could not recover {key}: {error}") from error
+        self._remember(directory, state)
         return state
 
     def recover(self, agent_id: str | None = None, *, full: bool = False) -> list[ConversationKey]:
@@ -376,28 +424,39 @@ class FileConversationStore(ConversationStore):
         return turn
 
     def _commit(
-        self, key: ConversationKey, build: Callable[[int], JournalRecord]
+        self,
+        key: ConversationKey,
+        *builds: Callable[[int], JournalRecord],
+        durable: bool = True,
     ) -> ConversationMeta:
-        """Append the record ``build(seq)`` and bring the views along. Holds the lock."""
+        """Append the records ``build(seq)`` in one write (and one fsync when *durable*), then
+        bring the views along (never fsynced: recovery rebuilds them). Holds the lock."""
         with self.hold(key):
             state = self._writable_state(key)
-            record = build(state.checkpoint.journal_records + 1)
             directory = self._dir(key)
-            frame = encode_frame(encode_record(record))
             views = Views.resume(state.meta, state.checkpoint.journal_records)
-            views.apply(record)
+            records: list[JournalRecord] = []
+            for build in builds:
+                record = build(state.checkpoint.journal_records + len(records) + 1)
+                views.apply(record)
+                records.append(record)
+            frames = b"".join(encode_frame(encode_record(record)) for record in records)
             try:
-                journal_bytes = append_durable(directory / JOURNAL_FILE, frame)
-                if journal_bytes != state.checkpoint.journal_bytes + len(frame):
+                journal_bytes = append_durable(directory / JOURNAL_FILE, frames, sync=durable)
+                if journal_bytes != state.checkpoint.journal_bytes + len(frames):
                     raise StoreError(f"the journal of {key} changed under its lock")
-                for message_id in views.turns:  # at most one: this record's turn
+                for message_id in views.turns:  # at most one: these records' turn
                     turn = self._make_turn_dir(directory, message_id)
-                    append_durable(turn / TURN_LOG_FILE, views.turn_log(message_id).encode())
+                    log = views.turn_log(message_id).encode()
+                    append_durable(turn / TURN_LOG_FILE, log, sync=False)
                 history_bytes = state.checkpoint.history_bytes
-                if isinstance(record, MessageRecord):
-                    history_bytes = self._append_history(
-                        directory / HISTORY_FILE, record.message, state
-                    )
+                count = state.meta.stats.message_count
+                for record in records:
+                    if isinstance(record, MessageRecord):
+                        history_bytes = self._append_history(
+                            directory / HISTORY_FILE, record.message, count, history_bytes
+                        )
+                        count += 1
                 new_state = FolderState(
                     views.meta,
                     Checkpoint(
@@ -406,23 +465,24 @@ class FileConversationStore(ConversationStore):
                         history_bytes=history_bytes,
                     ),
                 )
-                atomic_write(directory / META_FILE, meta_bytes(new_state))
+                atomic_write(directory / META_FILE, meta_bytes(new_state), sync=False)
             except OSError as error:
                 # Whatever reached the disk is recovered (and the journal rewritten) before
                 # the next write; this one is not acknowledged.
                 self._suspect.add(directory)
                 reason = f"could not write to {key}: {error}; nothing acknowledged"
                 raise StoreError(reason) from error
+            self._remember(directory, new_state)
             return new_state.meta
 
     @staticmethod
-    def _append_history(path: Path, message: Message, state: FolderState) -> int:
+    def _append_history(path: Path, message: Message, count: int, size: int) -> int:
         """Add one entry to ``history.json`` in place: only the closing bracket is rewritten."""
         entry = history_entry(message)
-        if state.meta.stats.message_count == 0:
-            return write_at(path, 1, b"\n" + entry + HISTORY_CLOSE)
-        offset = state.checkpoint.history_bytes - len(HISTORY_CLOSE)
-        return write_at(path, offset, b",\n" + entry + HISTORY_CLOSE)
+        if count == 0:
+            return write_at(path, 1, b"\n" + entry + HISTORY_CLOSE, sync=False)
+        offset = size - len(HISTORY_CLOSE)
+        return write_at(path, offset, b",\n" + entry + HISTORY_CLOSE, sync=False)
 
     def create(self, key: ConversationKey, title: str) -> ConversationMeta:
         conversations = self._conversations_dir(key.agent_id)
@@ -476,8 +536,23 @@ class FileConversationStore(ConversationStore):
                 path.mkdir()
             fsync_dir(path.parent)
 
-    def append(self, key: ConversationKey, message: Message) -> ConversationMeta:
-        return self._commit(key, lambda seq: MessageRecord(seq=seq, message=message))
+    def append(
+        self,
+        key: ConversationKey,
+        message: Message,
+        *,
+        status: ConversationStatus | None = None,
+    ) -> ConversationMeta:
+        def build_message(seq: int) -> JournalRecord:
+            return MessageRecord(seq=seq, message=message)
+
+        if status is None:
+            return self._commit(key, build_message)
+
+        def build_status(seq: int) -> JournalRecord:
+            return StatusRecord(seq=seq, status=status, at=utc_now())
+
+        return self._commit(key, build_message, build_status)
 
     def set_status(self, key: ConversationKey, status: ConversationStatus) -> ConversationMeta:
         return self._commit(key, lambda seq: StatusRecord(seq=seq, status=status, at=utc_now()))
@@ -489,6 +564,7 @@ class FileConversationStore(ConversationStore):
             lambda seq: AnnotationRecord(
                 seq=seq, message_id=message_id, label=label, text=text, at=utc_now()
             ),
+            durable=False,  # a note in the turn log: it rides along in the turn's next fsync
         )
 
     def delete(self, key: ConversationKey) -> None:
@@ -496,6 +572,7 @@ class FileConversationStore(ConversationStore):
             directory = self._existing_dir(key)
             conversations = directory.parent
             tombstone = conversations / f".{key.conversation_id}{_DELETED}{secrets.token_hex(4)}"
+            self._states.pop(directory, None)
             try:
                 directory.rename(tombstone)
                 fsync_dir(conversations)

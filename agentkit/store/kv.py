@@ -73,10 +73,19 @@ class ConfigStore(ABC):
 
     @abstractmethod
     def set(
-        self, key: str, value: JsonValue, *, expected_version: int | None = None
+        self,
+        key: str,
+        value: JsonValue,
+        *,
+        expected_version: int | None = None,
+        durable: bool = True,
     ) -> ConfigEntry:
         """Write *value*. With ``expected_version`` (0 = "must not exist yet") the write is a
-        compare-and-swap and raises :class:`VersionConflictError` on a mismatch."""
+        compare-and-swap and raises :class:`VersionConflictError` on a mismatch.
+
+        ``durable=False`` returns before the write is on disk: it survives the process being
+        killed, and becomes durable with the next durable write (a group commit); only a power
+        loss before that can roll it back. The planner uses it between durability points."""
 
     @abstractmethod
     def delete(self, key: str, *, expected_version: int | None = None) -> bool:
@@ -110,7 +119,12 @@ class InMemoryConfigStore(ConfigStore):
         return ConfigEntry(entry.key, _canonical(entry.value), entry.version, entry.updated_at)
 
     def set(
-        self, key: str, value: JsonValue, *, expected_version: int | None = None
+        self,
+        key: str,
+        value: JsonValue,
+        *,
+        expected_version: int | None = None,
+        durable: bool = True,
     ) -> ConfigEntry:
         stored = _canonical(value)
         with self._lock:

@@ -94,9 +94,19 @@ class InMemoryConversationStore(ConversationStore):
     def _next_seq(self, key: ConversationKey) -> int:
         return self._get(key).views.records + 1
 
-    def append(self, key: ConversationKey, message: Message) -> ConversationMeta:
+    def append(
+        self,
+        key: ConversationKey,
+        message: Message,
+        *,
+        status: ConversationStatus | None = None,
+    ) -> ConversationMeta:
         with self.hold(key):
-            return self._write(key, MessageRecord(seq=self._next_seq(key), message=message))
+            meta = self._write(key, MessageRecord(seq=self._next_seq(key), message=message))
+            if status is not None:
+                record = StatusRecord(seq=self._next_seq(key), status=status, at=utc_now())
+                meta = self._write(key, record)
+            return meta
 
     def set_status(self, key: ConversationKey, status: ConversationStatus) -> ConversationMeta:
         with self.hold(key):

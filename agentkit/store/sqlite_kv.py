@@ -11,8 +11,10 @@ Why SQLite and how it is configured (reference/reliability.md, rule R8 and §2):
 * The compare-and-swap happens inside that transaction: ``UPDATE … WHERE key=? AND version=?``
   and 0 rows changed is a :class:`~agentkit.store.kv.VersionConflictError`. No lost update, even
   across processes.
-* ``synchronous=FULL`` (the default here). In WAL mode FULL fsyncs the WAL at every commit, so
-  a write whose method has returned survives a power loss or an OS crash. With ``NORMAL`` the
+* ``synchronous=FULL`` (the default here; a write with ``durable=False`` commits with
+  ``NORMAL`` and becomes durable with the next FULL commit, whose fsync of the WAL covers
+  it). In WAL mode FULL fsyncs the WAL at every commit, so a write whose method has returned
+  survives a power loss or an OS crash. With ``NORMAL`` the
   WAL is only fsynced at checkpoints: the database stays consistent, but the last commits before
   a power loss can roll back. For a CAS store that is worse than losing data: a version number
   would be handed out twice, and a writer still holding the lost version's number could then
@@ -215,6 +217,13 @@ class SqliteConfigStore(ConfigStore):
             self._adopt(connection)
         return connection
 
+    def _sync_level(self, connection: sqlite3.Connection, level: str) -> None:
+        """Set ``PRAGMA synchronous`` for the next commit (only when it changes). In WAL mode a
+        FULL commit fsyncs the WAL, and with it every NORMAL commit before it."""
+        if getattr(self._local, "level", self.synchronous) != level:
+            connection.execute(f"PRAGMA synchronous = {level}")
+            self._local.level = level
+
     @contextlib.contextmanager
     def _transaction(self, connection: sqlite3.Connection) -> Iterator[None]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``; ``ROLLBACK`` on any exception."""
@@ -262,13 +271,19 @@ class SqliteConfigStore(ConfigStore):
         return None if row is None else _entry(*row)
 
     def set(
-        self, key: str, value: JsonValue, *, expected_version: int | None = None
+        self,
+        key: str,
+        value: JsonValue,
+        *,
+        expected_version: int | None = None,
+        durable: bool = True,
     ) -> ConfigEntry:
         text = _encode(value)
         check_key(key)
         connection = self._connection()
         stamp = format_timestamp(utc_now())
         try:
+            self._sync_level(connection, self.synchronous if durable else "NORMAL")
             with self._transaction(connection):
                 actual = self._version(connection, key)
                 if expected_version is not None and expected_version != actual:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import hashlib
 import inspect
 import json
@@ -210,6 +211,12 @@ def _schema_problem(error: Any, raw_args: Mapping[str, object]) -> tuple[str, st
     return (where, f"does not match the schema ({kind})")
 
 
+@functools.lru_cache(maxsize=1024)
+def _model_schema_text(model: type[BaseModel]) -> str:
+    """pydantic's JSON schema of *model*, built once (a build costs ~1 ms; a turn asks often)."""
+    return json.dumps(model.model_json_schema())
+
+
 @dataclass(frozen=True, kw_only=True)
 class Tool(Generic[ArgsT]):
     """One tool: a ``name``, a ``description`` for the planner, an ``args_model`` (pydantic,
@@ -252,7 +259,8 @@ class Tool(Generic[ArgsT]):
         """The arguments' JSON schema as defined (pydantic's, or the server's)."""
         if issubclass(self.args_model, SchemaArgs):
             return copy.deepcopy(self.args_model.input_schema)
-        return self.args_model.model_json_schema()
+        schema: dict[str, Any] = json.loads(_model_schema_text(self.args_model))
+        return schema
 
     def json_schema(self) -> dict[str, JsonValue]:
         """The arguments' JSON schema, compact: titles dropped, local ``$ref`` inlined."""
@@ -300,6 +308,7 @@ class ToolRegistry:
         self.max_output_chars = max_output_chars
         self.secrets = secrets
         self._tools: dict[str, Tool[Any]] = {}
+        self._signature: str | None = None
         for tool in tools:
             self.register(tool)
 
@@ -311,6 +320,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ToolDefinitionError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._signature = None
 
     def get(self, name: str) -> Tool[Any]:
         """The tool called *name*, or :class:`UnknownToolError` listing the known tools."""
@@ -362,12 +372,15 @@ class ToolRegistry:
     def schema_signature(self) -> str:
         """A stable hash over tool names, flags and argument schemas (not descriptions):
         the capability signature the planner stores with its execution state."""
+        if self._signature is not None:
+            return self._signature
         payload = [
             [tool.name, tool.side_effect, tool.live_state, tool.raw_schema()]
             for tool in sorted(self._tools.values(), key=lambda tool: tool.name)
         ]
         canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+        self._signature = hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+        return self._signature
 
     def validate(self, name: str, raw_args: Mapping[str, object]) -> BaseModel:
         """The validated arguments for tool *name*. Never runs the tool.
