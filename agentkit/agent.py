@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from agentkit.branches import fork_conversation, record_turn_checkpoint
 from agentkit.chat import ChatEngine
 from agentkit.config import AgentConfig
 from agentkit.engine import AgentRuntime, Engine
@@ -185,6 +186,14 @@ class Agent:
         check_id(message_id, "message")
         return self.store.turn_log(self._key(conversation_id), message_id)
 
+    def fork(
+        self, conversation_id: str, at: str | None = None, title: str | None = None
+    ) -> ConversationMeta:
+        """A new conversation: this one's history up to and including turn *at* (a message
+        id; None: the last finished turn) and its memory as it stood then; ``forkedFrom`` in
+        its meta.json. This conversation is not written to (see :mod:`agentkit.branches`)."""
+        return fork_conversation(self.runtime, self._key(conversation_id), at=at, title=title)
+
     # -- memory (seed 002: TaskState and ExecutionState) --------------------------------------
 
     @property
@@ -243,6 +252,8 @@ class Agent:
         lock = self.store.hold(key, timeout=0)  # another process's turn: busy at once
         async with self.pool.turn(self.id, conversation_id, lock):
             async for event in engine.run_turn(self.runtime, key, text):
+                if isinstance(event, ResultEvent) and event.message_id:  # finished: checkpoint
+                    record_turn_checkpoint(self.runtime, key, event.message_id)
                 yield event
 
     async def cancel(self, conversation_id: str) -> bool:

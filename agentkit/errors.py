@@ -7,6 +7,8 @@
     │   ├── InvalidIdError         an id that is not [A-Za-z0-9][A-Za-z0-9_-]{0,63}
     │   ├── AgentNotFoundError
     │   ├── ConversationNotFoundError
+    │   ├── TurnNotFoundError      a message id that names no turn of the conversation
+    │   ├── TurnNotFinishedError   a turn with no checkpoint (still running, or cut short)
     │   └── ConfigError            an agent's config.json is invalid (names file and field)
     │   └── ModelSpecError         a model spec string that names no usable backend
     ├── ConversationBusyError      another writer holds the conversation (bounded wait expired)
@@ -37,6 +39,8 @@ __all__ = [
     "ModelSpecError",
     "StoreError",
     "StructuredOutputError",
+    "TurnNotFinishedError",
+    "TurnNotFoundError",
     "UsageError",
 ]
 
@@ -72,6 +76,32 @@ class ConversationNotFoundError(UsageError, LookupError):
         self.agent_id = agent_id
         self.conversation_id = conversation_id
         super().__init__(f"agent {agent_id!r} has no conversation {conversation_id!r}")
+
+
+class TurnNotFoundError(UsageError, LookupError):
+    """A message id that names no turn of the conversation (fork, replay)."""
+
+    def __init__(self, agent_id: str, conversation_id: str, message_id: str) -> None:
+        self.agent_id = agent_id
+        self.conversation_id = conversation_id
+        self.message_id = message_id
+        super().__init__(
+            f"conversation {agent_id}/{conversation_id} has no turn {message_id!r}; "
+            "`agentkit history` lists its message ids"
+        )
+
+
+class TurnNotFinishedError(UsageError):
+    """A turn that has no checkpoint: it is still running, or it was cut short (a crash, a
+    stopped stream) before it finished, so there is no state to fork from."""
+
+    def __init__(self, agent_id: str, conversation_id: str, message_id: str, why: str) -> None:
+        self.agent_id = agent_id
+        self.conversation_id = conversation_id
+        self.message_id = message_id
+        super().__init__(
+            f"turn {message_id!r} of {agent_id}/{conversation_id} cannot be forked: {why}"
+        )
 
 
 class ConfigError(UsageError):

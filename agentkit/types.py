@@ -27,6 +27,7 @@ __all__ = [
     "ConversationMeta",
     "ConversationStats",
     "ConversationStatus",
+    "ForkOrigin",
     "IdStr",
     "Message",
     "Role",
@@ -166,6 +167,17 @@ class ConversationStats(_Value):
         return self.model_dump(mode="json", by_alias=True)
 
 
+class ForkOrigin(_Value):
+    """``forkedFrom`` in ``meta.json``: the conversation and turn a fork was taken at
+    (``message_id`` None: before the first turn)."""
+
+    conversation_id: IdStr
+    message_id: IdStr | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
 class ConversationMeta(_Value):
     """``meta.json``: what a conversation list shows."""
 
@@ -176,10 +188,13 @@ class ConversationMeta(_Value):
     updated_at: Timestamp
     status: ConversationStatus = "idle"
     stats: ConversationStats = ConversationStats()
+    forked_from: ForkOrigin | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json", by_alias=True, exclude={"stats"})
+        data = self.model_dump(mode="json", by_alias=True, exclude={"stats", "forked_from"})
         data["stats"] = self.stats.to_json_dict()
+        if self.forked_from is not None:
+            data["forkedFrom"] = self.forked_from.to_json_dict()
         return data
 
 

@@ -29,6 +29,8 @@ from agentkit.errors import (
     ModelError,
     ModelSpecError,
     StoreError,
+    TurnNotFinishedError,
+    TurnNotFoundError,
     UsageError,
 )
 from agentkit.store import VersionConflictError
@@ -85,6 +87,8 @@ _TABLE: tuple[tuple[type[BaseException], int, str], ...] = (
     (InvalidIdError, 422, "invalid_id"),
     (AgentNotFoundError, 404, "agent_not_found"),
     (ConversationNotFoundError, 404, "conversation_not_found"),
+    (TurnNotFoundError, 404, "turn_not_found"),
+    (TurnNotFinishedError, 422, "turn_not_finished"),
     (ConfigError, 500, "agent_config_invalid"),
     (ModelSpecError, 503, "model_unavailable"),
     (UsageError, 422, "invalid_request"),

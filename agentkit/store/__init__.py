@@ -1,5 +1,6 @@
 """Stores: conversations (files + in-memory reference) and system_config (SQLite + in-memory)."""
 
+from agentkit.store._checkpoint import TurnCheckpoint
 from agentkit.store.base import ConversationKey, ConversationStore, Problem, VerifyReport
 from agentkit.store.files import FileConversationStore
 from agentkit.store.kv import ConfigEntry, ConfigStore, InMemoryConfigStore, VersionConflictError
@@ -16,6 +17,7 @@ __all__ = [
     "InMemoryConversationStore",
     "Problem",
     "SqliteConfigStore",
+    "TurnCheckpoint",
     "VerifyReport",
     "VersionConflictError",
 ]

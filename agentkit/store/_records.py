@@ -14,10 +14,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
 
+from agentkit.store._checkpoint import TurnCheckpoint
 from agentkit.types import (
     ConversationMeta,
     ConversationStats,
     ConversationStatus,
+    ForkOrigin,
     IdStr,
     Message,
     Role,
@@ -27,7 +29,9 @@ from agentkit.types import (
 
 __all__ = [
     "AnnotationRecord",
+    "CheckpointRecord",
     "CreatedRecord",
+    "ForkedRecord",
     "JournalRecord",
     "Label",
     "MessageRecord",
@@ -97,8 +101,28 @@ class AnnotationRecord(_Record):
     at: Timestamp
 
 
+class CheckpointRecord(_Record):
+    """The end of a finished turn: what restores the conversation as it stood then
+    (:mod:`agentkit.store._checkpoint`). Not part of any view."""
+
+    kind: Literal["checkpoint"] = "checkpoint"
+    checkpoint: TurnCheckpoint
+
+
+class ForkedRecord(_Record):
+    """The second record of a fork: where it was taken (``forkedFrom`` in meta.json)."""
+
+    kind: Literal["forked"] = "forked"
+    origin: ForkOrigin
+
+
 JournalRecord = Annotated[
-    CreatedRecord | MessageRecord | StatusRecord | AnnotationRecord,
+    CreatedRecord
+    | MessageRecord
+    | StatusRecord
+    | AnnotationRecord
+    | CheckpointRecord
+    | ForkedRecord,
     Field(discriminator="kind"),
 ]
 _RECORD_ADAPTER: TypeAdapter[JournalRecord] = TypeAdapter(JournalRecord)
@@ -145,6 +169,7 @@ class Views:
     input_tokens: int = 0
     output_tokens: int = 0
     records: int = 0
+    forked_from: ForkOrigin | None = None
     messages: list[Message] = field(default_factory=list)
     turns: dict[str, list[TurnEntry]] = field(default_factory=dict)
 
@@ -163,6 +188,7 @@ class Views:
             input_tokens=meta.stats.input_tokens,
             output_tokens=meta.stats.output_tokens,
             records=records,
+            forked_from=meta.forked_from,
         )
 
     @property
@@ -180,6 +206,7 @@ class Views:
                 input_tokens=self.input_tokens,
                 output_tokens=self.output_tokens,
             ),
+            forked_from=self.forked_from,
         )
 
     def turn_log(self, message_id: str) -> str:
@@ -205,6 +232,8 @@ class Views:
                 self.updated_at = at
             case AnnotationRecord(message_id=message_id, label=label, text=text, at=at):
                 self.turns.setdefault(message_id, []).append((label, at, text))
+            case ForkedRecord(origin=origin):
+                self.forked_from = origin
             case CreatedRecord():
                 raise ValueError(f"record {record.seq}: a second 'created' record")
 

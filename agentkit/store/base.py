@@ -11,10 +11,14 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from agentkit.ids import check_id
+from agentkit.store._checkpoint import TurnCheckpoint
 from agentkit.types import ConversationMeta, ConversationStatus, Message
+
+if TYPE_CHECKING:
+    from agentkit.store.forks import Prepare
 
 __all__ = ["ConversationKey", "ConversationStore", "Problem", "ProblemKind", "VerifyReport"]
 
@@ -147,6 +151,31 @@ class ConversationStore(ABC):
     @abstractmethod
     def recover(self, agent_id: str | None = None, *, full: bool = False) -> list[ConversationKey]:
         """Repair what crashes left behind; return the conversations that were repaired."""
+
+    # -- turn checkpoints and forks (agentkit.store.forks) --------------------------------------
+
+    @abstractmethod
+    def record_checkpoint(self, key: ConversationKey, checkpoint: TurnCheckpoint) -> None:
+        """Append the checkpoint of a finished turn to the conversation's journal."""
+
+    @abstractmethod
+    def checkpoints(self, key: ConversationKey) -> list[TurnCheckpoint]:
+        """The checkpoints of the conversation's finished turns, oldest first."""
+
+    @abstractmethod
+    def fork(
+        self,
+        source: ConversationKey,
+        target: ConversationKey,
+        *,
+        title: str,
+        at: str | None,
+        prepare: Prepare | None = None,
+    ) -> ConversationMeta:
+        """Create *target* as a fork of *source* at turn *at* (None: its last finished turn;
+        ``FORK_START``: before the first), all or nothing; *source* is only read (its lock
+        is taken without waiting: busy is an error). *prepare* runs before the fork is
+        visible, with the checkpoint the fork ends at."""
 
     def folder(self, key: ConversationKey) -> Path | None:
         """The conversation's folder on disk (where each turn's files go, ``calls.jsonl``

@@ -53,6 +53,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import filelock
 from pydantic import ValidationError
@@ -72,10 +73,12 @@ from agentkit.layout import (
     TURN_LOG_FILE,
     DataLayout,
 )
+from agentkit.store._checkpoint import TurnCheckpoint
 from agentkit.store._fsio import append_durable, atomic_write, fsync_dir, is_temp_name, write_at
 from agentkit.store._journal import encode_frame, read_tail_frames, scan_frames
 from agentkit.store._records import (
     AnnotationRecord,
+    CheckpointRecord,
     CreatedRecord,
     JournalRecord,
     MessageRecord,
@@ -104,6 +107,9 @@ from agentkit.store.base import (
     VerifyReport,
 )
 from agentkit.types import ConversationMeta, ConversationStatus, Message, utc_now
+
+if TYPE_CHECKING:
+    from agentkit.store.forks import Prepare
 
 __all__ = ["FileConversationStore"]
 
@@ -566,6 +572,31 @@ class FileConversationStore(ConversationStore):
             ),
             durable=False,  # a note in the turn log: it rides along in the turn's next fsync
         )
+
+    # -- turn checkpoints and forks: agentkit.store.forks does the work ---------------------
+
+    def record_checkpoint(self, key: ConversationKey, checkpoint: TurnCheckpoint) -> None:
+        self._commit(key, lambda seq: CheckpointRecord(seq=seq, checkpoint=checkpoint))
+
+    def checkpoints(self, key: ConversationKey) -> list[TurnCheckpoint]:
+        from agentkit.store.forks import checkpoints_of
+
+        state = self._snapshot(key)
+        _, _, located = self._load_journal(self._dir(key), end=state.checkpoint.journal_bytes)
+        return checkpoints_of([record for _, record in located])
+
+    def fork(
+        self,
+        source: ConversationKey,
+        target: ConversationKey,
+        *,
+        title: str,
+        at: str | None,
+        prepare: Prepare | None = None,
+    ) -> ConversationMeta:
+        from agentkit.store.forks import write_file_fork
+
+        return write_file_fork(self, source, target, title=title, at=at, prepare=prepare)
 
     def delete(self, key: ConversationKey) -> None:
         with self.hold(key):

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 from agentkit.errors import ConversationBusyError, ConversationNotFoundError, UsageError
 from agentkit.ids import check_id
+from agentkit.store._checkpoint import TurnCheckpoint
 from agentkit.store._records import (
     AnnotationRecord,
+    CheckpointRecord,
     CreatedRecord,
     JournalRecord,
     MessageRecord,
@@ -23,6 +25,7 @@ from agentkit.store._records import (
     fold,
 )
 from agentkit.store.base import ConversationKey, ConversationStore, Problem, VerifyReport
+from agentkit.store.forks import Prepare, checkpoints_of, fork_records
 from agentkit.types import ConversationMeta, ConversationStatus, Message, utc_now
 
 __all__ = ["InMemoryConversationStore"]
@@ -124,6 +127,37 @@ class InMemoryConversationStore(ConversationStore):
                 at=utc_now(),
             )
             self._write(key, record)
+
+    def record_checkpoint(self, key: ConversationKey, checkpoint: TurnCheckpoint) -> None:
+        with self.hold(key):
+            self._write(key, CheckpointRecord(seq=self._next_seq(key), checkpoint=checkpoint))
+
+    def checkpoints(self, key: ConversationKey) -> list[TurnCheckpoint]:
+        return checkpoints_of(list(self._get(key).records))
+
+    def fork(
+        self,
+        source: ConversationKey,
+        target: ConversationKey,
+        *,
+        title: str,
+        at: str | None,
+        prepare: Prepare | None = None,
+    ) -> ConversationMeta:
+        with self.hold(source, timeout=0):
+            records, checkpoint = fork_records(
+                list(self._get(source).records), source, target, title=title, at=at
+            )
+            if self.exists(target):
+                raise UsageError(f"conversation {target} already exists")
+            forked = _Conversation(views=fold(records), records=records)
+            if prepare is not None:
+                prepare(checkpoint)
+            with self._guard:
+                if target in self._conversations:
+                    raise UsageError(f"conversation {target} already exists")
+                self._conversations[target] = forked
+            return forked.views.meta
 
     def turn_log(self, key: ConversationKey, message_id: str) -> str:
         check_id(message_id, "message")
