@@ -8,13 +8,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentkit.agent import Agent
 from agentkit.errors import AgentkitError, UsageError
 from agentkit.workspace import resolve_data_dir
+
+if TYPE_CHECKING:
+    from agentkit.agent import Agent
 
 __all__ = [
     "AgentArg",
@@ -96,4 +98,6 @@ def print_json(value: object) -> None:
 
 
 def open_agent(ctx: typer.Context, agent_id: str) -> Agent:
+    from agentkit.agent import Agent  # imported by the commands that need it: `agents` is fast
+
     return Agent.open(agent_id, data_dir=data_root(ctx))

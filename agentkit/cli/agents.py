@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentkit.agent import Agent
 from agentkit.cli._app import (
     AgentArg,
     JsonFlag,
@@ -19,6 +18,9 @@ from agentkit.cli._app import (
 )
 from agentkit.errors import AgentkitError
 from agentkit.workspace import PROMPT_FILES, AgentFolder, list_agent_ids
+
+if TYPE_CHECKING:
+    from agentkit.agent import Agent
 
 __all__ = ["agents_command", "info_command", "init_command", "new_command"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,11 +20,12 @@ from agentkit.cli._app import (
 )
 from agentkit.errors import ConversationNotFoundError
 from agentkit.layout import DataLayout
-from agentkit.memory import MemoryRepository
-from agentkit.store import ConversationKey, FileConversationStore, SqliteConfigStore
-from agentkit.tools.secrets import mask_secrets
-from agentkit.types import ConversationMeta, format_timestamp
+from agentkit.types import format_timestamp
 from agentkit.workspace import AgentFolder
+
+if TYPE_CHECKING:
+    from agentkit.memory import MemoryRepository
+    from agentkit.types import ConversationMeta
 
 __all__ = [
     "clear_command",
@@ -98,6 +99,8 @@ def verify_command(
         root = data_root(ctx)
         if agent_id is not None:
             AgentFolder.load(root, agent_id)  # an unknown agent is an error, not "0 checked"
+        from agentkit.store import FileConversationStore
+
         store = FileConversationStore(root)
         if repair:
             for key in store.recover(agent_id, full=True):
@@ -115,6 +118,9 @@ def _memory_of(
     ctx: typer.Context, agent_id: str, conversation_id: str
 ) -> Iterator[MemoryRepository]:
     """The memory repository, once the agent and the conversation are known to exist."""
+    from agentkit.memory import MemoryRepository
+    from agentkit.store import ConversationKey, SqliteConfigStore
+
     agent = open_agent(ctx, agent_id)
     if not agent.store.exists(ConversationKey(agent.id, conversation_id)):
         raise ConversationNotFoundError(agent.id, conversation_id)
@@ -139,6 +145,8 @@ def state_command(
             execution = memory.load_execution_state(agent_id, conversation_id)
         if as_json:
             # A step waiting for consent keeps its raw arguments; never print a secret.
+            from agentkit.tools.secrets import mask_secrets
+
             print_json(
                 mask_secrets(
                     {

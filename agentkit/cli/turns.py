@@ -6,11 +6,10 @@ import asyncio
 import json
 import signal
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentkit.agent import Agent
 from agentkit.cli._app import (
     AgentArg,
     ConversationOption,
@@ -19,13 +18,18 @@ from agentkit.cli._app import (
     clean_errors,
     data_root,
 )
-from agentkit.events import AgentOutputEvent, ErrorEvent, ResultEvent
+
+if TYPE_CHECKING:  # the commands import them when they run: `agentkit agents` stays fast
+    from agentkit.agent import Agent
+    from agentkit.events import ResultEvent
 
 __all__ = ["chat_command", "send_command"]
 
 
 async def _turn(agent: Agent, conversation_id: str | None, text: str, as_json: bool) -> ResultEvent:
     """Run one turn, printing as it streams; return its result event."""
+    from agentkit.events import AgentOutputEvent, ErrorEvent, ResultEvent
+
     result: ResultEvent | None = None
     async for event in agent.send_message(conversation_id, text):
         if as_json:
@@ -57,6 +61,8 @@ def send_command(
     """Send one message and print the reply as it streams."""
 
     async def run() -> None:
+        from agentkit.agent import Agent
+
         agent = Agent.open(agent_id, data_dir=data_root(ctx), model=model)
         try:
             result = await _turn(agent, conversation_id, text, as_json)
@@ -89,6 +95,8 @@ def chat_command(
             return None
 
     async def run() -> None:
+        from agentkit.agent import Agent
+
         agent = Agent.open(agent_id, data_dir=data_root(ctx), model=model)
         loop = asyncio.get_running_loop()
         current: asyncio.Task[ResultEvent] | None = None
