@@ -34,6 +34,8 @@ if TYPE_CHECKING:
         ModelSpecError,
         StoreError,
         StructuredOutputError,
+        TurnNotFinishedError,
+        TurnNotFoundError,
         UsageError,
     )
     from agentkit.events import (
@@ -55,6 +57,9 @@ if TYPE_CHECKING:
         SessionModel,
         create_model,
     )
+    from agentkit.replays import (
+        replay,
+    )
     from agentkit.sessions import (
         SessionPool,
     )
@@ -73,6 +78,7 @@ if TYPE_CHECKING:
         Conversation,
         ConversationMeta,
         ConversationStats,
+        ForkOrigin,
         Message,
         ToolCallRecord,
     )
@@ -105,6 +111,7 @@ _HOMES: dict[str, str] = {
     "CorruptJournalError": "agentkit.errors",
     "ExecutionState": "agentkit.memory",
     "FileConversationStore": "agentkit.store",
+    "ForkOrigin": "agentkit.types",
     "InMemoryConversationStore": "agentkit.store",
     "InvalidIdError": "agentkit.errors",
     "Message": "agentkit.types",
@@ -119,6 +126,8 @@ _HOMES: dict[str, str] = {
     "StructuredOutputError": "agentkit.errors",
     "TaskState": "agentkit.memory",
     "ToolCallRecord": "agentkit.types",
+    "TurnNotFinishedError": "agentkit.errors",
+    "TurnNotFoundError": "agentkit.errors",
     "TurnResult": "agentkit.agent",
     "UsageError": "agentkit.errors",
     "VerifyReport": "agentkit.store",
@@ -128,6 +137,7 @@ _HOMES: dict[str, str] = {
     "list_agent_ids": "agentkit.workspace",
     "new_conversation_id": "agentkit.ids",
     "new_message_id": "agentkit.ids",
+    "replay": "agentkit.replays",
     "resolve_data_dir": "agentkit.workspace",
     "tool": "agentkit.tools",
 }
@@ -152,6 +162,7 @@ __all__ = [
     "CorruptJournalError",
     "ExecutionState",
     "FileConversationStore",
+    "ForkOrigin",
     "InMemoryConversationStore",
     "InvalidIdError",
     "Message",
@@ -166,6 +177,8 @@ __all__ = [
     "StructuredOutputError",
     "TaskState",
     "ToolCallRecord",
+    "TurnNotFinishedError",
+    "TurnNotFoundError",
     "TurnResult",
     "UsageError",
     "VerifyReport",
@@ -175,6 +188,7 @@ __all__ = [
     "list_agent_ids",
     "new_conversation_id",
     "new_message_id",
+    "replay",
     "resolve_data_dir",
     "tool",
 ]

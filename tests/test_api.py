@@ -253,6 +253,7 @@ def test_openapi_documents_every_route_with_status_codes_and_sse(
         ("GET", "/api/agent/{agentId}/conversations/{convId}"),
         ("DELETE", "/api/agent/{agentId}/conversations/{convId}"),
         ("POST", "/api/agent/{agentId}/conversations/{convId}/cancel"),
+        ("POST", "/api/agent/{agentId}/conversations/{convId}/fork"),
         ("POST", "/api/agent/{agentId}/chat"),
     }
     for path, item in paths.items():

@@ -31,6 +31,7 @@ from agentkit.api.schemas import (
     ConversationList,
     CreateConversationRequest,
     Deleted,
+    ForkRequest,
     Health,
 )
 from agentkit.api.turns import TurnTask, TurnTasks
@@ -271,6 +272,32 @@ async def delete_conversation(
     await asyncio.to_thread(agent.delete_conversation, conversation_id)
     await served.pool.drop(agent.id, conversation_id)  # its live session, if it had one
     return Deleted(agent_id=agent.id, conversation_id=conversation_id)
+
+
+@router.post(
+    "/agent/{agentId}/conversations/{convId}/fork",
+    operation_id="forkConversation",
+    status_code=201,
+    response_model=ConversationMeta,
+    responses={
+        201: {"description": "The fork's metadata (forkedFrom names the source and turn)"},
+        **_responses(404, 409, 422, 500),
+    },
+)
+async def fork_conversation(
+    agent_id: AgentId,
+    conversation_id: ConversationId,
+    served: Served,
+    body: Annotated[ForkRequest | None, Body()] = None,
+) -> ConversationMeta:
+    """A new conversation holding this one's history up to and including turn ``at`` (none:
+    the last finished turn) and its memory as it stood then; this one is not written to.
+    Refused while it is mid-turn (409), for an unknown turn (404) or an unfinished one (422)."""
+    agent = await served.get(agent_id)
+    if served.pool.turns.is_running(agent.id, conversation_id):
+        raise ConversationBusyError(agent.id, conversation_id, 0.0)
+    request = body or ForkRequest()
+    return await asyncio.to_thread(agent.fork, conversation_id, request.at, request.title)
 
 
 @router.post(

@@ -27,6 +27,7 @@ __all__ = [
     "ConversationList",
     "CreateConversationRequest",
     "Deleted",
+    "ForkRequest",
     "Health",
 ]
 
@@ -62,6 +63,13 @@ class ChatRequest(_Body):
 
 class CreateConversationRequest(_Body):
     title: str = Field(default="New conversation", max_length=MAX_TITLE_LENGTH)
+
+
+class ForkRequest(_Body):
+    """``POST …/fork``: the turn to fork at (a message id; none: the last finished turn)."""
+
+    at: str | None = Field(default=None, pattern=ID_REGEX, max_length=64)
+    title: str | None = Field(default=None, max_length=MAX_TITLE_LENGTH)
 
 
 class AgentSummary(_Body):
