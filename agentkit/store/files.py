@@ -120,6 +120,8 @@ def _history_adapter() -> TypeAdapter[list[Message]]:
     return TypeAdapter(list[Message])
 
 
+#: every message record's payload holds this; a JSON string cannot (its quotes are escaped)
+_MESSAGE_KIND = b'"kind":"message"'
 _CREATING = ".creating-"
 _DELETED = ".deleted-"
 
@@ -583,7 +585,12 @@ class FileConversationStore(ConversationStore):
     # -- turn checkpoints and forks: agentkit.store.forks does the work ---------------------
 
     def record_checkpoint(self, key: ConversationKey, checkpoint: TurnCheckpoint) -> None:
-        self._commit(key, lambda seq: CheckpointRecord(seq=seq, checkpoint=checkpoint))
+        # Not a durability point: written right after the turn's final commit, it rides along
+        # with the conversation's next fsync (a kill -9 loses nothing; a power loss before the
+        # next turn can leave the last turn without its checkpoint, i.e. not forkable there).
+        self._commit(
+            key, lambda seq: CheckpointRecord(seq=seq, checkpoint=checkpoint), durable=False
+        )
 
     def checkpoints(self, key: ConversationKey) -> list[TurnCheckpoint]:
         from agentkit.store.forks import checkpoints_of
@@ -680,6 +687,8 @@ class FileConversationStore(ConversationStore):
         journal = self._dir(key) / JOURNAL_FILE
         try:
             for payload in read_tail_frames(journal, state.checkpoint.journal_bytes):
+                if _MESSAGE_KIND not in payload:  # framed and checksummed, just not a message:
+                    continue  # skip the pydantic parse (notes and status changes outnumber them)
                 record = decode_record(payload)
                 if isinstance(record, MessageRecord):
                     found.append(record.message)
