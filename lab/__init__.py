@@ -6,6 +6,7 @@ keeps state of its own beyond what is on screen. This package may import ipywidg
 pandas; ``agentkit`` itself never imports ``lab``.
 """
 
+from lab.branch_view import BranchView
 from lab.chat_panel import ChatPanel
 from lab.compression_lab import CompressionLab
 from lab.conversation_browser import ConversationBrowser
@@ -14,6 +15,7 @@ from lab.prompt_lab import PromptLab
 from lab.task_state_editor import TaskStateEditor
 
 __all__ = [
+    "BranchView",
     "ChatPanel",
     "CompressionLab",
     "ConversationBrowser",
