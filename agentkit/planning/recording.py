@@ -27,6 +27,7 @@ __all__ = [
     "cancelled",
     "discard",
     "failed",
+    "interrupted",
     "load_state",
     "persist",
     "plan_event",
@@ -127,6 +128,54 @@ def cancel_pending(turn: TurnState, state: ExecutionState, *, answer: bool) -> N
     save(turn, state.complete(f"cancelled ({what})"))
     if answer:
         turn.answer = f"OK, cancelled — {what}."
+
+
+def interrupted(turn: TurnState, state: ExecutionState) -> bool:
+    """Did the last turn die (a kill, a power loss) after or while running a side-effecting
+    tool? Then nothing runs again by itself: the user is told what ran (and given the answer
+    that was lost, when the flow had finished), a step left running is failed (it may or may
+    not have run: its durable "running" save comes before the tool, "done" after) and the
+    flow ends. True then: this turn ends with that answer.
+
+    The last turn died when the flow is still planning or running (a finished turn ends,
+    pauses or fails it, and a live one holds the writer lock), or when the flow changed after
+    the last turn checkpoint and the last message got no answer."""
+    if state.status in ("waiting_user", "waiting_confirmation"):
+        return False  # paused: a step waiting for consent has not run
+    tools = turn.deps.tools
+    touched = [
+        step
+        for step in state.steps
+        if step.status in ("running", "done")
+        and step.tool_name in tools
+        and tools.get(step.tool_name).side_effect
+    ]
+    if not touched:
+        return False
+    active = state.status in ("planning", "running")
+    if not active:
+        if not turn.history or turn.history[-1].role != "user":
+            return False
+        checkpoints = turn.deps.store.checkpoints(turn.deps.key)
+        if turn.version <= (checkpoints[-1].execution_state_version if checkpoints else 0):
+            return False
+    said = []
+    for step in touched:
+        args = json.dumps(mask_secrets(dict(step.tool_args)), ensure_ascii=False, sort_keys=True)
+        unsure = step.status == "running"
+        said.append(f"{step.tool_name} {args} {'may or may not have run' if unsure else 'ran'}")
+        if unsure:
+            state = state.mark_step_failed(step.id, "interrupted: it may or may not have run")
+    what = "; ".join(said)
+    turn.note("RESET", f"the last turn was interrupted: {what}")
+    if active:
+        save(turn, state.with_steps(skip_pending(state), plan_id=state.plan_id).fail(what))
+    lost = f" Its answer was: {state.final_answer}" if state.final_answer else ""
+    turn.answer = (
+        f"My last turn was interrupted: {what}.{lost} I have not run anything again: "
+        "please check, and ask again if something is still needed."
+    )
+    return True
 
 
 def plan_event(

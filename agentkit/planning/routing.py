@@ -61,6 +61,8 @@ async def route(turn: TurnState) -> AsyncIterator[AgentEvent]:
         turn.note("RESET", "capability signature changed: stale execution state discarded")
         recording.discard(turn)
         state = None
+    if state is not None and recording.interrupted(turn, state):
+        return  # its turn was killed after (or while) running a side-effecting tool
     if state is not None and state.status == "waiting_confirmation":
         if intents.is_confirmation(text):
             async for event in _confirmed(turn, state):
@@ -97,8 +99,8 @@ async def _confirmed(turn: TurnState, state: ExecutionState) -> AsyncIterator[Ag
     """The user confirmed: run exactly the stored tool call, then carry on."""
     step = state.step(state.current_step_id)
     reply = Observation(step_id=step.id, kind="user_reply", content=f"confirmed {step.tool_name}")
-    recording.save(turn, state.resume().observe(reply))
-    async for event in run_tool(turn, step):
+    turn.state = state.resume().observe(reply)  # saved with the step's "running" state:
+    async for event in run_tool(turn, step):  # until then a crash leaves the consent pending
         yield event
     async for event in turn.deps.strategy.resume(turn, step.id):
         yield event
