@@ -101,16 +101,24 @@ class PlannerConfig(_Config):
     #: words that make a request one about live state (matched case-folded, anywhere in the
     #: message): the planner then re-runs the agent's ``live_state`` tools before planning
     live_state_keywords: tuple[Annotated[str, StringConstraints(min_length=1)], ...] = ()
+    #: how a new request's first action is chosen: ``model`` (the strategy's own plan or action
+    #: call, over every tool) or ``router`` (:mod:`agentkit.planning.tool_choice`: the tools
+    #: ranked for the request, then one constrained choice among the best few and "no tool")
+    tool_choice: Literal["model", "router"] = "model"
+    #: how many ranked tools the router lets the model choose among (besides "no tool")
+    router_candidates: int = Field(default=3, ge=1, le=16)
 
 
 _ToolsetName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
 
 
 class ToolFlags(_Config):
-    """Flags of one tool as this agent wants them (overriding the toolset's)."""
+    """Flags of one tool as this agent wants them (overriding the toolset's), and example
+    requests it serves (for the tool-choice router; an MCP server's tools have none)."""
 
     side_effect: bool | None = None
     live_state: bool | None = None
+    examples: tuple[Annotated[str, StringConstraints(min_length=1)], ...] | None = None
 
     @model_validator(mode="after")
     def _a_read_or_a_write(self) -> ToolFlags:

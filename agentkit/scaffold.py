@@ -108,6 +108,7 @@ def _config(agent_id: str, engine: Engine) -> dict[str, object]:
         config["toolsets"] = [{"python": "tools.py"}]
         config["planner"] = {
             "strategy": "tool_loop",
+            "tool_choice": "router",
             "stage_timeout_scale": 6,
             "live_state_keywords": ["reminder", "提醒"],
         }

@@ -132,6 +132,11 @@ def desk_tools(
                 handler=get_model_configs,
                 side_effect=False,
                 live_state=True,
+                examples=(
+                    "which AI models are configured?",
+                    "show my model configs",
+                    "我配置了哪些模型",
+                ),
             ),
             Tool(
                 name="get_exchange_configs",
@@ -140,6 +145,11 @@ def desk_tools(
                 handler=get_exchange_configs,
                 side_effect=False,
                 live_state=True,
+                examples=(
+                    "list my exchange accounts",
+                    "which exchanges are connected?",
+                    "看看我的交易所账户",
+                ),
             ),
             Tool(
                 name="list_traders",
@@ -148,6 +158,7 @@ def desk_tools(
                 handler=list_traders,
                 side_effect=False,
                 live_state=True,
+                examples=("show my traders", "what traders do I have?", "列出所有交易员"),
             ),
             Tool(
                 name="create_model_config",
@@ -156,6 +167,11 @@ def desk_tools(
                 handler=create_model_config,
                 side_effect=True,
                 live_state=False,
+                examples=(
+                    "add a deepseek model config",
+                    "set up an OpenAI model with my key",
+                    "添加一个模型配置",
+                ),
             ),
             Tool(
                 name="create_exchange_config",
@@ -164,6 +180,11 @@ def desk_tools(
                 handler=create_exchange_config,
                 side_effect=True,
                 live_state=False,
+                examples=(
+                    "connect my Binance account",
+                    "add an OKX exchange account with my API key",
+                    "绑定交易所账户",
+                ),
             ),
             Tool(
                 name="create_trader",
@@ -172,6 +193,11 @@ def desk_tools(
                 handler=create_trader,
                 side_effect=True,
                 live_state=False,
+                examples=(
+                    "create a trader on Binance with gpt-4o",
+                    "make a new trader",
+                    "新建一个交易员",
+                ),
             ),
             Tool(
                 name="update_trader",
@@ -180,6 +206,11 @@ def desk_tools(
                 handler=update_trader,
                 side_effect=True,
                 live_state=False,
+                examples=(
+                    "rename trader-1 to Beta",
+                    "switch my trader to another model",
+                    "修改交易员的名字",
+                ),
             ),
             Tool(
                 name="delete_trader",
@@ -188,6 +219,7 @@ def desk_tools(
                 handler=delete_trader,
                 side_effect=True,
                 live_state=False,
+                examples=("delete trader-2", "remove a trader I no longer need", "删除这个交易员"),
             ),
             Tool(
                 name="get_preferences",
@@ -196,6 +228,7 @@ def desk_tools(
                 handler=get_preferences,
                 side_effect=False,
                 live_state=True,
+                examples=("what are my preferences?", "show my saved settings", "查看我的偏好设置"),
             ),
             Tool(
                 name="set_preference",
@@ -204,6 +237,11 @@ def desk_tools(
                 handler=set_preference,
                 side_effect=True,
                 live_state=False,
+                examples=(
+                    "remember that I prefer English",
+                    "set my default exchange to OKX",
+                    "保存偏好",
+                ),
             ),
         ],
         max_output_chars=max_output_chars,

@@ -143,6 +143,9 @@ def eval_command(
         )
 
         target = check_output_path(out) if out is not None else None
+        if _first_tool_tables(scenarios):
+            _eval_first_tool(ctx, scenarios, model, assignments or [], tags or [], target)
+            return
         if resume and target is None:
             raise UsageError("--resume needs --out: the table to resume")
         previous = load_results(target) if resume and target and target.exists() else None
@@ -165,3 +168,44 @@ def eval_command(
         if target is not None:
             save_results(frame, target)
             typer.echo(f"wrote {target} ({len(frame)} rows, {len(frame.columns)} columns)")
+
+
+def _first_tool_tables(paths: list[Path]) -> bool:
+    from agentkit.eval.first_tool import is_first_tool_table
+
+    return bool(paths) and all(is_first_tool_table(path) for path in paths)
+
+
+def _eval_first_tool(
+    ctx: typer.Context,
+    paths: list[Path],
+    model: str | None,
+    assignments: list[str],
+    splits: list[str],
+    target: Path | None,
+) -> None:
+    """First-tool tables (``kind: first_tool``): each request's first action, then per table
+    and split the accuracy, "no tool" precision, side-effect false positives and latency;
+    ``--tag dev`` / ``--tag heldout`` runs one split."""
+    import pandas as pd
+
+    from agentkit.eval import parse_sets, save_results
+    from agentkit.eval.first_tool import (
+        first_tool_report,
+        first_tool_summary,
+        load_first_tool_tables,
+        run_first_tool,
+    )
+
+    tables = load_first_tool_tables(paths)
+    rows = run_first_tool(
+        tables,
+        data_dir=data_root(ctx),
+        model=model,
+        params=parse_sets(assignments),
+        splits=tuple(splits) or ("dev", "heldout"),
+    )
+    typer.echo(first_tool_report(first_tool_summary(rows)))
+    if target is not None:
+        save_results(pd.DataFrame(rows), target)
+        typer.echo(f"wrote {target} ({len(rows)} rows)")

@@ -41,7 +41,9 @@ __all__ = [
     "validate_structured",
 ]
 
-Purpose = Literal["chat", "plan", "replan", "reason", "respond", "summarize", "classify", "act"]
+Purpose = Literal[
+    "chat", "plan", "replan", "reason", "respond", "summarize", "classify", "act", "route"
+]
 PURPOSES: tuple[Purpose, ...] = (
     "chat",
     "plan",
@@ -51,6 +53,7 @@ PURPOSES: tuple[Purpose, ...] = (
     "summarize",
     "classify",
     "act",
+    "route",
 )
 JsonSchema = dict[str, Any]
 

@@ -26,6 +26,8 @@ PROMPT_NAMES: tuple[str, ...] = (
     "reason",
     "respond",
     "repair",
+    "route",
+    "route_args",
 )
 
 

@@ -31,10 +31,15 @@ class CallRecord(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     latency_ms: float = 0.0
+    #: a tool-choice decision (purpose ``route``): the ranked candidates with their scores, the
+    #: model's choice and what was decided (:class:`agentkit.planning.tool_choice.RouteTrace`)
+    route: JsonValue = None
 
     def to_json_line(self) -> str:
         data = self.model_dump(mode="json")
         data["schema"] = data.pop("schema_")
+        if data["route"] is None:  # only routing decisions carry it
+            del data["route"]
         return json.dumps(data, ensure_ascii=False)
 
     @classmethod

@@ -228,6 +228,8 @@ def _unique_tools(
                 if flags is None
                 else tool.with_flags(side_effect=flags.side_effect, live_state=flags.live_state)
             )
+            if flags is not None and flags.examples is not None:
+                flagged = replace(flagged, examples=flags.examples)
             tools[tool.name] = _sourced(flagged, toolset)
     return tools
 

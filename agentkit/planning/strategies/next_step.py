@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 from agentkit.events import AgentEvent
 from agentkit.memory import ExecutionState
 from agentkit.models.base import ChatMessage
-from agentkit.planning import calls, context, recording
+from agentkit.planning import calls, context, recording, tool_choice
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.state import TurnState, skip_pending
-from agentkit.planning.steps import run_plan
+from agentkit.planning.steps import execute, run_plan
 from agentkit.planning.strategies.base import Strategy
 
 __all__ = ["NextStep"]
@@ -25,6 +25,12 @@ class NextStep(Strategy):
     name = "next_step"
 
     async def start(self, turn: TurnState) -> AsyncIterator[AgentEvent]:
+        routed = await tool_choice.choose(turn)  # None: the router is off or undecided
+        if routed is not None:
+            first = tool_choice.start_routed(turn, routed, execute, then_respond=True)
+            async for event in first:
+                yield event
+            return
         async for event in run_plan(turn, _batch_messages(turn)):
             yield event
 

@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator
 from agentkit.events import AgentEvent, ReplanEvent
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage
-from agentkit.planning import calls, context, recording
+from agentkit.planning import calls, context, recording, tool_choice
 from agentkit.planning.plan import PlanFormatError, parse_replan
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import replan_schema
 from agentkit.planning.state import TurnState, planned, skip_pending
-from agentkit.planning.steps import run_plan
+from agentkit.planning.steps import execute, run_plan
 from agentkit.planning.strategies.base import Strategy
 
 __all__ = ["PlanReplan"]
@@ -28,6 +28,12 @@ class PlanReplan(Strategy):
     name = "plan_replan"
 
     async def start(self, turn: TurnState) -> AsyncIterator[AgentEvent]:
+        routed = await tool_choice.choose(turn)  # None: the router is off or undecided
+        if routed is not None:
+            first = tool_choice.start_routed(turn, routed, execute, then_respond=True)
+            async for event in first:
+                yield event
+            return
         async for event in run_plan(turn, _plan_messages(turn)):
             yield event
 

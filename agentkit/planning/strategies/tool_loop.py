@@ -20,7 +20,7 @@ from agentkit.errors import ModelError
 from agentkit.events import AgentEvent, AgentOutputEvent
 from agentkit.memory import Observation, PlanStep
 from agentkit.models.base import ChatMessage, ChatModel, ToolSpec
-from agentkit.planning import calls, context, recording
+from agentkit.planning import calls, context, recording, tool_choice
 from agentkit.planning.plan import ActReply, PlanFormatError, check_tool_call, parse_act
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import act_schema
@@ -38,6 +38,12 @@ class ToolLoop(Strategy):
 
     async def start(self, turn: TurnState) -> AsyncIterator[AgentEvent]:
         recording.save(turn, turn.current.resume())
+        routed = await tool_choice.choose(turn)  # None: the router is off or undecided
+        if routed is not None:
+            first = tool_choice.start_routed(turn, routed, _act_loop, then_respond=False)
+            async for event in first:
+                yield event
+            return
         async for event in _act_loop(turn):
             yield event
 

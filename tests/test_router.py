@@ -1,0 +1,276 @@
+"""The tool-choice router (``planner.tool_choice = "router"``): ranking, the constrained
+choice, "no tool", asking instead of guessing a write, the trace — with scripted models, and a
+handful of requests on both sample agents with the embedded model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentkit.config import PlannerConfig
+from agentkit.events import AgentOutputEvent, AskUserEvent, PlanEvent, ToolCallEvent
+from agentkit.planning.tool_ranking import rank_tools, terms
+from agentkit.tools import Tool
+from pydantic import BaseModel, ConfigDict
+
+from .test_planner import Env, env, of, run, seed_desk, step
+
+__all__ = ["env"]  # the fixture, re-exported for pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ROUTER = PlannerConfig(tool_choice="router")
+ROUTED_LOOP = PlannerConfig(strategy="tool_loop", tool_choice="router")
+
+
+def route_records(calls: list[Any]) -> list[Any]:
+    return [record for record in calls if record.purpose == "route"]
+
+
+def first_tool_calls(events: list[Any]) -> list[str]:
+    return [e.name for e in of(events, ToolCallEvent) if not e.id.startswith("live-")]
+
+
+# -- ranking ----------------------------------------------------------------------------------
+
+
+def test_terms_split_chinese_into_bigrams_and_stem_english() -> None:
+    assert {"trader", "list"} <= set(terms("Listing my TRADERS"))
+    found = terms("删除我的交易员")
+    assert {"删除", "交易", "易员", "删"} <= set(found)
+    assert "除交" not in found  # no bigram across 的/我: they split the run
+    assert "my" not in terms("my traders")
+
+
+@pytest.mark.parametrize(
+    ("request_text", "expected"),
+    [
+        ("show me my traders", "list_traders"),
+        ("add my Bybit exchange account", "create_exchange_config"),
+        ("列出所有交易员", "list_traders"),
+        ("删除交易员 trader-2", "delete_trader"),
+        ("查看我的偏好设置", "get_preferences"),
+    ],
+)
+def test_clear_requests_rank_their_tool_first(env: Env, request_text: str, expected: str) -> None:
+    assert rank_tools(env.tools, request_text)[0].name == expected
+
+
+def test_a_greeting_matches_no_tool(env: Env) -> None:
+    for greeting in ("hello!", "你好", "thanks, that's all", "谢谢"):
+        assert all(item.score == 0 for item in rank_tools(env.tools, greeting)), greeting
+
+
+class _NoArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _weather_tool() -> Tool[Any]:
+    return Tool(
+        name="get_weather",
+        description="Today's weather forecast for the user's city.",
+        args_model=_NoArgs,
+        handler=lambda _: {"forecast": "sunny"},
+        side_effect=False,
+        live_state=False,
+        examples=("will it rain today?", "今天天气怎么样"),
+    )
+
+
+def test_a_tool_added_to_the_registry_is_ranked_at_once(env: Env) -> None:
+    assert rank_tools(env.tools, "will it rain tomorrow?")[0].score == 0
+    env.tools.register(_weather_tool())
+    assert rank_tools(env.tools, "will it rain tomorrow?")[0].name == "get_weather"
+    assert rank_tools(env.tools, "明天天气如何")[0].name == "get_weather"
+
+
+# -- the routed turn (scripted model) ---------------------------------------------------------
+
+
+def test_a_routed_read_runs_the_chosen_tool_and_traces_the_candidates(env: Env) -> None:
+    seed_desk(env.workspace)
+    script = {
+        "route": [{"tool": "get_exchange_configs"}],
+        "replan": [{"action": "finish", "reason": "shown"}],
+        "respond": ["You have one exchange account: binance/main."],
+    }
+    turn = env.turn("which exchange accounts do I have?", script, config=ROUTER)
+    events = run(turn)
+    assert first_tool_calls(events) == ["get_exchange_configs"]
+    assert next(r.purpose for r in turn.calls) == "route"  # no plan call at all
+    assert "plan" not in [r.purpose for r in turn.calls]
+    (choice,) = route_records(turn.calls)
+    route = choice.route
+    assert route["decision"] == "tool" and route["choice"] == "get_exchange_configs"
+    names = [c["name"] for c in route["candidates"]]
+    assert names[0] == "get_exchange_configs" and len(names) <= 3
+    assert all(c["score"] > 0 for c in route["candidates"])
+    assert choice.schema_["properties"]["tool"]["enum"] == [*names, "none"]
+    prompt = choice.messages[-1]["content"]
+    assert "get_exchange_configs" in prompt and "- none:" in prompt
+    assert len(prompt) < 1200  # a short prompt: no system prompt, no full tool list
+    assert events[-1].text == "You have one exchange account: binance/main."
+
+
+def test_the_route_decision_is_written_to_calls_jsonl(env: Env, tmp_path: Path) -> None:
+    script = {"route": [{"tool": "list_traders"}], "replan": [{"action": "finish"}]}
+    script["respond"] = ["No traders yet."]
+    turn = env.turn("list my traders", script, config=ROUTER, conversation_dir=tmp_path)
+    run(turn)
+    (path,) = tmp_path.glob("*/calls.jsonl")
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert lines[0]["purpose"] == "route"
+    assert lines[0]["route"]["choice"] == "list_traders"
+    assert {"name", "score", "side_effect", "matched"} <= set(lines[0]["route"]["candidates"][0])
+    assert all("route" not in line for line in lines[1:])  # other calls are as before
+
+
+def test_a_greeting_is_answered_without_a_tool_or_a_choice_call(env: Env) -> None:
+    turn = env.turn("你好", {"respond": ["你好!有什么可以帮你?"]}, config=ROUTED_LOOP)
+    events = run(turn)
+    assert not first_tool_calls(events) and not of(events, AskUserEvent)
+    assert [r.purpose for r in turn.calls] == ["route", "respond"]
+    record = turn.calls[0]
+    assert record.messages == [] and record.route["decision"] == "none"
+    assert "".join(e.text for e in of(events, AgentOutputEvent)) == "你好!有什么可以帮你?"
+
+
+def test_the_model_may_choose_no_tool(env: Env) -> None:
+    script = {"route": [{"tool": "none"}], "respond": ["I manage traders and accounts."]}
+    turn = env.turn("what can you do with traders?", script, config=ROUTED_LOOP)
+    events = run(turn)
+    assert not first_tool_calls(events)
+    assert route_records(turn.calls)[0].route["choice"] == "none"
+    assert events[-1].text == "I manage traders and accounts."
+
+
+def test_an_unsure_side_effecting_choice_asks_the_user_instead(env: Env) -> None:
+    # "trader" is shared by four tools: the ranking has no clear leader, the model says create
+    turn = env.turn("traders", {"route": [{"tool": "create_trader"}]}, config=ROUTED_LOOP)
+    events = run(turn)
+    (asked,) = of(events, AskUserEvent)
+    assert asked.kind == "question" and not asked.tool_name
+    assert "create_trader" in asked.question and "list_traders" in asked.question
+    assert route_records(turn.calls)[0].route["decision"] == "ask"
+    state = env.state()
+    assert state is not None and state.status == "waiting_user"
+
+
+def test_the_models_vote_does_not_overturn_a_clear_lead(env: Env) -> None:
+    script = {"route": [{"tool": "get_preferences"}], "act": [{"action": "answer", "text": "-"}]}
+    turn = env.turn("show me my traders", script, config=ROUTED_LOOP)
+    events = run(turn)
+    assert first_tool_calls(events) == ["list_traders"]
+    route = route_records(turn.calls)[0].route
+    assert route["choice"] == "get_preferences" and route["decision"] == "tool"
+    assert route["decided"] == "list_traders"
+
+
+def test_a_clear_write_is_filled_under_its_schema_then_asks_consent(env: Env) -> None:
+    script = {"route": [{"tool": "delete_trader"}, {"trader_id": "trader-2"}]}
+    turn = env.turn("delete trader-2 please", script, config=ROUTED_LOOP)
+    events = run(turn)
+    (asked,) = of(events, AskUserEvent)
+    assert asked.kind == "confirmation" and asked.tool_name == "delete_trader"
+    assert asked.tool_args == {"trader_id": "trader-2"}
+    _choice, arguments = route_records(turn.calls)
+    assert arguments.route["stage"] == "arguments"
+    assert arguments.schema_["required"] == ["trader_id"]  # that tool's schema, nothing else
+
+
+def test_arguments_that_do_not_validate_become_a_question(env: Env) -> None:
+    script = {"route": [{"tool": "delete_trader"}, {"trader": 2}]}
+    turn = env.turn("delete trader-2 please", script, config=ROUTED_LOOP)
+    events = run(turn)
+    (asked,) = of(events, AskUserEvent)
+    assert asked.kind == "question" and "trader_id" in asked.question
+
+
+def test_a_failed_choice_falls_back_to_the_strategy(env: Env) -> None:
+    # no route replies: the choice call fails, the strategy asks its own model as before
+    script = {"act": ["You have no traders."]}
+    turn = env.turn("list my traders", script, config=ROUTED_LOOP)
+    events = run(turn)
+    assert [r.purpose for r in turn.calls] == ["route", "act"]
+    assert turn.calls[0].error and turn.calls[0].route["decision"] == "fallback"
+    assert events[-1].text == "You have no traders."
+
+
+def test_a_tool_added_to_the_toolset_is_routable_at_once(env: Env) -> None:
+    env.tools.register(_weather_tool())
+    script = {"route": [{"tool": "get_weather"}], "act": [{"action": "answer", "text": "Sunny."}]}
+    turn = env.turn("今天天气怎么样?", script, config=ROUTED_LOOP)
+    events = run(turn)
+    assert first_tool_calls(events) == ["get_weather"]
+    assert route_records(turn.calls)[0].route["candidates"][0]["name"] == "get_weather"
+
+
+def test_router_off_is_todays_behaviour(env: Env) -> None:
+    script = {
+        "plan": [{"goal": "list", "steps": [step("s1", "tool", tool_name="list_traders")]}],
+        "replan": [{"action": "finish"}],
+        "respond": ["No traders."],
+    }
+    turn = env.turn("list my traders", script)  # tool_choice defaults to "model"
+    events = run(turn)
+    assert PlannerConfig().tool_choice == "model"
+    assert [r.purpose for r in turn.calls] == ["plan", "replan", "respond"]
+    assert all(r.route is None for r in turn.calls)
+    assert "route" not in turn.calls[0].to_json_line()
+    assert len(of(events, PlanEvent)) == 1
+
+
+def test_the_local_sample_agent_and_init_turn_the_router_on(tmp_path: Path) -> None:
+    from agentkit.config import load_agent_config
+    from agentkit.scaffold import init_agent
+
+    desk = load_agent_config(REPO / "data" / "agents" / "desk-local-001" / "config.json")
+    assert desk.planner.tool_choice == "router"
+    made = init_agent(tmp_path, "mine")
+    assert load_agent_config(made / "config.json").planner.tool_choice == "router"
+
+
+# -- the embedded model -----------------------------------------------------------------------
+
+LLAMA_REQUESTS = [
+    ("desk-local-001", "Show me my traders", "list_traders"),
+    ("desk-local-001", "列出所有交易员", "list_traders"),
+    ("desk-local-001", "hello!", "none"),
+    ("notes-001", "删掉第 2 条笔记", "delete_note"),
+    ("notes-001", "find my note about the dentist", "search_notes"),
+    ("notes-001", "你好", "none"),
+]
+
+
+@pytest.fixture(scope="module")
+def llama_first_actions() -> dict[tuple[str, str], dict[str, Any]]:
+    """Each request's first action on the embedded model, router on (one model, shared)."""
+    from agentkit.eval.first_tool import FirstToolRow, FirstToolTable, run_first_tool
+
+    tables = []
+    for agent in ("desk-local-001", "notes-001"):
+        rows = [
+            FirstToolRow(text=text, expect=expect, lang="zh" if ord(text[0]) > 127 else "en")
+            for name, text, expect in LLAMA_REQUESTS
+            if name == agent
+        ]
+        tables.append(FirstToolTable(kind="first_tool", id=agent, agent=agent, rows=rows))
+    rows = run_first_tool(
+        tables, data_dir=REPO / "data", model="llama", params={"planner.tool_choice": "router"}
+    )
+    return {(row["agent"], row["text"]): row for row in rows}
+
+
+@pytest.mark.parametrize(("agent", "text", "expected"), LLAMA_REQUESTS)
+def test_the_embedded_model_routes_the_sample_agents(
+    llama_first_actions: dict[tuple[str, str], dict[str, Any]],
+    agent: str,
+    text: str,
+    expected: str,
+) -> None:
+    row = llama_first_actions[(agent, text)]
+    assert row["action"] == expected, row
+    assert not row["side_effect_false_positive"], row  # never a write for a read or a greeting
+    route = json.loads(row["route"])
+    assert route["candidates"] or route["decision"] == "none"
