@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import agentkit
+import pytest
 
 
 def test_all_is_sorted_and_pinned() -> None:
@@ -84,3 +85,23 @@ def test_errors_form_one_tree() -> None:
             assert issubclass(value, agentkit.AgentkitError), name
     assert issubclass(agentkit.InvalidIdError, agentkit.UsageError)
     assert issubclass(agentkit.CorruptJournalError, agentkit.StoreError)
+
+
+def test_import_agentkit_is_lazy_and_every_public_name_resolves() -> None:
+    """``import agentkit`` builds no pydantic model (names load on first use, PEP 562); the
+    lazy table names a home for everything in ``__all__``, and the objects are the same as
+    their modules' own."""
+    code = (
+        "import json, sys; import agentkit; "
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    loaded = set(json.loads(subprocess.check_output([sys.executable, "-c", code])))
+    assert "pydantic" not in loaded and "sqlite3" not in loaded
+    import importlib
+
+    for name in agentkit.__all__:
+        home = agentkit._HOMES[name]  # the lazy table is what this test pins
+        assert getattr(agentkit, name) is getattr(importlib.import_module(home), name)
+    assert "Agent" in dir(agentkit)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = agentkit.Nope  # type: ignore[attr-defined]
