@@ -13,7 +13,8 @@ question (``ask``) or an answer (``none``). Each row records the action, whether
 and the latency of the model calls that chose it (the router's ``route`` calls; without the
 router, the strategy's first ``act`` or ``plan`` call). :func:`first_tool_summary` gives, per
 table and split, first-tool accuracy, "no tool" precision, side-effecting false positives (a
-side-effecting tool proposed for a read or for a request that needs no tool) and latency.
+side-effecting tool proposed for a read or for a request that needs no tool) and latency:
+the choice call's, the argument call's (router only) and the time to the first action.
 """
 
 from __future__ import annotations
@@ -143,8 +144,15 @@ def _first_action(event: AgentEvent) -> str | None:  # noqa: PLR0911 - one case 
     return None
 
 
+def _stage(record: CallRecord) -> str:
+    route = record.route if isinstance(record.route, dict) else {}
+    return str(route.get("stage", "choice"))
+
+
 def _choice_latency(records: Sequence[CallRecord]) -> float:
-    routed = [record.latency_ms for record in records if record.purpose == "route"]
+    """The call that chose the action: the router's choice call, or the strategy's first
+    ``act``/``plan`` call (which also wrote the arguments)."""
+    routed = [r.latency_ms for r in records if r.purpose == "route" and _stage(r) == "choice"]
     if routed:
         return round(sum(routed), 1)
     first = next((r for r in records if r.purpose in _CHOICE_PURPOSES), None)
@@ -256,6 +264,10 @@ def _traced(
     route = next((r.route for r in records if r.purpose == "route" and r.route), None)
     return {
         "choice_ms": _choice_latency(records),
+        "arguments_ms": round(
+            sum(r.latency_ms for r in records if r.purpose == "route" and _stage(r) != "choice"),
+            1,
+        ),
         "model_calls": sum(1 for r in records if r.messages),
         "route": json.dumps(route, ensure_ascii=False) if route else "",
     }
@@ -308,6 +320,9 @@ def first_tool_summary(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
             "asked": sum(r["action"] == "ask" for r in items),
             "choice_ms_median": round(statistics.median(latencies), 1),
             "choice_ms_p90": round(latencies[int(0.9 * (len(latencies) - 1))], 1),
+            "arguments_ms_median": round(
+                statistics.median(float(r["arguments_ms"]) for r in items), 1
+            ),
             "first_action_ms_median": round(
                 statistics.median(float(r["first_action_ms"]) for r in items), 1
             ),
@@ -335,6 +350,7 @@ def first_tool_report(summary: Sequence[Mapping[str, Any]]) -> str:
         ("asked", 6),
         ("choice_ms_median", 17),
         ("choice_ms_p90", 14),
+        ("arguments_ms_median", 20),
         ("first_action_ms_median", 23),
     ]
     lines = ["".join(name.ljust(width) for name, width in columns)]

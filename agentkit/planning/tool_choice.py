@@ -14,8 +14,8 @@ instead of its own plan or action call:
 3. **decision**: ``none`` is an answer without tools (greetings, thanks, questions about the
    assistant). The model's choice is a vote that settles near-ties in the ranking (worth
    ``_MODEL_VOTE`` of the leader's score), not an override of a clear lead. A side-effecting
-   tool the ranking did not clearly put first is not guessed: the user is asked which of the
-   candidates they meant. Otherwise the chosen tool's arguments are
+   tool is not guessed: unless the ranking clearly puts it first *and* the model chose it, the
+   user is asked which of the candidates they meant. Otherwise the chosen tool's arguments are
    filled by a second ``route`` call under that tool's own schema (no call for a tool without
    arguments); arguments that do not validate become a question for the user.
 
@@ -197,7 +197,8 @@ def _decide(turn: TurnState, candidates: tuple[RouteCandidate, ...], choice: str
     if choice == NO_TOOL:
         return RoutedAction(kind="none")
     chosen = _vote(candidates, choice)
-    if chosen.side_effect and not _clear_leader(candidates, chosen):
+    agreed = chosen.name == choice  # the ranking and the model agree on a write, or ask
+    if chosen.side_effect and not (agreed and _clear_leader(candidates, chosen)):
         return RoutedAction(kind="ask", question=_which_question(turn, candidates))
     return RoutedAction(kind="tool", tool_name=chosen.name)
 
