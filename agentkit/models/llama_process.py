@@ -206,6 +206,7 @@ class LlamaWorker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            env=_worker_environment(),
             text=True,
             encoding="utf-8",
             errors="replace",
@@ -313,6 +314,13 @@ class LlamaWorker:
     def _kill(process: subprocess.Popen[str]) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
+
+
+def _worker_environment() -> dict[str, str]:
+    """The parent's environment, with OpenMP's idle threads sleeping instead of spinning
+    (unless the user chose): on shared cores a spinning thread starves its sibling, and a
+    500-token prompt took 10 to 20 s instead of 7 s under load (measured, two cores)."""
+    return {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
 
 
 def _parse(line: str) -> dict[str, Any] | None:
