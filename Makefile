@@ -57,7 +57,8 @@ bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under b
 	$(BIN)/python bench/bench_store.py
 	$(BIN)/python bench/bench_llama.py
 	@# peers to measure against: installed here only, never by setup or test
-	$(BIN)/python -m pip install --quiet 'langgraph==1.2.24' 'langgraph-checkpoint-sqlite==3.1.2'
+	$(BIN)/python -m pip install --quiet 'langgraph==1.2.24' 'langgraph-checkpoint-sqlite==3.1.2' \
+		'openai-agents==0.24.0'
 	$(BIN)/python bench/bench_planner.py
 
 AGENT ?= innovator-001

@@ -8,14 +8,22 @@ replying with the same two texts, and the prior conversation holds the same mess
 * **langgraph**: a ``StateGraph`` (nodes ``plan`` → ``respond``; ``messages`` with the
   ``add_messages`` reducer, the plan in its own channel) checkpointed by ``SqliteSaver`` (WAL)
   on a file; the prior turns are loaded with one ``update_state``;
+* **openai-agents**: the OpenAI Agents SDK's ``SQLiteSession`` (WAL, ``synchronous=FULL``)
+  on a file, used as its ``Runner`` uses a session in one turn: ``get_items()`` (the whole
+  history: no limit is the default), ``add_items()`` of the user's input item before the
+  model is called, ``add_items()`` of the turn's new items (the assistant's output message)
+  after it. The Runner itself is left out (it needs a model provider); the two fake model
+  calls are the naive ones. The prior turns are added with one ``add_items``;
 * **naive**: ``history.json`` loaded, the message appended, the whole file rewritten and
   fsynced after each message (what the seed's layout invites).
 
-Nothing here is imported by agentkit; langgraph is installed by ``make bench`` only.
+Nothing here is imported by agentkit; langgraph and openai-agents are installed by
+``make bench`` only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -63,21 +71,23 @@ def _rewrite(path: Path, entries: list[dict[str, str]]) -> None:
         os.fsync(handle.fileno())
 
 
+def fake_model(purpose: str, context: list[Any]) -> str:
+    """The zero-latency model of the naive store and the Agents SDK session."""
+    return PLAN_REPLY if purpose == "plan" else ANSWER
+
+
 def naive_turns(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
     """Per-turn milliseconds of the naive store after *prior_turns* turns."""
     path = scratch / f"naive-{prior_turns}.json"
     _rewrite(path, [{"role": r, "content": c} for r, c in conversation(2 * prior_turns)])
-
-    def model(purpose: str, context: list[dict[str, str]]) -> str:
-        return PLAN_REPLY if purpose == "plan" else ANSWER
 
     def turn() -> None:
         entries = json.loads(path.read_bytes())
         entries.append({"role": "user", "content": "what do I have on my desk?"})
         _rewrite(path, entries)
         window = entries[-40:]
-        json.loads(model("plan", window))
-        entries.append({"role": "assistant", "content": model("respond", window)})
+        json.loads(fake_model("plan", window))
+        entries.append({"role": "assistant", "content": fake_model("respond", window)})
         _rewrite(path, entries)
 
     turn()  # warm-up
@@ -171,5 +181,86 @@ def langgraph_resume(scratch: Path, messages: int, repeat: int) -> list[float]:
             graph.invoke({"messages": [("user", "where were we?")]}, config)
         finally:
             connection.close()
+
+    return timed(resume, repeat)
+
+
+# -- OpenAI Agents SDK: SQLiteSession -----------------------------------------------------------
+
+
+def _sdk_items(messages: list[tuple[str, str]], start: int = 0) -> list[Any]:
+    """(role, text) pairs as the Runner stores them: a user input item, or the assistant's
+    output message (a Responses API ``message`` item)."""
+    return [
+        {"role": "user", "content": text}
+        if role == "user"
+        else {
+            "id": f"msg_{start + index}",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+        for index, (role, text) in enumerate(messages)
+    ]
+
+
+def _sdk_session(database: Path, messages: int) -> Any:
+    from agents.memory import SQLiteSession
+
+    session = SQLiteSession("bench", database)
+    if messages:
+        asyncio.run(session.add_items(_sdk_items(conversation(messages))))
+    return session
+
+
+def _sdk_turn(session: Any, text: str, number: int) -> Any:
+    """One turn as the Runner drives its session (see the module docstring)."""
+
+    async def turn() -> None:
+        history = await session.get_items()
+        await session.add_items([{"role": "user", "content": text}])
+        window = [*history, {"role": "user", "content": text}][-40:]
+        json.loads(fake_model("plan", window))
+        answer = fake_model("respond", window)
+        await session.add_items(_sdk_items([("assistant", answer)], start=10**9 + number))
+
+    return turn()
+
+
+def openai_agents_turns(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
+    """Per-turn milliseconds of the Agents SDK's SQLiteSession after *prior_turns* turns."""
+    database = scratch / f"openai-agents-{prior_turns}.db"
+    _sdk_session(database, 2 * prior_turns).close()
+    session = _sdk_session(database, 0)
+    loop = asyncio.new_event_loop()
+    count = itertools.count()
+    try:
+
+        def turn() -> None:
+            loop.run_until_complete(_sdk_turn(session, "what do I have on my desk?", next(count)))
+
+        turn()  # warm-up
+        samples = timed(turn, repeat)
+        items = loop.run_until_complete(session.get_items())
+        assert len(items) == 2 * (prior_turns + repeat + 1), len(items)
+        return samples
+    finally:
+        session.close()
+        loop.close()
+
+
+def openai_agents_resume(scratch: Path, messages: int, repeat: int) -> list[float]:
+    """Milliseconds from a new SQLiteSession to the end of its first turn."""
+    database = scratch / f"openai-agents-resume-{messages}.db"
+    _sdk_session(database, messages).close()
+    count = itertools.count()
+
+    def resume() -> None:
+        session = _sdk_session(database, 0)
+        try:
+            asyncio.run(_sdk_turn(session, "where were we?", next(count)))
+        finally:
+            session.close()
 
     return timed(resume, repeat)
