@@ -1,26 +1,41 @@
-"""The views in a conversation folder: ``meta.json`` and ``history.json``, and their check.
+"""The views in a conversation folder, read from its journal, rebuilt and checked.
 
 The journal is the source of truth (:mod:`agentkit.store._journal`); ``meta.json`` (with the
-checkpoint saying how far the views match the journal) and ``history.json`` are rendered from
-it here, byte for byte, so that writing, recovering and verifying a folder agree on what the
-views must hold. :func:`verify_conversation` compares a folder with its journal without
-changing anything (what ``FileConversationStore.verify`` reports).
+checkpoint saying how far the views match the journal), ``history.json`` and the turn logs are
+rendered from it here, byte for byte, so that writing, recovering and verifying a folder agree
+on what the views must hold. :func:`load_journal` folds a journal (a damaged record is a
+:class:`~agentkit.errors.CorruptJournalError` with a quarantined copy, never truncated away);
+:func:`rebuild_views` is recovery; :func:`verify_conversation` compares a folder with its
+journal without changing anything (what ``FileConversationStore.verify`` reports).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import shutil
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
+from agentkit.errors import CorruptJournalError
 from agentkit.layout import HISTORY_FILE, JOURNAL_FILE, META_FILE, TURN_LOG_FILE
-from agentkit.store._fsio import is_temp_name
-from agentkit.store._journal import scan_frames
-from agentkit.store._records import decode_records, fold
+from agentkit.store._fsio import atomic_write, fsync_dir, is_temp_name
+from agentkit.store._journal import read_tail_frames, scan_frames
+from agentkit.store._records import (
+    AnnotationRecord,
+    JournalRecord,
+    MessageRecord,
+    Views,
+    decode_record,
+    decode_records,
+    fold,
+)
 from agentkit.store.base import ConversationKey, Problem, ProblemKind
 from agentkit.types import ConversationMeta, Message
 
@@ -30,15 +45,27 @@ __all__ = [
     "Checkpoint",
     "FolderState",
     "history_entry",
+    "load_journal",
+    "make_turn_dir",
     "meta_bytes",
     "parse_meta",
+    "read_history_view",
     "read_state",
+    "rebuild_views",
+    "recent_messages",
     "render_history",
     "verify_conversation",
 ]
 
 EMPTY_HISTORY = b"[]\n"
 HISTORY_CLOSE = b"\n]\n"
+#: every message record's payload holds this; a JSON string cannot (its quotes are escaped)
+_MESSAGE_KIND = b'"kind":"message"'
+
+
+@functools.cache
+def _history_adapter() -> TypeAdapter[list[Message]]:
+    return TypeAdapter(list[Message])
 
 
 class Checkpoint(BaseModel):
@@ -88,6 +115,155 @@ def read_state(directory: Path) -> FolderState | None:
         return parse_meta((directory / META_FILE).read_bytes())
     except (OSError, ValueError, ValidationError):
         return None
+
+
+def read_history_view(directory: Path, state: FolderState) -> list[Message] | None:
+    """The whole history from ``history.json`` when its checkpoint proves it is the journal's
+    view: one pydantic-core pass over the bytes instead of folding every journal record.
+    None when a writer moved on or the view is damaged (the journal then decides)."""
+    try:
+        data = (directory / HISTORY_FILE).read_bytes()
+        if len(data) != state.checkpoint.history_bytes:
+            return None
+        messages = _history_adapter().validate_json(data)
+    except (OSError, ValidationError):
+        return None
+    return messages if len(messages) == state.meta.stats.message_count else None
+
+
+def recent_messages(directory: Path, end: int, limit: int) -> list[Message]:
+    """The last *limit* messages of the journal's first *end* bytes, read backwards from its
+    end (appending never makes this slower). Raises ``FileNotFoundError``."""
+    journal = directory / JOURNAL_FILE
+    found: list[Message] = []
+    try:
+        for payload in read_tail_frames(journal, end):
+            if _MESSAGE_KIND not in payload:  # framed and checksummed, just not a message:
+                continue  # skip the pydantic parse (notes and status changes outnumber them)
+            record = decode_record(payload)
+            if isinstance(record, MessageRecord):
+                found.append(record.message)
+                if len(found) == limit:
+                    break
+    except (ValueError, ValidationError) as error:
+        raise CorruptJournalError(journal, -1, str(error), None) from None
+    found.reverse()
+    return found
+
+
+def make_turn_dir(directory: Path, message_id: str) -> Path:
+    """``{directory}/{message_id}``, created (and the directory fsynced) if it is new."""
+    turn = directory / message_id
+    try:
+        turn.mkdir()
+    except FileExistsError:
+        return turn
+    fsync_dir(directory)
+    return turn
+
+
+def _corrupt(journal: Path, data: bytes, offset: int, reason: str) -> CorruptJournalError:
+    """The error for a damaged journal, with a quarantined copy of what was read."""
+    quarantine = journal.with_name(f"journal.corrupt-{zlib.crc32(data):08x}.log")
+    try:
+        if not quarantine.exists():
+            atomic_write(quarantine, data)
+    except OSError:
+        return CorruptJournalError(journal, offset, reason, None)
+    return CorruptJournalError(journal, offset, reason, quarantine)
+
+
+def load_journal(
+    directory: Path, *, end: int | None = None, repair: bool = False, rewrite: bool = False
+) -> tuple[Views, int, list[tuple[int, JournalRecord]]]:
+    """Fold the journal (its first *end* bytes). Returns views, good end, records+offsets.
+
+    With *repair*, a torn tail is cut off; with *rewrite* too, the journal is rewritten from
+    what was read, so the bytes on disk are the bytes that were validated.
+    """
+    journal = directory / JOURNAL_FILE
+    with open(journal, "rb") as handle:
+        data = handle.read() if end is None else handle.read(end)
+    scan = scan_frames(data)
+    if scan.damage or (scan.bad_offset is not None and end is not None):
+        raise _corrupt(journal, data, scan.bad_offset or 0, scan.bad_reason)
+    try:
+        records = decode_records([frame.payload for frame in scan.frames])
+    except ValidationError as error:
+        first = error.errors()[0]
+        index = first["loc"][0] if first["loc"] else 0
+        offset = scan.frames[index].offset if isinstance(index, int) else 0
+        reason = f"not a journal record: {first['msg']}"
+        raise _corrupt(journal, data, offset, reason) from None
+    try:
+        views = fold(records)
+    except ValueError as error:
+        raise _corrupt(journal, data, 0, str(error)) from None
+    if repair and rewrite:
+        atomic_write(journal, data[: scan.good_end])
+    elif repair and scan.bad_offset is not None:
+        os.truncate(journal, scan.good_end)  # a torn tail: no good record follows it
+        fd = os.open(journal, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    located = [(frame.offset, record) for frame, record in zip(scan.frames, records, strict=True)]
+    return views, scan.good_end, located
+
+
+def rebuild_views(
+    directory: Path,
+    views: Views,
+    good_end: int,
+    located: list[tuple[int, JournalRecord]],
+    previous: FolderState | None,
+    *,
+    full: bool = False,
+) -> FolderState:
+    """Recovery: bring every view of the folder in line with its journal (read by
+    :func:`load_journal`); temp files and orphaned turn folders go. Raises ``OSError``."""
+    turns = [p for p in directory.iterdir() if p.is_dir()]
+    for folder in (directory, *turns):
+        for entry in folder.iterdir():
+            if is_temp_name(entry.name):
+                entry.unlink()
+    # A turn folder that no record names outlived its record: the journal lost its tail
+    # after the views were written. Only folders holding just a turn log are ours.
+    orphans = [
+        folder
+        for folder in turns
+        if folder.name not in views.turns
+        and {entry.name for entry in folder.iterdir()} <= {TURN_LOG_FILE}
+    ]
+    for folder in orphans:
+        shutil.rmtree(folder)
+    if orphans:
+        fsync_dir(directory)
+    history = render_history(views.messages)
+    atomic_write(directory / HISTORY_FILE, history)
+    # Turn logs can only be stale for records after the old checkpoint.
+    offsets = {offset for offset, _ in located}
+    start = 0
+    if not full and previous is not None and previous.checkpoint.journal_bytes in offsets:
+        start = previous.checkpoint.journal_bytes
+    touched = {
+        r.message.message_id if isinstance(r, MessageRecord) else r.message_id
+        for offset, r in located
+        if offset >= start and isinstance(r, MessageRecord | AnnotationRecord)
+    }
+    for message_id in touched:
+        expected = views.turn_log(message_id).encode()
+        log = directory / message_id / TURN_LOG_FILE
+        if not log.is_file() or log.read_bytes() != expected:
+            make_turn_dir(directory, message_id)
+            atomic_write(log, expected)
+    checkpoint = Checkpoint(
+        journal_bytes=good_end, journal_records=views.records, history_bytes=len(history)
+    )
+    state = FolderState(views.meta, checkpoint)
+    atomic_write(directory / META_FILE, meta_bytes(state))
+    return state
 
 
 def verify_conversation(key: ConversationKey, directory: Path) -> list[Problem]:

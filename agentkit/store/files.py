@@ -45,25 +45,21 @@ Why it is built this way (figures in reference/reliability.md):
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import secrets
 import shutil
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import filelock
-from pydantic import TypeAdapter, ValidationError
 
 from agentkit.errors import (
     ConversationBusyError,
     ConversationNotFoundError,
-    CorruptJournalError,
     StoreError,
     UsageError,
 )
@@ -76,8 +72,8 @@ from agentkit.layout import (
     DataLayout,
 )
 from agentkit.store._checkpoint import TurnCheckpoint
-from agentkit.store._fsio import append_durable, atomic_write, fsync_dir, is_temp_name, write_at
-from agentkit.store._journal import encode_frame, read_tail_frames, scan_frames
+from agentkit.store._fsio import append_durable, atomic_write, fsync_dir, write_at
+from agentkit.store._journal import encode_frame
 from agentkit.store._records import (
     AnnotationRecord,
     CheckpointRecord,
@@ -86,8 +82,6 @@ from agentkit.store._records import (
     MessageRecord,
     StatusRecord,
     Views,
-    decode_record,
-    decode_records,
     encode_record,
     fold,
 )
@@ -97,9 +91,13 @@ from agentkit.store._views import (
     Checkpoint,
     FolderState,
     history_entry,
+    load_journal,
+    make_turn_dir,
     meta_bytes,
+    read_history_view,
     read_state,
-    render_history,
+    rebuild_views,
+    recent_messages,
     verify_conversation,
 )
 from agentkit.store.base import (
@@ -116,13 +114,6 @@ if TYPE_CHECKING:
 __all__ = ["FileConversationStore"]
 
 
-@functools.cache
-def _history_adapter() -> TypeAdapter[list[Message]]:
-    return TypeAdapter(list[Message])
-
-
-#: every message record's payload holds this; a JSON string cannot (its quotes are escaped)
-_MESSAGE_KIND = b'"kind":"message"'
 _CREATING = ".creating-"
 _DELETED = ".deleted-"
 
@@ -276,104 +267,23 @@ class FileConversationStore(ConversationStore):
 
     # ------------------------------------------------------------------ recovery
 
-    def _corrupt(self, journal: Path, data: bytes, offset: int, reason: str) -> CorruptJournalError:
-        quarantine = journal.with_name(f"journal.corrupt-{zlib.crc32(data):08x}.log")
-        try:
-            if not quarantine.exists():
-                atomic_write(quarantine, data)
-        except OSError:
-            return CorruptJournalError(journal, offset, reason, None)
-        return CorruptJournalError(journal, offset, reason, quarantine)
-
     def _load_journal(
         self, directory: Path, *, end: int | None = None, repair: bool = False
     ) -> tuple[Views, int, list[tuple[int, JournalRecord]]]:
-        """Fold the journal (its first *end* bytes). Returns views, good end, records+offsets.
-
-        With *repair*, a torn tail is cut off; and when an earlier write to this journal failed
-        (a failed fsync may have dropped pages the kernel still shows us), the journal is
-        rewritten from what was read, so the bytes on disk are the bytes we validated.
-        """
-        journal = directory / JOURNAL_FILE
-        with open(journal, "rb") as handle:
-            data = handle.read() if end is None else handle.read(end)
-        scan = scan_frames(data)
-        if scan.damage or (scan.bad_offset is not None and end is not None):
-            raise self._corrupt(journal, data, scan.bad_offset or 0, scan.bad_reason)
-        try:
-            records = decode_records([frame.payload for frame in scan.frames])
-        except ValidationError as error:
-            first = error.errors()[0]
-            index = first["loc"][0] if first["loc"] else 0
-            offset = scan.frames[index].offset if isinstance(index, int) else 0
-            reason = f"not a journal record: {first['msg']}"
-            raise self._corrupt(journal, data, offset, reason) from None
-        try:
-            views = fold(records)
-        except ValueError as error:
-            raise self._corrupt(journal, data, 0, str(error)) from None
-        if repair and directory in self._suspect:
-            atomic_write(journal, data[: scan.good_end])
+        """:func:`load_journal`; with *repair*, a journal whose last write failed (a failed
+        fsync may have dropped pages the kernel still shows us) is rewritten from what was read."""
+        rewrite = repair and directory in self._suspect
+        loaded = load_journal(directory, end=end, repair=repair, rewrite=rewrite)
+        if rewrite:
             self._suspect.discard(directory)
-        elif repair and scan.bad_offset is not None:
-            os.truncate(journal, scan.good_end)  # a torn tail: no good record follows it
-            fd = os.open(journal, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        located = [
-            (frame.offset, record) for frame, record in zip(scan.frames, records, strict=True)
-        ]
-        return views, scan.good_end, located
+        return loaded
 
     def _recover_conversation(self, key: ConversationKey, *, full: bool = False) -> FolderState:
         directory = self._existing_dir(key)
         previous = self._read_state(directory)
         try:
             views, good_end, located = self._load_journal(directory, repair=True)
-            turns = [p for p in directory.iterdir() if p.is_dir()]
-            for folder in (directory, *turns):
-                for entry in folder.iterdir():
-                    if is_temp_name(entry.name):
-                        entry.unlink()
-            # A turn folder that no record names outlived its record: the journal lost its tail
-            # after the views were written. Only folders holding just a turn log are ours.
-            orphans = [
-                folder
-                for folder in turns
-                if folder.name not in views.turns
-                and {entry.name for entry in folder.iterdir()} <= {TURN_LOG_FILE}
-            ]
-            for folder in orphans:
-                shutil.rmtree(folder)
-            if orphans:
-                fsync_dir(directory)
-            history = render_history(views.messages)
-            atomic_write(directory / HISTORY_FILE, history)
-            # Turn logs can only be stale for records after the old checkpoint.
-            offsets = {offset for offset, _ in located}
-            start = 0
-            if not full and previous is not None and previous.checkpoint.journal_bytes in offsets:
-                start = previous.checkpoint.journal_bytes
-            touched = {
-                r.message.message_id if isinstance(r, MessageRecord) else r.message_id
-                for offset, r in located
-                if offset >= start and isinstance(r, MessageRecord | AnnotationRecord)
-            }
-            for message_id in touched:
-                expected = views.turn_log(message_id).encode()
-                log = directory / message_id / TURN_LOG_FILE
-                if not log.is_file() or log.read_bytes() != expected:
-                    self._make_turn_dir(directory, message_id)
-                    atomic_write(log, expected)
-            checkpoint = Checkpoint(
-                journal_bytes=good_end,
-                journal_records=views.records,
-                history_bytes=len(history),
-            )
-            state = FolderState(views.meta, checkpoint)
-            atomic_write(directory / META_FILE, meta_bytes(state))
+            state = rebuild_views(directory, views, good_end, located, previous, full=full)
         except OSError as error:
             self._states.pop(directory, None)
             raise StoreError(f"could not recover {key}: {error}") from error
@@ -434,16 +344,6 @@ class FileConversationStore(ConversationStore):
 
     # ------------------------------------------------------------------ writes
 
-    @staticmethod
-    def _make_turn_dir(directory: Path, message_id: str) -> Path:
-        turn = directory / message_id
-        try:
-            turn.mkdir()
-        except FileExistsError:
-            return turn
-        fsync_dir(directory)
-        return turn
-
     def _commit(
         self,
         key: ConversationKey,
@@ -467,7 +367,7 @@ class FileConversationStore(ConversationStore):
                 if journal_bytes != state.checkpoint.journal_bytes + len(frames):
                     raise StoreError(f"the journal of {key} changed under its lock")
                 for message_id in views.turns:  # at most one: these records' turn
-                    turn = self._make_turn_dir(directory, message_id)
+                    turn = make_turn_dir(directory, message_id)
                     log = views.turn_log(message_id).encode()
                     append_durable(turn / TURN_LOG_FILE, log, sync=False)
                 history_bytes = state.checkpoint.history_bytes
@@ -670,16 +570,9 @@ class FileConversationStore(ConversationStore):
         state = self._snapshot(key)
         directory = self._dir(key)
         if directory not in self._suspect and self._is_clean(directory, state.checkpoint):
-            # The checkpoint proves history.json is the journal's view: parse it in one pass
-            # (pydantic-core, from bytes) instead of folding every journal record.
-            try:
-                data = (directory / HISTORY_FILE).read_bytes()
-                if len(data) == state.checkpoint.history_bytes:
-                    messages = _history_adapter().validate_json(data)
-                    if len(messages) == state.meta.stats.message_count:
-                        return messages
-            except (OSError, ValidationError):
-                pass  # a writer moved on, or the view is damaged: the journal decides
+            messages = read_history_view(directory, state)
+            if messages is not None:
+                return messages
         try:
             views, _, _ = self._load_journal(self._dir(key), end=state.checkpoint.journal_bytes)
         except FileNotFoundError:
@@ -693,22 +586,10 @@ class FileConversationStore(ConversationStore):
         found: list[Message] = []
         if limit == 0:
             return found
-        journal = self._dir(key) / JOURNAL_FILE
         try:
-            for payload in read_tail_frames(journal, state.checkpoint.journal_bytes):
-                if _MESSAGE_KIND not in payload:  # framed and checksummed, just not a message:
-                    continue  # skip the pydantic parse (notes and status changes outnumber them)
-                record = decode_record(payload)
-                if isinstance(record, MessageRecord):
-                    found.append(record.message)
-                    if len(found) == limit:
-                        break
+            return recent_messages(self._dir(key), state.checkpoint.journal_bytes, limit)
         except FileNotFoundError:
             raise ConversationNotFoundError(key.agent_id, key.conversation_id) from None
-        except (ValueError, ValidationError) as error:
-            raise CorruptJournalError(journal, -1, str(error), None) from None
-        found.reverse()
-        return found
 
     def turn_log(self, key: ConversationKey, message_id: str) -> str:
         check_id(message_id, "message")
