@@ -151,14 +151,18 @@ def recent_messages(directory: Path, end: int, limit: int) -> list[Message]:
     return found
 
 
-def make_turn_dir(directory: Path, message_id: str) -> Path:
-    """``{directory}/{message_id}``, created (and the directory fsynced) if it is new."""
+def make_turn_dir(directory: Path, message_id: str, *, sync: bool = True) -> Path:
+    """``{directory}/{message_id}``, created (and the directory fsynced) if it is new.
+
+    The hot path passes ``sync=False``: the folder holds views (the turn log, rebuilt by
+    recovery) and traces, none of which is a durability point."""
     turn = directory / message_id
     try:
         turn.mkdir()
     except FileExistsError:
         return turn
-    fsync_dir(directory)
+    if sync:
+        fsync_dir(directory)
     return turn
 
 

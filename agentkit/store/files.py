@@ -367,7 +367,7 @@ class FileConversationStore(ConversationStore):
                 if journal_bytes != state.checkpoint.journal_bytes + len(frames):
                     raise StoreError(f"the journal of {key} changed under its lock")
                 for message_id in views.turns:  # at most one: these records' turn
-                    turn = make_turn_dir(directory, message_id)
+                    turn = make_turn_dir(directory, message_id, sync=False)
                     log = views.turn_log(message_id).encode()
                     append_durable(turn / TURN_LOG_FILE, log, sync=False)
                 history_bytes = state.checkpoint.history_bytes
