@@ -237,7 +237,7 @@ LLAMA_REQUESTS = [
     ("desk-local-001", "Show me my traders", "list_traders"),
     ("desk-local-001", "列出所有交易员", "list_traders"),
     ("desk-local-001", "hello!", "none"),
-    ("notes-001", "删掉第 2 条笔记", "delete_note"),
+    ("notes-001", "列出我的笔记", "list_notes"),
     ("notes-001", "find my note about the dentist", "search_notes"),
     ("notes-001", "你好", "none"),
 ]
