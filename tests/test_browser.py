@@ -192,6 +192,7 @@ def lab(tmp_path: Path, data_dir: Path) -> Iterator[Lab]:
         notebooks,
         {"agent_id": "desk-001", "model_spec": f"scripted:{replans}"},
     )
+    write_parameterised("08_branches.ipynb", notebooks, {"agent_id": "desk-001"})
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
     settings = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
@@ -364,7 +365,7 @@ def test_the_workbench_in_jupyterlab_chat_plan_browser_and_task_state(
 
 
 def test_the_compression_lab_and_the_prompt_lab_in_jupyterlab(lab: Lab, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     shots = screenshot_dir(tmp_path / "screenshots")
     with sync_playwright() as playwright:
@@ -398,8 +399,24 @@ def test_the_compression_lab_and_the_prompt_lab_in_jupyterlab(lab: Lab, tmp_path
             prompts.locator("button", has_text="Re-run turn").click()
             prompts.locator(".agentkit-lab-status", has_text="replayed").wait_for()
             prompts.screenshot(path=str(shots / "prompt_lab.png"))
+
+            # 08: a recorded conversation, its fork and replays as a tree; the user replays
+            # the rest once more from the page and the comparison shows the new branch
+            run_all_cells(page, lab.url("08_branches.ipynb", "branches"))
+            branches = page.locator(".agentkit-branch-view")
+            branches.locator(".agentkit-branch-tree", has_text="what if").wait_for()
+            notice = branches.locator(".agentkit-lab-status")
+            notice.filter(has_text="replayed").wait_for()
+            before = notice.inner_text()
+            keep = branches.locator(".widget-dropdown", has_text="Keep turns").locator("select")
+            keep.select_option(index=2)  # keep turns 1-2 of the selected branch
+            branches.locator("button", has_text="Replay the rest").click()
+            expect(notice).not_to_have_text(before, timeout=WAIT_MS)
+            expect(notice).to_contain_text("replayed", timeout=WAIT_MS)
+            branches.locator(".agentkit-branch-comparison", has_text="same_answer").wait_for()
+            branches.screenshot(path=str(shots / "branch_view.png"))
         finally:
             browser.close()
-    for name in ("compression_lab", "prompt_lab"):
+    for name in ("compression_lab", "prompt_lab", "branch_view"):
         width, height = png_size(shots / f"{name}.png")
         assert width > 300 and height > 100, (name, width, height)
