@@ -2,9 +2,13 @@
 conversation id), served through the public :class:`~agentkit.agent.Agent` API.
 
 * ``initialize`` advertises what is implemented: ``loadSession``, ``session/list``, embedded
-  text context in prompts; no authentication, no MCP transports beyond the baseline.
+  text context in prompts, MCP servers over stdio and HTTP; no authentication.
 * ``session/new`` reserves a fresh ``conv-…`` id; the conversation is created by its first
   prompt (titled after it), so sessions an editor opens and never uses leave nothing behind.
+* MCP servers the client passes in ``session/new`` or ``session/load`` are started for that
+  session and its prompts run with their tools added
+  (:mod:`agentkit.acp_server.client_tools`); they stop when the session is forgotten or the
+  client leaves.
 * ``session/load`` replays a stored conversation as message chunks; the next prompt builds
   its context from history (scenario C) unless the session is still live in this process.
 * ``session/list`` pages through the agent's conversations, most recent first.
@@ -43,6 +47,7 @@ from acp.schema import (
     SessionListCapabilities,
 )
 
+from agentkit.acp_server.client_tools import SessionTools, open_session_tools
 from agentkit.acp_server.errors import BUSY, request_error, session_not_found
 from agentkit.acp_server.turns import PromptTurn
 from agentkit.acp_server.updates import history_updates, prompt_text, usage_of
@@ -71,6 +76,20 @@ class _Session:
     cwd: str
     created: bool
     prompt: PromptTurn | None = None
+    #: the client's MCP servers for this session and the agent its prompts run on with them
+    tools: SessionTools | None = None
+
+
+def _busy() -> acp.RequestError:
+    return acp.RequestError(
+        BUSY,
+        "Conversation busy",
+        {
+            "code": "prompt_in_progress",
+            "message": "this session is already running a prompt; wait for its "
+            "response or send session/cancel",
+        },
+    )
 
 
 def _text_arg(value: object, name: str) -> str:
@@ -125,7 +144,7 @@ class AcpAgentServer:
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(embedded_context=True),
-                mcp_capabilities=McpCapabilities(),
+                mcp_capabilities=McpCapabilities(http=True),
                 session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
             ),
             auth_methods=[],
@@ -145,10 +164,10 @@ class AcpAgentServer:
         mcp_servers: object = None,
         **_meta: object,
     ) -> NewSessionResponse:
+        self._track_handler()
         session = _Session(new_conversation_id(), _absolute(cwd), created=False)
-        self._remember(session)
-        if mcp_servers:
-            log.info("session %s: MCP servers from the client are not used", session.session_id)
+        session.tools = await self._open_tools(mcp_servers, session.cwd)
+        await self._remember(session)
         log.info("new session %s", session.session_id)
         return NewSessionResponse(session_id=session.session_id)
 
@@ -160,18 +179,39 @@ class AcpAgentServer:
         additional_directories: object = None,
         **_meta: object,
     ) -> LoadSessionResponse:
+        self._track_handler()
         directory = _absolute(cwd)
         sid = self._session_id(session_id)
         known = self._sessions.get(sid)
-        if known is not None and not known.created:
-            return LoadSessionResponse()  # reserved here, never prompted: nothing to replay
-        if not self.agent.store.exists(ConversationKey(self.agent.id, sid)):
+        reserved = known is not None and not known.created  # never prompted: nothing to replay
+        if not reserved and not self.agent.store.exists(ConversationKey(self.agent.id, sid)):
             raise session_not_found(sid)
-        messages = await asyncio.to_thread(self.agent.load_conversation_history, sid)
-        for update in history_updates(messages):
-            await self.client.session_update(session_id=sid, update=update)
+
+        def swapping_under_a_prompt(tools: object) -> bool:  # its tools must not change then
+            return known is not None and known.prompt is not None and bool(tools or known.tools)
+
+        if swapping_under_a_prompt(mcp_servers):
+            raise _busy()
+        tools = await self._open_tools(mcp_servers, directory)
+        try:
+            messages = (
+                []
+                if reserved
+                else await asyncio.to_thread(self.agent.load_conversation_history, sid)
+            )
+            for update in history_updates(messages):
+                await self.client.session_update(session_id=sid, update=update)
+            if swapping_under_a_prompt(tools):  # a prompt started while this was loading
+                raise _busy()
+        except BaseException:
+            if tools is not None:
+                await tools.aclose()
+            raise
+        session = known or _Session(sid, directory, created=True)
+        await self._close_tools(session)  # a load brings the servers given now, and only them
+        session.tools = tools
         if known is None:
-            self._remember(_Session(sid, directory, created=True))
+            await self._remember(session)
         log.info("loaded session %s (%d messages replayed)", sid, len(messages))
         return LoadSessionResponse()
 
@@ -201,13 +241,32 @@ class AcpAgentServer:
             next_cursor=str(start + PAGE_SIZE) if more else None,
         )
 
-    def _remember(self, session: _Session) -> None:
+    async def _remember(self, session: _Session) -> None:
         self._sessions[session.session_id] = session
         while len(self._sessions) > MAX_SESSIONS:
             idle = next((sid for sid, s in self._sessions.items() if s.prompt is None), None)
             if idle is None:
                 return
-            del self._sessions[idle]
+            await self._close_tools(self._sessions.pop(idle))
+
+    async def _open_tools(self, mcp_servers: object, cwd: str) -> SessionTools | None:
+        try:
+            return await open_session_tools(self.agent, mcp_servers, cwd)
+        except Exception as error:
+            raise request_error(error) from None
+
+    @staticmethod
+    async def _close_tools(session: _Session) -> None:
+        tools, session.tools = session.tools, None
+        if tools is not None:
+            await tools.aclose()
+
+    def _track_handler(self) -> None:
+        """Let shutdown wait for this request's handler (it may be starting processes)."""
+        handler = asyncio.current_task()
+        if handler is not None:
+            self._responding.add(handler)
+            handler.add_done_callback(self._responding.discard)
 
     def _session_id(self, value: object) -> str:
         try:
@@ -225,21 +284,10 @@ class AcpAgentServer:
     # -- prompts ---------------------------------------------------------------------------
 
     async def prompt(self, session_id: object, prompt: object, **_meta: object) -> PromptResponse:
-        handler = asyncio.current_task()
-        if handler is not None:
-            self._responding.add(handler)
-            handler.add_done_callback(self._responding.discard)
+        self._track_handler()
         session = self._session(session_id)
         if session.prompt is not None:
-            raise acp.RequestError(
-                BUSY,
-                "Conversation busy",
-                {
-                    "code": "prompt_in_progress",
-                    "message": "this session is already running a prompt; wait for its "
-                    "response or send session/cancel",
-                },
-            )
+            raise _busy()
         try:
             text = prompt_text(prompt).strip()
             if not text:
@@ -248,7 +296,8 @@ class AcpAgentServer:
                 raise UsageError(f"a prompt has at most {MAX_MESSAGE_LENGTH} characters")
             _ = self.agent.model  # a model spec that cannot work fails before anything is written
             self._create(session, text)
-            turn = PromptTurn(self.agent, self.client, session.session_id, text)
+            agent = session.tools.agent if session.tools is not None else self.agent
+            turn = PromptTurn(agent, self.client, session.session_id, text)
             session.prompt = turn
             await turn.start()
         except Exception as error:
@@ -284,7 +333,7 @@ class AcpAgentServer:
 
     async def shutdown(self, grace: float = SHUTDOWN_GRACE) -> None:
         """The client left: stop running prompts (cooperatively, then hard), close the
-        agent's sessions and their processes."""
+        agent's sessions, the client's MCP servers and every other process."""
         running = [s.prompt for s in self._sessions.values() if s.prompt is not None]
         for turn in running:
             await turn.cancel()
@@ -298,4 +347,6 @@ class AcpAgentServer:
                     await task
         if self._responding:  # let the stopped prompts send their (cancelled) responses
             await asyncio.wait(set(self._responding), timeout=grace)
+        for session in list(self._sessions.values()):
+            await self._close_tools(session)
         await self.agent.aclose()

@@ -1,0 +1,106 @@
+"""The MCP servers an ACP client passes in ``session/new`` or ``session/load`` (``mcpServers``):
+started for that session and added to its tools.
+
+* Each server becomes an :class:`~agentkit.tools.mcp.McpToolset` (stdio: ``command`` plus
+  ``args``, no shell, the listed ``env`` over the minimal environment, run in the session's
+  cwd; streamable HTTP: ``url`` and ``headers``), with the process hygiene of the agent's own
+  MCP toolsets. SSE (and ACP-transport) servers are refused: initialize does not offer them.
+* They start when the session is created, so a server that does not start, or a tool name the
+  agent or another server already has, refuses the request (``-32602``) with everything that
+  was started closed again, never a failure mid-turn.
+* The session's prompts run on an :class:`~agentkit.agent.Agent` of their own: the served
+  agent's folder, store and model, its configured toolsets, plus the servers' tools.
+  :meth:`SessionTools.aclose` ends it (its live sessions, its toolsets, the servers' process
+  groups) but not the model, which stays the served agent's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import acp
+from acp.schema import HttpMcpServer, McpServerStdio
+
+from agentkit.agent import Agent
+from agentkit.errors import UsageError
+from agentkit.tools.mcp import McpToolset
+
+__all__ = ["SessionTools", "open_session_tools"]
+
+
+@dataclass
+class SessionTools:
+    """A session's own agent and the client's MCP servers its tools come from."""
+
+    agent: Agent
+    toolsets: tuple[McpToolset, ...]
+    _closed: bool = field(default=False, repr=False)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        runtime = self.agent.runtime
+        await runtime.pool.close_all()  # not agent.aclose(): the model is the served agent's
+        await runtime.load_tools().aclose()
+        runtime.close_resources()
+        await _close(self.toolsets)
+
+
+def _toolset(server: object, cwd: str) -> McpToolset:
+    if isinstance(server, McpServerStdio):
+        env = {variable.name: variable.value for variable in server.env}
+        return McpToolset.stdio(server.name, [server.command, *server.args], env=env, cwd=cwd)
+    if isinstance(server, HttpMcpServer):
+        headers = {header.name: header.value for header in server.headers}
+        return McpToolset.http(server.name, server.url, headers=headers)
+    kind = getattr(server, "type", None)
+    raise acp.RequestError.invalid_params(
+        {
+            "code": "invalid_request",
+            "message": f"MCP servers of type {kind!r} are not supported (stdio and http are)",
+        }
+    )
+
+
+def _check_names(agent: Agent, toolsets: Sequence[McpToolset]) -> None:
+    """A tool name may come from one place only: the agent or one of the servers."""
+    owners = dict.fromkeys(agent.tools.names(), "the agent")
+    for toolset in toolsets:
+        for tool in toolset.tools():
+            if tool.name in owners:
+                raise UsageError(
+                    f"the MCP server {toolset.name!r} has a tool named {tool.name!r}, "
+                    f"and so has {owners[tool.name]}"
+                )
+            owners[tool.name] = f"the MCP server {toolset.name!r}"
+
+
+async def open_session_tools(agent: Agent, servers: object, cwd: str) -> SessionTools | None:
+    """Start the client's *servers* and the session agent over them (None: no servers).
+    Raises (a :class:`UsageError` or an ``acp.RequestError``) with nothing left running."""
+    if not servers:
+        return None
+    if not isinstance(servers, list):
+        raise acp.RequestError.invalid_params({"message": "mcpServers must be a list"})
+    toolsets = [_toolset(server, cwd) for server in servers]
+    try:
+        for toolset in toolsets:
+            await asyncio.to_thread(toolset.start)
+        _check_names(agent, toolsets)
+        tools = [tool for toolset in toolsets for tool in toolset.tools()]
+        session_agent = Agent(agent.folder, agent.store, model=agent.model, tools=tools)
+        await asyncio.to_thread(session_agent.runtime.load_tools)
+    except BaseException:
+        await _close(toolsets)
+        raise
+    return SessionTools(session_agent, tuple(toolsets))
+
+
+async def _close(toolsets: Sequence[McpToolset]) -> None:
+    for toolset in reversed(toolsets):
+        with contextlib.suppress(Exception):
+            await toolset.aclose()
