@@ -85,6 +85,7 @@ from agentkit.store._records import (
     encode_record,
     fold,
 )
+from agentkit.store._state_cache import FolderStates, is_clean
 from agentkit.store._views import (
     EMPTY_HISTORY,
     HISTORY_CLOSE,
@@ -95,7 +96,6 @@ from agentkit.store._views import (
     make_turn_dir,
     meta_bytes,
     read_history_view,
-    read_state,
     rebuild_views,
     recent_messages,
     verify_conversation,
@@ -127,10 +127,7 @@ class FileConversationStore(ConversationStore):
         self.lock_timeout = lock_timeout
         self._locks: dict[ConversationKey, filelock.FileLock] = {}
         self._suspect: set[Path] = set()  # conversations whose last write failed with an I/O error
-        # The last state this store wrote or read per folder: trusted only while the journal
-        # and history.json still have its checkpoint's sizes (another process's write
-        # changes them), so a turn's writes do not re-read and re-parse meta.json.
-        self._states: dict[Path, tuple[FolderState, tuple[int, int, int]]] = {}
+        self._states = FolderStates()  # so a turn's writes do not re-read meta.json
         self._dirs: dict[ConversationKey, Path] = {}  # resolved and checked once per key
         self._locks_guard = threading.Lock()
 
@@ -196,51 +193,11 @@ class FileConversationStore(ConversationStore):
 
     # ------------------------------------------------------------------ state
 
-    @staticmethod
-    def _meta_identity(directory: Path) -> tuple[int, int, int]:
-        """meta.json's inode, mtime and size: a write by anyone else changes one of them."""
-        try:
-            stat = os.stat(directory / META_FILE)
-        except FileNotFoundError:
-            return (-1, -1, -1)
-        return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-
-    def _remember(self, directory: Path, state: FolderState) -> None:
-        if len(self._states) > 4096:
-            self._states.clear()
-        self._states[directory] = (state, self._meta_identity(directory))
-
-    def _read_state(self, directory: Path) -> FolderState | None:
-        cached = self._states.get(directory)
-        if (
-            cached is not None
-            and cached[1] == self._meta_identity(directory)
-            and self._is_clean(directory, cached[0].checkpoint)
-        ):
-            return cached[0]
-        identity = self._meta_identity(directory)
-        state = read_state(directory)
-        if state is not None:
-            self._remember(directory, state)
-            self._states[directory] = (state, identity)
-        else:
-            self._states.pop(directory, None)
-        return state
-
-    @staticmethod
-    def _is_clean(directory: Path, checkpoint: Checkpoint) -> bool:
-        try:
-            journal = os.stat(directory / JOURNAL_FILE).st_size
-            history = os.stat(directory / HISTORY_FILE).st_size
-        except FileNotFoundError:
-            return False
-        return journal == checkpoint.journal_bytes and history == checkpoint.history_bytes
-
     def _writable_state(self, key: ConversationKey) -> FolderState:
         """The conversation's state, recovered first if a write was interrupted. Hold the lock."""
         directory = self._existing_dir(key)
-        state = self._read_state(directory)
-        clean = state is not None and self._is_clean(directory, state.checkpoint)
+        state = self._states.read(directory)
+        clean = state is not None and is_clean(directory, state.checkpoint)
         if clean and directory not in self._suspect:
             assert state is not None
             return state
@@ -249,13 +206,13 @@ class FileConversationStore(ConversationStore):
     def _snapshot(self, key: ConversationKey) -> FolderState:
         """The last checkpointed state, for readers; repairs it when nobody is writing."""
         directory = self._existing_dir(key)
-        state = self._read_state(directory)
+        state = self._states.read(directory)
         for pause in (0.0005, 0.002, 0.01):
             if state is not None:
                 break
             time.sleep(pause)  # meta.json is written in place: maybe caught mid-write
-            state = self._read_state(directory)
-        if state is not None and self._is_clean(directory, state.checkpoint):
+            state = self._states.read(directory)
+        if state is not None and is_clean(directory, state.checkpoint):
             return state
         try:
             with self.hold(key, timeout=0 if state is not None else None):
@@ -280,14 +237,14 @@ class FileConversationStore(ConversationStore):
 
     def _recover_conversation(self, key: ConversationKey, *, full: bool = False) -> FolderState:
         directory = self._existing_dir(key)
-        previous = self._read_state(directory)
+        previous = self._states.read(directory)
         try:
             views, good_end, located = self._load_journal(directory, repair=True)
             state = rebuild_views(directory, views, good_end, located, previous, full=full)
         except OSError as error:
-            self._states.pop(directory, None)
+            self._states.forget(directory)
             raise StoreError(f"could not recover {key}: {error}") from error
-        self._remember(directory, state)
+        self._states.remember(directory, state)
         return state
 
     def recover(self, agent_id: str | None = None, *, full: bool = False) -> list[ConversationKey]:
@@ -313,8 +270,8 @@ class FileConversationStore(ConversationStore):
                 if not is_valid_id(entry.name) or not (entry / JOURNAL_FILE).is_file():
                     continue
                 key = ConversationKey(conversations.parent.name, entry.name)
-                state = self._read_state(entry)
-                if not full and state is not None and self._is_clean(entry, state.checkpoint):
+                state = self._states.read(entry)
+                if not full and state is not None and is_clean(entry, state.checkpoint):
                     continue
                 # A busy conversation is left to its writer; a corrupt one is left for a
                 # person (verify() reports it) and does not stop the others' recovery.
@@ -396,7 +353,7 @@ class FileConversationStore(ConversationStore):
                 self._suspect.add(directory)
                 reason = f"could not write to {key}: {error}; nothing acknowledged"
                 raise StoreError(reason) from error
-            self._remember(directory, new_state)
+            self._states.remember(directory, new_state)
             return new_state.meta
 
     @staticmethod
@@ -526,7 +483,7 @@ class FileConversationStore(ConversationStore):
             directory = self._existing_dir(key)
             conversations = directory.parent
             tombstone = conversations / f".{key.conversation_id}{_DELETED}{secrets.token_hex(4)}"
-            self._states.pop(directory, None)
+            self._states.forget(directory)
             try:
                 directory.rename(tombstone)
                 fsync_dir(conversations)
@@ -558,7 +515,7 @@ class FileConversationStore(ConversationStore):
             except ConversationNotFoundError:
                 continue  # deleted meanwhile, or not a conversation folder
             except StoreError:
-                state = self._read_state(entry)  # damaged: show what meta.json last said
+                state = self._states.read(entry)  # damaged: show what meta.json last said
                 if state is not None:
                     metas.append(state.meta)
         return sorted(metas, key=lambda m: (m.updated_at, m.conversation_id), reverse=True)
@@ -569,7 +526,7 @@ class FileConversationStore(ConversationStore):
     def messages(self, key: ConversationKey) -> list[Message]:
         state = self._snapshot(key)
         directory = self._dir(key)
-        if directory not in self._suspect and self._is_clean(directory, state.checkpoint):
+        if directory not in self._suspect and is_clean(directory, state.checkpoint):
             messages = read_history_view(directory, state)
             if messages is not None:
                 return messages
