@@ -22,12 +22,12 @@ def test_a_native_fault():
     os.kill(os.getpid(), signal.SIGSEGV)
 
 def test_after_the_fault():
-    assert 1 + 1 == 2
+    open("ran-after-the-fault", "w").close()  # the outer test looks for it
 """
 
 OTHER_FILE = """
 def test_in_another_file():
-    assert "ok".upper() == "OK"
+    open("ran-in-another-file", "w").close()
 """
 
 
@@ -66,3 +66,6 @@ def test_a_segfaulting_test_fails_alone_and_the_run_reports_its_summary(tmp_path
     assert done.returncode == 1, out  # failures, not an interrupted run (2) or a crash
     assert re.search(r"=+ 1 failed, 2 passed.* =+\s*$", out), out
     assert "test_a_native_fault" in out and "crashed" in out, out
+    # the tests after the crash really ran (in a replaced worker), in its file and the other
+    assert (tmp_path / "ran-after-the-fault").is_file()
+    assert (tmp_path / "ran-in-another-file").is_file()
