@@ -332,6 +332,24 @@ def _first_steps(routed: RoutedAction, then_respond: bool) -> tuple[PlanStep, ..
     return (step, answer)
 
 
+async def first_action(
+    turn: TurnState,
+    rest: Callable[[TurnState], AsyncIterator[AgentEvent]],
+    otherwise: Callable[[], AsyncIterator[AgentEvent]],
+    *,
+    then_respond: bool,
+) -> AsyncIterator[AgentEvent]:
+    """A strategy's start: the router's first action when it decides one (then *rest*),
+    else the strategy's own way (*otherwise*) — the router off or undecided."""
+    routed = await choose(turn)
+    if routed is None:
+        events = otherwise()
+    else:
+        events = start_routed(turn, routed, rest, then_respond=then_respond)
+    async for event in events:
+        yield event
+
+
 async def start_routed(
     turn: TurnState,
     routed: RoutedAction,

@@ -25,13 +25,10 @@ class NextStep(Strategy):
     name = "next_step"
 
     async def start(self, turn: TurnState) -> AsyncIterator[AgentEvent]:
-        routed = await tool_choice.choose(turn)  # None: the router is off or undecided
-        if routed is not None:
-            first = tool_choice.start_routed(turn, routed, execute, then_respond=True)
-            async for event in first:
-                yield event
-            return
-        async for event in run_plan(turn, _batch_messages(turn)):
+        first = tool_choice.first_action(
+            turn, execute, lambda: run_plan(turn, _batch_messages(turn)), then_respond=True
+        )
+        async for event in first:
             yield event
 
     async def more_steps(self, turn: TurnState) -> AsyncIterator[AgentEvent]:

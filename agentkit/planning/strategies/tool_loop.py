@@ -38,13 +38,10 @@ class ToolLoop(Strategy):
 
     async def start(self, turn: TurnState) -> AsyncIterator[AgentEvent]:
         recording.save(turn, turn.current.resume())
-        routed = await tool_choice.choose(turn)  # None: the router is off or undecided
-        if routed is not None:
-            first = tool_choice.start_routed(turn, routed, _act_loop, then_respond=False)
-            async for event in first:
-                yield event
-            return
-        async for event in _act_loop(turn):
+        first = tool_choice.first_action(
+            turn, _act_loop, lambda: _act_loop(turn), then_respond=False
+        )
+        async for event in first:
             yield event
 
     async def resume(self, turn: TurnState, step_id: str) -> AsyncIterator[AgentEvent]:
