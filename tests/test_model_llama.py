@@ -73,6 +73,42 @@ def test_a_schema_constrained_object_validates(model: LlamaModel) -> None:
     assert json.loads(completion.text) == value
 
 
+def test_scoring_gives_each_continuation_tokens_logprob_whatever_the_order(
+    model: LlamaModel,
+) -> None:
+    capital = "The capital of France is"
+    pairs = [
+        (capital, " Paris."),
+        (capital, " a banana."),
+        ("Task: Delete a trader.\nUser request:", " 删除交易员 trader-3"),
+    ]
+    forward = asyncio.run(model.score(pairs))
+    # the same pairs backwards: each prompt now follows a different one in the context,
+    # so a prefix reused wrongly from the previous pair would change the numbers
+    backward = asyncio.run(model.score(list(reversed(pairs))))[::-1]
+    assert [len(lp) for lp in forward] == [model.count_tokens(text) for _, text in pairs]
+    assert all(value <= 0 for lp in forward for value in lp)
+    for left, right in zip(forward, backward, strict=True):
+        assert left == pytest.approx(right, abs=0.5)
+    assert sum(forward[0]) > sum(forward[1]) + 3  # the model knows Paris
+    # a generation in between fills the context with a chat prompt: a pair scored next must
+    # get the same numbers (its prompt is decoded afresh, nothing reused from the chat)
+    messages = [ChatMessage(role="user", content="Say OK, then name three fruits.")]
+    events = asyncio.run(_collect(model, messages))
+    assert isinstance(events[-1], Completion) and events[-1].text.strip()
+    (after_chat,) = asyncio.run(model.score(pairs[2:]))
+    assert after_chat == pytest.approx(forward[2], abs=0.5)
+
+
+async def _collect(model: LlamaModel, messages: list[ChatMessage]) -> list[object]:
+    return [event async for event in model.stream(messages, purpose="chat")]
+
+
+def test_scoring_a_pair_without_tokens_is_an_error(model: LlamaModel) -> None:
+    with pytest.raises(ModelError, match="must both have tokens"):
+        asyncio.run(model.score([("The capital of France is", "")]))
+
+
 def test_a_schema_the_grammar_cannot_express_is_an_error(model: LlamaModel) -> None:
     unsupported = {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}}}
     messages = [ChatMessage(role="user", content="hi")]

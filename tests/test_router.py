@@ -5,17 +5,19 @@ handful of requests on both sample agents with the embedded model."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agentkit.config import PlannerConfig
 from agentkit.events import AgentOutputEvent, AskUserEvent, PlanEvent, ToolCallEvent
+from agentkit.models.scripted import ScriptedModel
 from agentkit.planning.tool_ranking import rank_tools, terms
 from agentkit.tools import Tool
 from pydantic import BaseModel, ConfigDict
 
-from .test_planner import Env, env, of, run, seed_desk, step
+from .test_planner import KEY, Env, PlannerTurn, env, of, run, seed_desk, step
 
 __all__ = ["env"]  # the fixture, re-exported for pytest
 
@@ -88,10 +90,9 @@ def test_a_tool_added_to_the_registry_is_ranked_at_once(env: Env) -> None:
 # -- the routed turn (scripted model) ---------------------------------------------------------
 
 
-def test_a_routed_read_runs_the_chosen_tool_and_traces_the_candidates(env: Env) -> None:
+def test_a_clear_read_runs_its_tool_without_a_model_call(env: Env) -> None:
     seed_desk(env.workspace)
     script = {
-        "route": [{"tool": "get_exchange_configs"}],
         "replan": [{"action": "finish", "reason": "shown"}],
         "respond": ["You have one exchange account: binance/main."],
     }
@@ -101,27 +102,25 @@ def test_a_routed_read_runs_the_chosen_tool_and_traces_the_candidates(env: Env) 
     assert next(r.purpose for r in turn.calls) == "route"  # no plan call at all
     assert "plan" not in [r.purpose for r in turn.calls]
     (choice,) = route_records(turn.calls)
+    assert choice.messages == []  # the ranking had a clear leader: nothing to vote on
     route = choice.route
-    assert route["decision"] == "tool" and route["choice"] == "get_exchange_configs"
+    assert route["decision"] == "tool" and route["decided"] == "get_exchange_configs"
     names = [c["name"] for c in route["candidates"]]
     assert names[0] == "get_exchange_configs" and len(names) <= 3
     assert all(c["score"] > 0 for c in route["candidates"])
-    assert choice.schema_["properties"]["tool"]["enum"] == [*names, "none"]
-    prompt = choice.messages[-1]["content"]
-    assert "get_exchange_configs" in prompt and "- none:" in prompt
-    assert len(prompt) < 1200  # a short prompt: no system prompt, no full tool list
+    # a question reads: the side-effecting create_exchange_config is not even a candidate
+    assert not any(c["side_effect"] for c in route["candidates"])
     assert events[-1].text == "You have one exchange account: binance/main."
 
 
 def test_the_route_decision_is_written_to_calls_jsonl(env: Env, tmp_path: Path) -> None:
-    script = {"route": [{"tool": "list_traders"}], "replan": [{"action": "finish"}]}
-    script["respond"] = ["No traders yet."]
+    script = {"replan": [{"action": "finish"}], "respond": ["No traders yet."]}
     turn = env.turn("list my traders", script, config=ROUTER, conversation_dir=tmp_path)
     run(turn)
     (path,) = tmp_path.glob("*/calls.jsonl")
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert lines[0]["purpose"] == "route"
-    assert lines[0]["route"]["choice"] == "list_traders"
+    assert lines[0]["route"]["decided"] == "list_traders"
     assert {"name", "score", "side_effect", "matched"} <= set(lines[0]["route"]["candidates"][0])
     assert all("route" not in line for line in lines[1:])  # other calls are as before
 
@@ -136,17 +135,32 @@ def test_a_greeting_is_answered_without_a_tool_or_a_choice_call(env: Env) -> Non
     assert "".join(e.text for e in of(events, AgentOutputEvent)) == "你好!有什么可以帮你?"
 
 
-def test_the_model_may_choose_no_tool(env: Env) -> None:
+def test_a_question_never_gets_a_side_effecting_tool(env: Env) -> None:
+    # create_trader's own words match best ("model", "config", "exist"): a question reads
+    for text in ("Which model configs exist?", "现在有哪些模型配置"):
+        turn = env.turn(text, {"act": [{"action": "answer", "text": "-"}]}, config=ROUTED_LOOP)
+        events = run(turn)
+        assert first_tool_calls(events) == ["get_model_configs"], text
+        assert not of(events, AskUserEvent)
+
+
+def test_near_ties_go_to_the_models_choice_which_may_be_no_tool(env: Env) -> None:
+    # "traders" alone: four tools share the word; the (generating) model settles it
     script = {"route": [{"tool": "none"}], "respond": ["I manage traders and accounts."]}
-    turn = env.turn("what can you do with traders?", script, config=ROUTED_LOOP)
+    turn = env.turn("traders", script, config=ROUTED_LOOP)
     events = run(turn)
     assert not first_tool_calls(events)
-    assert route_records(turn.calls)[0].route["choice"] == "none"
+    (choice,) = route_records(turn.calls)
+    assert choice.route["choice"] == "none" and choice.route["decision"] == "none"
+    names = [c["name"] for c in choice.route["candidates"]]
+    assert choice.schema_["properties"]["tool"]["enum"] == [*names, "none"]
+    prompt = choice.messages[-1]["content"]
+    assert "list_traders" in prompt and "- none:" in prompt
+    assert len(prompt) < 1200  # a short prompt: no system prompt, no full tool list
     assert events[-1].text == "I manage traders and accounts."
 
 
-def test_an_unsure_side_effecting_choice_asks_the_user_instead(env: Env) -> None:
-    # "trader" is shared by four tools: the ranking has no clear leader, the model says create
+def test_a_write_tied_with_a_read_asks_the_user_instead(env: Env) -> None:
     turn = env.turn("traders", {"route": [{"tool": "create_trader"}]}, config=ROUTED_LOOP)
     events = run(turn)
     (asked,) = of(events, AskUserEvent)
@@ -157,49 +171,85 @@ def test_an_unsure_side_effecting_choice_asks_the_user_instead(env: Env) -> None
     assert state is not None and state.status == "waiting_user"
 
 
-def test_the_models_vote_does_not_overturn_a_clear_lead(env: Env) -> None:
-    script = {"route": [{"tool": "get_preferences"}], "act": [{"action": "answer", "text": "-"}]}
-    turn = env.turn("show me my traders", script, config=ROUTED_LOOP)
+class _Scorer(ScriptedModel):
+    """A scripted chat model that also scores likelihoods, from a table by prompt start."""
+
+    def __init__(self, votes: dict[str, float], replies: dict[str, list[Any]]) -> None:
+        super().__init__(replies)
+        self.votes = votes
+        self.pairs: list[tuple[str, str]] = []
+
+    async def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
+        self.pairs.extend(pairs)
+        found = []
+        for prompt, _text in pairs:
+            found.append([next(v for k, v in self.votes.items() if k in prompt), -1.0])
+        return found
+
+
+def scored_turn(env: Env, text: str, model: _Scorer) -> PlannerTurn:
+    return PlannerTurn(
+        key=KEY,
+        text=text,
+        store=env.store,
+        memory=env.memory,
+        model=model,
+        tools=env.tools,
+        config=ROUTED_LOOP,
+    )
+
+
+def test_a_likelihood_vote_settles_a_near_tie(env: Env) -> None:
+    votes = {"exchange accounts": -2.0, "AI model configs": -30.0}
+    model = _Scorer(votes, {"act": [{"action": "answer", "text": "-"}]})
+    turn = scored_turn(env, "which configs?", model)
     events = run(turn)
-    assert first_tool_calls(events) == ["list_traders"]
-    route = route_records(turn.calls)[0].route
-    assert route["choice"] == "get_preferences" and route["decision"] == "tool"
-    assert route["decided"] == "list_traders"
+    assert first_tool_calls(events) == ["get_exchange_configs"]
+    (choice,) = route_records(turn.calls)
+    voted = {c["name"]: c["vote"] for c in choice.route["candidates"] if c["vote"] is not None}
+    assert voted == {"get_model_configs": -31.0, "get_exchange_configs": -3.0}
+    assert choice.route["choice"] == "get_exchange_configs"
+    assert len(choice.messages) == 2 and choice.messages[0]["content"].startswith("Task: ")
+    assert all(text == " which configs?" for _prompt, text in model.pairs)
+    # the other way round, the other tool: the vote, not the registry's order, decided
+    model = _Scorer({**votes, "AI model configs": -1.0}, {"act": [{"action": "answer"}]})
+    assert first_tool_calls(run(scored_turn(env, "which configs?", model))) == ["get_model_configs"]
 
 
 def test_a_clear_write_is_filled_under_its_schema_then_asks_consent(env: Env) -> None:
-    script = {"route": [{"tool": "delete_trader"}, {"trader_id": "trader-2"}]}
+    script = {"route": [{"trader_id": "trader-2"}]}
     turn = env.turn("delete trader-2 please", script, config=ROUTED_LOOP)
     events = run(turn)
     (asked,) = of(events, AskUserEvent)
     assert asked.kind == "confirmation" and asked.tool_name == "delete_trader"
     assert asked.tool_args == {"trader_id": "trader-2"}
-    _choice, arguments = route_records(turn.calls)
+    choice, arguments = route_records(turn.calls)
+    assert choice.messages == [] and choice.route["decided"] == "delete_trader"
     assert arguments.route["stage"] == "arguments"
     assert arguments.schema_["required"] == ["trader_id"]  # that tool's schema, nothing else
 
 
 def test_arguments_that_do_not_validate_become_a_question(env: Env) -> None:
-    script = {"route": [{"tool": "delete_trader"}, {"trader": 2}]}
+    script = {"route": [{"trader": 2}]}
     turn = env.turn("delete trader-2 please", script, config=ROUTED_LOOP)
     events = run(turn)
     (asked,) = of(events, AskUserEvent)
     assert asked.kind == "question" and "trader_id" in asked.question
 
 
-def test_a_failed_choice_falls_back_to_the_strategy(env: Env) -> None:
-    # no route replies: the choice call fails, the strategy asks its own model as before
-    script = {"act": ["You have no traders."]}
-    turn = env.turn("list my traders", script, config=ROUTED_LOOP)
+def test_a_failed_vote_leaves_the_rankings_order(env: Env) -> None:
+    # no route replies: the vote fails; the ranking's first (a read) stands, the error is traced
+    script = {"act": [{"action": "answer", "text": "-"}]}
+    turn = env.turn("traders", script, config=ROUTED_LOOP)
     events = run(turn)
-    assert [r.purpose for r in turn.calls] == ["route", "act"]
-    assert turn.calls[0].error and turn.calls[0].route["decision"] == "fallback"
-    assert events[-1].text == "You have no traders."
+    assert first_tool_calls(events) == ["list_traders"]
+    (choice,) = route_records(turn.calls)
+    assert choice.error and choice.route["decided"] == "list_traders"
 
 
 def test_a_tool_added_to_the_toolset_is_routable_at_once(env: Env) -> None:
     env.tools.register(_weather_tool())
-    script = {"route": [{"tool": "get_weather"}], "act": [{"action": "answer", "text": "Sunny."}]}
+    script = {"act": [{"action": "answer", "text": "Sunny."}]}
     turn = env.turn("今天天气怎么样?", script, config=ROUTED_LOOP)
     events = run(turn)
     assert first_tool_calls(events) == ["get_weather"]
@@ -237,9 +287,12 @@ LLAMA_REQUESTS = [
     ("desk-local-001", "Show me my traders", "list_traders"),
     ("desk-local-001", "列出所有交易员", "list_traders"),
     ("desk-local-001", "hello!", "none"),
+    ("desk-local-001", "现在有哪些模型配置", "get_model_configs"),  # a question: never a write
+    ("desk-local-001", "Delete trader-1", "delete_trader"),
     ("notes-001", "列出我的笔记", "list_notes"),
     ("notes-001", "find my note about the dentist", "search_notes"),
     ("notes-001", "你好", "none"),
+    ("notes-001", "帮我记住买牛奶", "add_note"),
 ]
 
 

@@ -11,6 +11,7 @@ Protocol: one JSON object per line. The parent writes requests on stdin::
     {"op": "generate", "id": 1, "messages": [...], "schema": {...} | null,
      "max_tokens": 256, "temperature": 0.2, "repeat_penalty": 1.3, "seed": 7}
     {"op": "count", "id": 2, "texts": ["...", ...]}
+    {"op": "score", "id": 3, "pairs": [["prompt", "continuation"], ...]}
     {"op": "cancel", "id": 1}
 
 and reads replies on the file descriptor that was stdout when the process started (native
@@ -21,7 +22,12 @@ code's own prints are sent to stderr, so they cannot corrupt the stream)::
     {"id": 1, "delta": "text"}                    zero or more per generate
     {"id": 1, "done": {"text", "input_tokens", "output_tokens", "stop_reason"}}
     {"id": 2, "counts": [3, 5]}
+    {"id": 3, "scores": [[-1.2, -0.4], ...], "prompt_tokens": [9, 12], "evaluated_tokens": 30}
     {"id": N, "error": "...", "kind": "grammar" | "request"}
+
+``score`` generates nothing: for each pair it gives the log-probability of each token of the
+continuation after the prompt (raw text), read off one batched decode
+(:mod:`agentkit.models._llama_scoring`); a prompt start the context already holds is reused.
 
 Requests run one at a time, in order. A cancel stops a generation between tokens (the parent
 kills the process if it does not stop soon). End of stdin — the parent closed the pipe or
@@ -146,6 +152,20 @@ def _count(llama: Any, request: dict[str, Any], out: IO[str]) -> None:  # noqa: 
     _send(out, {"id": int(request["id"]), "counts": counts})
 
 
+def _score(llama: Any, request: dict[str, Any], out: IO[str]) -> None:  # noqa: ANN401
+    from agentkit.models._llama_scoring import score_pairs
+
+    pairs = [(str(prompt), str(continuation)) for prompt, continuation in request["pairs"]]
+    scored = score_pairs(llama, pairs)
+    reply = {
+        "id": int(request["id"]),
+        "scores": scored.logprobs,
+        "prompt_tokens": scored.prompt_tokens,
+        "evaluated_tokens": scored.evaluated_tokens,
+    }
+    _send(out, reply)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agentkit.models._llama_worker")
     parser.add_argument("--model", required=True)
@@ -176,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                 _generate(llama, request, requests, out)
             elif request.get("op") == "count":
                 _count(llama, request, out)
+            elif request.get("op") == "score":
+                _score(llama, request, out)
             else:
                 message = f"unknown op {request.get('op')!r}"
                 _send(out, {"id": request.get("id"), "error": message, "kind": "request"})

@@ -106,6 +106,16 @@ class LlamaModel(ChatModel):
         counts: list[int] = reply["counts"]
         return counts[0]
 
+    async def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
+        """For each ``(prompt, continuation)`` (raw text, no chat template), the
+        log-probability of each continuation token after the prompt: a choice among known
+        strings by likelihood, with nothing generated."""
+        request = {"op": "score", "pairs": [[prompt, text] for prompt, text in pairs]}
+        worker = self.worker
+        reply = await asyncio.get_running_loop().run_in_executor(None, worker.call, request)
+        scores: list[list[float]] = reply["scores"]
+        return scores
+
     async def stream(
         self,
         messages: Sequence[ChatMessage],

@@ -1,36 +1,47 @@
 """The tool-choice router: a new request's first action for small models, in a few tokens.
 
-A 135M model cannot pick one of ten tools from a long planning prompt; it can pick one of a
-few names from a short one when a grammar holds it to those names. With
-``"planner": {"tool_choice": "router"}`` a strategy asks :func:`choose` for its first action
-instead of its own plan or action call:
+A 135M model cannot pick one of ten tools from a long planning prompt, and measured on the
+first-tool tables' dev rows it cannot pick one of three by name either: its choice, generated
+or ranked by likelihood, was right less often than the lexical ranking alone. So the ranking
+leads and the model settles only what the ranking cannot. With ``"planner": {"tool_choice":
+"router"}`` a strategy asks :func:`choose` for its first action instead of its own plan or
+action call:
 
 1. **candidates**: the agent's tools ranked for the request from what they say about
-   themselves (:mod:`agentkit.planning.tool_ranking`); the best ``router_candidates`` with any
-   match are the candidates. No candidate at all means "no tool" without a model call.
-2. **choice**: one ``route`` call with a short prompt (the candidates, best first, and
-   ``none``) whose reply is ``{"tool": <enum of the candidates and "none">}``: the embedded
-   model's grammar lets it write nothing else.
-3. **decision**: ``none`` is an answer without tools (greetings, thanks, questions about the
-   assistant). The model's choice is a vote that settles near-ties in the ranking (worth
-   ``_MODEL_VOTE`` of the leader's score), not an override of a clear lead. A side-effecting
-   tool is not guessed: unless the ranking clearly puts it first *and* the model chose it, the
-   user is asked which of the candidates they meant. Otherwise the chosen tool's arguments are
-   filled by a second ``route`` call under that tool's own schema (no call for a tool without
-   arguments); arguments that do not validate become a question for the user.
+   themselves (:mod:`agentkit.planning.tool_ranking`); the best ``router_candidates`` with a
+   match. No match at all is "no tool" (greetings, thanks, questions about the assistant),
+   without a model call.
+2. **reads stay reads**: a request that reads as a question (*which …?*, 哪些, 吗), or asks to
+   see something without saying a change, never gets a side-effecting tool: those candidates
+   are dropped, and with none left the answer is "no tool".
+3. **the model's vote, on near-ties only**: candidates within ``_NEAR_TIE`` of the leader are
+   put to the model. A backend that scores likelihoods (the embedded model) gives, for each,
+   the log-probability of the request after the tool's description — which request would
+   this tool be asked? — read in one batched pass, nothing generated; the vote adds
+   ``_VOTE_WEIGHT`` times that to the candidate's share of the leader's score (weight and
+   margin fitted on the dev rows only). Another backend writes a grammar-constrained choice
+   among the tied names and ``none``, which wins the tie outright. A clear leader needs no
+   model call.
+4. **asking instead of guessing a write**: a side-effecting tool tied with a read, for a
+   request that does not say a change, becomes a question for the user. Otherwise the chosen
+   tool's arguments are filled by a ``route`` call under that tool's own schema (none for a
+   tool without arguments); arguments that do not validate become a question.
 
 Every decision is one ``route`` record in ``calls.jsonl`` whose ``route`` field holds the
-candidates with their scores, the model's choice and the decision (:class:`RouteTrace`). When
-the router cannot decide — the model call failed, or it is off, or the backend is not a chat
-model — :func:`choose` returns None and the strategy asks its own model as it always did.
+candidates with their scores and votes, the model's choice and the decision
+(:class:`RouteTrace`). When the model's vote fails, the ranking's order stands; when the
+router is off, or the backend is not a chat model, :func:`choose` returns None and the
+strategy asks its own model as it always did.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
@@ -44,21 +55,44 @@ from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import _lean
 from agentkit.planning.state import TurnState, cut
 from agentkit.planning.steps import run_step
-from agentkit.planning.tool_ranking import RankedTool, rank_tools
+from agentkit.planning.tool_ranking import (
+    RankedTool,
+    asks_for_change,
+    rank_tools,
+    reads_as_question,
+    terms,
+)
 from agentkit.planning.trace import CallRecord
 from agentkit.tools import mask_secrets
 
-__all__ = ["NO_TOOL", "RouteCandidate", "RouteTrace", "RoutedAction", "choose", "start_routed"]
+__all__ = [
+    "NO_TOOL",
+    "LikelihoodScorer",
+    "RouteCandidate",
+    "RouteTrace",
+    "RoutedAction",
+    "choose",
+    "start_routed",
+]
 
 #: the choice that means "no tool: answer directly"
 NO_TOOL = "none"
-#: a side-effecting choice must lead the ranking by this factor, or the user is asked
-_CLEAR_LEAD = 1.25
-#: the model's vote, as a share of the leading candidate's score: it settles near-ties in the
-#: ranking but does not overturn a clear lead (a 135M model's choice alone is often off)
-_MODEL_VOTE = 0.4
+#: candidates whose score is within this factor of the leader's are put to the model's vote
+_NEAR_TIE = 1.25
+#: the likelihood vote's weight (per nat) against the candidate's share of the leader's score;
+#: fitted on the dev rows: 0.05 to 0.5 all gave the same decisions there, 0 lost one
+_VOTE_WEIGHT = 0.1
+#: what the likelihood vote reads before the request: would this tool be asked this?
+_VOTE_PROMPT = "Task: {description}\nUser request:"
 
 Decision = Literal["tool", "none", "ask", "fallback"]
+
+
+@runtime_checkable
+class LikelihoodScorer(Protocol):
+    """A backend that scores continuations instead of generating (the embedded model)."""
+
+    async def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]: ...
 
 
 class RouteCandidate(BaseModel):
@@ -70,6 +104,9 @@ class RouteCandidate(BaseModel):
     score: float
     side_effect: bool
     matched: tuple[str, ...] = ()
+    #: the model's likelihood vote (log-probability of the request after the tool's
+    #: description), for candidates that were put to it
+    vote: float | None = None
 
 
 class RouteTrace(BaseModel):
@@ -108,8 +145,8 @@ def enabled(turn: TurnState) -> bool:
 
 
 async def choose(turn: TurnState) -> RoutedAction | None:
-    """The first action for ``turn``'s request, or None: the router is off or could not decide
-    (then the strategy asks its own model, as without the router)."""
+    """The first action for ``turn``'s request, or None: the router is off (then the
+    strategy asks its own model, as without the router)."""
     if not enabled(turn):
         return None
     deps = turn.deps
@@ -119,32 +156,46 @@ async def choose(turn: TurnState) -> RoutedAction | None:
     if not candidates:
         _trace(turn, RouteTrace(decision="none", reason="no tool matches the request"))
         return RoutedAction(kind="none")
-    names = [candidate.name for candidate in candidates]
-    schema: JsonSchema = {
-        "type": "object",
-        "properties": {"tool": {"enum": [*names, NO_TOOL]}},
-        "required": ["tool"],
-        "additionalProperties": False,
-    }
-    sent = [ChatMessage(role="user", content=turn.scrub(_route_prompt(turn, candidates)))]
+    if _reads(deps.text):
+        reads = tuple(c for c in candidates if not c.side_effect)
+        if not reads:
+            reason = "a read or a question: only side-effecting tools match"
+            _trace(turn, RouteTrace(candidates=candidates, decision="none", reason=reason))
+            return RoutedAction(kind="none")
+        candidates = reads
+    tied = tuple(c for c in candidates if c.score * _NEAR_TIE >= candidates[0].score)
     trace = RouteTrace(candidates=candidates)
-    raw, problem = await _ask_model(turn, sent, schema)
-    choice = ""
-    if not problem:
-        choice, problem = _read_choice(raw, names)
-    if problem:
-        _record(turn, raw, None, trace.model_copy(update={"reason": problem}), problem)
-        return None
-    decided = _decide(turn, candidates, choice)
+    chosen, choice = candidates[0], ""
+    if len(tied) > 1:
+        chosen, choice, trace = await _vote(turn, candidates, tied, trace)
+    if choice == NO_TOOL:
+        decided = RoutedAction(kind="none")
+    elif chosen.side_effect and not asks_for_change(deps.text) and _read_among(tied):
+        question = _which_question(turn, tied)
+        decided = RoutedAction(kind="ask", question=question)
+        trace = trace.model_copy(update={"reason": "a write tied with a read: no change said"})
+    else:
+        decided = RoutedAction(kind="tool", tool_name=chosen.name)
     trace = trace.model_copy(
         update={"choice": choice, "decision": decided.kind, "decided": decided.tool_name}
     )
-    if decided.kind == "ask":
-        trace = trace.model_copy(update={"reason": "a side-effecting tool the ranking doubts"})
-    _record(turn, raw, {"tool": choice}, trace, "")
+    if len(tied) > 1:  # the vote's call waits in turn.pending_record
+        pending = turn.pending_record
+        _record(turn, pending.raw, {"tool": choice} if choice else None, trace, pending.error)
+    else:
+        _trace(turn, trace)
     if decided.kind != "tool":
         return decided
     return await _fill_arguments(turn, decided.tool_name)
+
+
+def _reads(text: str) -> bool:
+    """A question, or a request to see something that says no change."""
+    return reads_as_question(text) or ("~list" in terms(text) and not asks_for_change(text))
+
+
+def _read_among(candidates: Sequence[RouteCandidate]) -> bool:
+    return any(not candidate.side_effect for candidate in candidates)
 
 
 def _candidate(turn: TurnState, item: RankedTool) -> RouteCandidate:
@@ -154,7 +205,84 @@ def _candidate(turn: TurnState, item: RankedTool) -> RouteCandidate:
     )
 
 
-def _route_prompt(turn: TurnState, candidates: tuple[RouteCandidate, ...]) -> str:
+async def _vote(
+    turn: TurnState,
+    candidates: tuple[RouteCandidate, ...],
+    tied: tuple[RouteCandidate, ...],
+    trace: RouteTrace,
+) -> tuple[RouteCandidate, str, RouteTrace]:
+    """The model's vote among near-tied candidates: ``(chosen, the model's choice, trace)``.
+    The call's record waits in ``turn.pending_record``; a failed call leaves the ranking's
+    order and says why in the trace."""
+    model = turn.deps.model
+    if isinstance(model, LikelihoodScorer):
+        votes, problem = await _likelihood(turn, model, tied)
+        if problem:
+            return tied[0], "", trace.model_copy(update={"reason": problem})
+        top = candidates[0].score
+        voted = tuple(
+            c.model_copy(update={"vote": votes[c.name]}) if c.name in votes else c
+            for c in candidates
+        )
+        pool = [c for c in voted if c.name in votes]
+        chosen = max(pool, key=lambda c: c.score / top + _VOTE_WEIGHT * (c.vote or 0.0))
+        return chosen, chosen.name, trace.model_copy(update={"candidates": voted})
+    names = [candidate.name for candidate in tied]
+    schema: JsonSchema = {
+        "type": "object",
+        "properties": {"tool": {"enum": [*names, NO_TOOL]}},
+        "required": ["tool"],
+        "additionalProperties": False,
+    }
+    sent = [ChatMessage(role="user", content=turn.scrub(_route_prompt(turn, tied)))]
+    raw, problem = await _ask_model(turn, sent, schema)
+    choice = ""
+    if not problem:
+        choice, problem = _read_choice(raw, names)
+    if problem:
+        turn.pending_record = turn.pending_record.model_copy(update={"raw": raw, "error": problem})
+        return tied[0], "", trace.model_copy(update={"reason": problem})
+    turn.pending_record = turn.pending_record.model_copy(update={"raw": raw})
+    chosen = next((c for c in tied if c.name == choice), tied[0])
+    return chosen, choice, trace
+
+
+async def _likelihood(
+    turn: TurnState, model: LikelihoodScorer, tied: tuple[RouteCandidate, ...]
+) -> tuple[dict[str, float], str]:
+    """Each tied candidate's vote: the log-probability of the request after its description."""
+    tools = turn.deps.tools
+    request = " " + " ".join(turn.deps.text.split())
+    pairs = [
+        (_VOTE_PROMPT.format(description=_one_line(tools.get(c.name).description)), request)
+        for c in tied
+    ]
+    sent = [{"role": "user", "content": turn.scrub(prompt + text)} for prompt, text in pairs]
+    turn.pending_record = CallRecord(purpose="route", messages=sent)
+    started = time.perf_counter()
+    problem = ""
+    scores: list[list[float]] = []
+    try:
+        timeout = calls.timeout(turn, "route")
+        scores = await calls.interruptible(turn, _within(model.score(pairs), timeout))
+    except (ModelError, TimeoutError, RecursionError) as error:
+        problem = calls.error_text(error)
+    latency = round((time.perf_counter() - started) * 1000, 3)
+    update: dict[str, object] = {"latency_ms": latency}
+    if problem:
+        update["error"] = problem
+    turn.pending_record = turn.pending_record.model_copy(update=update)
+    if problem:
+        return {}, problem
+    return {c.name: round(sum(s), 4) for c, s in zip(tied, scores, strict=True)}, ""
+
+
+async def _within(awaitable: Awaitable[list[list[float]]], seconds: float) -> list[list[float]]:
+    async with asyncio.timeout(seconds):
+        return await awaitable
+
+
+def _route_prompt(turn: TurnState, candidates: Sequence[RouteCandidate]) -> str:
     tools = turn.deps.tools
     lines = []
     for candidate in candidates:
@@ -193,34 +321,7 @@ def _read_choice(raw: str, names: list[str]) -> tuple[str, str]:
     return "", f"the choice must be one of {[*names, NO_TOOL]}, not {choice!r}"
 
 
-def _decide(turn: TurnState, candidates: tuple[RouteCandidate, ...], choice: str) -> RoutedAction:
-    if choice == NO_TOOL:
-        return RoutedAction(kind="none")
-    chosen = _vote(candidates, choice)
-    agreed = chosen.name == choice  # the ranking and the model agree on a write, or ask
-    if chosen.side_effect and not (agreed and _clear_leader(candidates, chosen)):
-        return RoutedAction(kind="ask", question=_which_question(turn, candidates))
-    return RoutedAction(kind="tool", tool_name=chosen.name)
-
-
-def _vote(candidates: tuple[RouteCandidate, ...], choice: str) -> RouteCandidate:
-    """The candidate with the best score once the model's choice got its vote."""
-    vote = _MODEL_VOTE * candidates[0].score
-
-    def weighed(candidate: RouteCandidate) -> float:
-        return candidate.score + (vote if candidate.name == choice else 0.0)
-
-    return max(candidates, key=weighed)  # the first of equals: the ranking's order
-
-
-def _clear_leader(candidates: tuple[RouteCandidate, ...], chosen: RouteCandidate) -> bool:
-    """*chosen* is first in the ranking, ahead of the next by a clear margin."""
-    if candidates[0].name != chosen.name:
-        return False
-    return len(candidates) == 1 or chosen.score >= _CLEAR_LEAD * candidates[1].score
-
-
-def _which_question(turn: TurnState, candidates: tuple[RouteCandidate, ...]) -> str:
+def _which_question(turn: TurnState, candidates: Sequence[RouteCandidate]) -> str:
     tools = turn.deps.tools
     options = "\n".join(
         f"- {_one_line(tools.get(c.name).description, 100)} ({c.name})" for c in candidates

@@ -10,8 +10,20 @@ little and a word one tool owns counts a lot.
 Terms: English words are case-folded and lightly stemmed (*reminders* → *reminder*, *listing* →
 *list*); Chinese, written without spaces between words, becomes overlapping character
 bigrams plus single characters at half weight (so 删除 matches 删掉 through 删), in pieces
-split at very common characters (的, 我, 个 …) so that no bigram straddles two words. Nothing is
-learnt or downloaded: a tool added to the toolset is ranked at once.
+split at very common characters (的, 我, 个 …) so that no bigram straddles two words. Numbers are
+not terms: they are ids and amounts (``trader-2``), not what a tool does.
+
+Two languages, one vocabulary of actions: the generic verbs tools are made of — list/show/查看,
+add/create/新建, delete/remove/删除, change/rename/修改, search/find/查找, save/remember/记住 — also
+become an action term (``~list``, ``~add`` …) in either language, so 找 meets *find* and *show*
+meets ``list_notes``. A question (*which …?*, *do I have …*, 哪些, 吗) counts as a *read* action
+term. Action terms rank tools but never make a match on their own: a request must share a
+content term with a tool, so "see you later" or 你能做什么 match nothing.
+
+A tool's description is its own: a sentence or a bracket naming another tool (``list_notes
+shows the ids``) is left out of its terms.
+
+Nothing is learnt or downloaded: a tool added to the toolset is ranked at once.
 
 The index is built once per registry (again when a tool is registered) and cached weakly;
 ranking one request over ten tools takes well under a millisecond.
@@ -29,7 +41,14 @@ from typing import Any
 
 from agentkit.tools import Tool, ToolRegistry
 
-__all__ = ["RankedTool", "ToolIndex", "rank_tools", "terms"]
+__all__ = [
+    "RankedTool",
+    "ToolIndex",
+    "asks_for_change",
+    "rank_tools",
+    "reads_as_question",
+    "terms",
+]
 
 _TOKEN = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -55,46 +74,147 @@ _FIELD_WEIGHTS: Mapping[str, float] = {
 }
 _UNIGRAM_WEIGHT = 0.5
 _K1 = 1.2
+#: generic actions in both languages (English stems, Chinese substrings): not domain words
+_ACTIONS: Mapping[str, tuple[frozenset[str], tuple[str, ...]]] = {
+    "~list": (
+        frozenset(["list", "show", "display", "view", "see", "read", "get", "check"]),
+        ("列出", "显示", "查看", "看看", "看一下", "展示", "列表", "读取"),
+    ),
+    "~add": (
+        frozenset(["add", "create", "new", "make", "register"]),
+        ("添加", "新增", "新建", "创建", "增加", "加", "建"),
+    ),
+    "~delete": (
+        frozenset(["delete", "remove", "erase", "drop"]),
+        ("删除", "删掉", "删了", "移除", "去掉", "清除", "删"),
+    ),
+    "~update": (
+        frozenset(["update", "change", "edit", "modify", "rename", "switch", "replace"]),
+        ("修改", "更改", "更新", "改成", "换成", "改为", "重命名", "改名", "切换"),
+    ),
+    "~search": (
+        frozenset(["search", "find", "look", "lookup", "query"]),
+        ("搜索", "查找", "查询", "找", "搜"),
+    ),
+    "~save": (
+        frozenset(["save", "store", "remember", "memorize"]),
+        ("保存", "记住", "记下", "记一下", "记录"),
+    ),
+}
+_ACTION_STEMS: Mapping[str, frozenset[str]] = {}  # filled below, once _stem exists
+_READ = "~list"
+#: a question reads: these open one, or end it
+_QUESTION = re.compile(
+    r"^\s*(what|which|how many|how much|do i have|is there|are there|does|do)\b|\?\s*$"
+    r"|哪些|什么|几|多少|吗|是否|有没有",
+    re.IGNORECASE,
+)
+_CAN_YOU = re.compile(r"^\s*(can|could|would|will) you\b", re.IGNORECASE)
 
 
 def _stem(word: str) -> str:
+    """A light stem: *traders* → *trader*, *listing* → *list*, *saved*/*saves*/*save* → *sav*."""
     if word.isdigit() or len(word) <= 3:
         return word
+    stem = word
     for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             if suffix == "es" and word[-3] not in "sxzh":
                 break
-            return word[: -len(suffix)] + keep
-    if word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
+            stem = word[: -len(suffix)] + keep
+            break
+    else:
+        if word.endswith("s") and not word.endswith("ss"):
+            stem = word[:-1]
+    if stem == word and word.endswith("es") and not word.endswith("sses"):
+        stem = word[:-1]
+    if stem.endswith("e") and len(stem) > 3:
+        stem = stem[:-1]
+    return stem
 
 
 def terms(text: str) -> dict[str, float]:
-    """The weighted terms of *text*: stemmed English words, Chinese bigrams and characters."""
+    """The weighted terms of *text*: stemmed English words, Chinese bigrams and characters,
+    and the action terms (``~list``, ``~add`` …) its words stand for."""
     found: defaultdict[str, float] = defaultdict(float)
     for token in _TOKEN.findall(text.casefold().replace("_", " ")):
         if _HAN.match(token):
+            for action, (_, chinese) in _ACTIONS.items():
+                if any(word in token for word in chinese):
+                    found[action] = 1.0
             # common characters split a run into pieces, so no bigram straddles a word edge
             for piece in _STOP_SPLIT.split(token):
                 for index in range(len(piece) - 1):
                     found[piece[index : index + 2]] += 1.0
                 for char in piece:
                     found[char] += _UNIGRAM_WEIGHT
-        elif token not in _STOP_WORDS:
-            found[_stem(token)] += 1.0
+        elif token.isdigit():
+            continue  # an id or an amount, not what a tool does
+        else:
+            stem = _stem(token)
+            for action, english in _ACTION_STEMS.items():
+                if stem in english:
+                    found[action] = 1.0
+            if token not in _STOP_WORDS:
+                found[stem] += 1.0
     return dict(found)
 
 
-def _tool_terms(tool: Tool[Any]) -> dict[str, float]:
-    """What *tool* says about itself, each part weighted by where it was said."""
-    parts: list[tuple[str, str]] = [("name", tool.name), ("description", tool.description)]
+_ACTION_STEMS = {
+    action: frozenset(_stem(word) for word in english) for action, (english, _) in _ACTIONS.items()
+}
+
+
+def reads_as_question(text: str) -> bool:
+    """*text* asks about something (*which …?*, 哪些, 吗) rather than asking for a change;
+    "can you …" is a request, not a question."""
+    return bool(_QUESTION.search(text)) and not _CAN_YOU.search(text)
+
+
+_CHANGES = ("~add", "~delete", "~update", "~save")
+
+
+def asks_for_change(text: str) -> bool:
+    """*text* says a change in so many words (add, delete, rename, save … 新建, 删除, 记住),
+    and is not a question about one."""
+    found = terms(text)
+    return any(action in found for action in _CHANGES) and not reads_as_question(text)
+
+
+def _request_terms(text: str) -> dict[str, float]:
+    found = terms(text)
+    if reads_as_question(text):
+        found[_READ] = 1.0
+    return found
+
+
+def _own_words(description: str, others: Iterable[str]) -> str:
+    """*description* without the brackets and sentences that name another tool."""
+    named = [name for name in others if name]
+    if not named:
+        return description
+
+    def names_another(part: str) -> bool:
+        return any(name in part for name in named)
+
+    kept = re.sub(
+        r"\([^()]*\)", lambda m: "" if names_another(m.group(0)) else m.group(0), description
+    )
+    sentences = re.split(r"(?<=[.;!?\u3002\uff1b])\s*", kept)
+    return " ".join(part for part in sentences if not names_another(part))
+
+
+def _tool_terms(tool: Tool[Any], others: Iterable[str] = ()) -> dict[str, float]:
+    """What *tool* says about itself, each part weighted by where it was said (*others*: the
+    other tools' names, whose mentions in the description are not this tool's words)."""
+    description = _own_words(tool.description, others)
+    parts: list[tuple[str, str]] = [("name", tool.name), ("description", description)]
     properties = tool.json_schema().get("properties")
     if isinstance(properties, dict):
         for name, prop in properties.items():
             parts.append(("argument", name))
             if isinstance(prop, dict) and isinstance(prop.get("description"), str):
-                parts.append(("argument", str(prop["description"])))
+                parts.append(("argument", _own_words(str(prop["description"]), others)))
     parts.extend(("example", example) for example in tool.examples)
     bag: dict[str, float] = {}
     for field, text in parts:
@@ -117,7 +237,12 @@ class ToolIndex:
     """The term bags of a registry's tools with their document frequencies."""
 
     def __init__(self, tools: Iterable[Tool[Any]]) -> None:
-        self.bags = {tool.name: _tool_terms(tool) for tool in tools}
+        listed = list(tools)
+        names = [tool.name for tool in listed]
+        self.bags = {
+            tool.name: _tool_terms(tool, [name for name in names if name != tool.name])
+            for tool in listed
+        }
         frequency: Counter[str] = Counter()
         for bag in self.bags.values():
             frequency.update(bag.keys())
@@ -130,13 +255,18 @@ class ToolIndex:
 
     def rank(self, request: str) -> list[RankedTool]:
         """Every tool, best match first (ties keep the registry's order)."""
-        asked = terms(request)
+        asked = _request_terms(request)
+        content = [
+            t for t in asked if not t.startswith("~") and any(t in b for b in self.bags.values())
+        ]
+        if not content:  # an action alone is no match: "see you later", 你能做什么
+            asked = {}
         ranked: list[RankedTool] = []
         for name, bag in self.bags.items():
             score, matched = 0.0, []
             for term, weight in asked.items():
                 have = bag.get(term, 0.0)
-                if not have:
+                if not have or term not in self.idf:
                     continue
                 saturated = have * (_K1 + 1) / (have + _K1)
                 score += self.idf[term] * saturated * min(weight, 2.0)
