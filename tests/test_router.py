@@ -64,6 +64,18 @@ def test_a_greeting_matches_no_tool(env: Env) -> None:
         assert all(item.score == 0 for item in rank_tools(env.tools, greeting)), greeting
 
 
+def test_a_question_alone_makes_no_read_tool_match(env: Env) -> None:
+    # "name" is an argument of the create tools: no reason for a read tool to answer this,
+    # and a question never gets a write, so the answer is "no tool"
+    for question in ("what's your name?", "你叫什么名字", "who are you?"):
+        ranked = rank_tools(env.tools, question)
+        reads = [item for item in ranked if not env.tools.get(item.name).side_effect]
+        assert all(item.score == 0 for item in reads), question
+        turn = env.turn(question, {"respond": ["-"]}, config=ROUTED_LOOP)
+        events = run(turn)
+        assert not first_tool_calls(events) and not of(events, AskUserEvent), question
+
+
 class _NoArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -142,6 +154,26 @@ def test_a_question_never_gets_a_side_effecting_tool(env: Env) -> None:
         events = run(turn)
         assert first_tool_calls(events) == ["get_model_configs"], text
         assert not of(events, AskUserEvent)
+
+
+def test_a_search_request_never_gets_a_side_effecting_tool(env: Env) -> None:
+    env.tools.register(
+        Tool(
+            name="file_report",
+            description="File a report.",
+            args_model=_NoArgs,
+            handler=lambda _: {"filed": True},
+            side_effect=True,
+            live_state=False,
+            examples=("file the weekly report", "提交报告"),
+        )
+    )
+    for text in ("search for the weekly report", "搜索包含报告的内容"):
+        assert rank_tools(env.tools, text)[0].name == "file_report"  # the words match it
+        turn = env.turn(text, {"respond": ["-"]}, config=ROUTED_LOOP)
+        events = run(turn)
+        assert not first_tool_calls(events) and not of(events, AskUserEvent), text
+        assert route_records(turn.calls)[0].route["decision"] == "none"
 
 
 def test_near_ties_go_to_the_models_choice_which_may_be_no_tool(env: Env) -> None:

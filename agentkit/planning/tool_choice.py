@@ -12,7 +12,7 @@ action call:
    match. No match at all is "no tool" (greetings, thanks, questions about the assistant),
    without a model call.
 2. **reads stay reads**: a request that reads as a question (*which …?*, 哪些, 吗), or asks to
-   see something without saying a change, never gets a side-effecting tool: those candidates
+   see or find something without saying a change, never gets a side-effecting tool: those candidates
    are dropped, and with none left the answer is "no tool".
 3. **the model's vote, on near-ties only**: candidates within ``_NEAR_TIE`` of the leader are
    put to the model. A backend that scores likelihoods (the embedded model) gives, for each,
@@ -190,8 +190,10 @@ async def choose(turn: TurnState) -> RoutedAction | None:
 
 
 def _reads(text: str) -> bool:
-    """A question, or a request to see something that says no change."""
-    return reads_as_question(text) or ("~list" in terms(text) and not asks_for_change(text))
+    """A question, or a request to see or find something that says no change."""
+    found = terms(text)
+    reading = "~list" in found or "~search" in found
+    return reads_as_question(text) or (reading and not asks_for_change(text))
 
 
 def _read_among(candidates: Sequence[RouteCandidate]) -> bool:

@@ -17,8 +17,9 @@ Two languages, one vocabulary of actions: the generic verbs tools are made of �
 add/create/新建, delete/remove/删除, change/rename/修改, search/find/查找, save/remember/记住 — also
 become an action term (``~list``, ``~add`` …) in either language, so 找 meets *find* and *show*
 meets ``list_notes``. A question (*which …?*, *do I have …*, 哪些, 吗) counts as a *read* action
-term. Action terms rank tools but never make a match on their own: a request must share a
-content term with a tool, so "see you later" or 你能做什么 match nothing.
+term, which counts only for a tool the request shares a content term with. Action terms rank
+tools but never make a match on their own: a request must share a content term with some
+tool, so "see you later" or 你能做什么 match nothing.
 
 A tool's description is its own: a sentence or a bracket naming another tool (``list_notes
 shows the ids``) is left out of its terms.
@@ -181,11 +182,13 @@ def asks_for_change(text: str) -> bool:
     return any(action in found for action in _CHANGES) and not reads_as_question(text)
 
 
-def _request_terms(text: str) -> dict[str, float]:
+def _request_terms(text: str) -> tuple[dict[str, float], bool]:
+    """The request's terms, and whether its read term comes only from its being a question."""
     found = terms(text)
-    if reads_as_question(text):
+    implied = reads_as_question(text) and _READ not in found
+    if implied:
         found[_READ] = 1.0
-    return found
+    return found, implied
 
 
 def _own_words(description: str, others: Iterable[str]) -> str:
@@ -255,7 +258,7 @@ class ToolIndex:
 
     def rank(self, request: str) -> list[RankedTool]:
         """Every tool, best match first (ties keep the registry's order)."""
-        asked = _request_terms(request)
+        asked, implied = _request_terms(request)
         content = [
             t for t in asked if not t.startswith("~") and any(t in b for b in self.bags.values())
         ]
@@ -271,6 +274,8 @@ class ToolIndex:
                 saturated = have * (_K1 + 1) / (have + _K1)
                 score += self.idf[term] * saturated * min(weight, 2.0)
                 matched.append(term)
+            if implied and matched == [_READ]:  # a question alone: "what's your name?"
+                score, matched = 0.0, []
             ranked.append(RankedTool(name=name, score=round(score, 4), matched=tuple(matched)))
         order = {name: index for index, name in enumerate(self.bags)}
         ranked.sort(key=lambda item: (-item.score, order[item.name]))
