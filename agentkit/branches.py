@@ -24,7 +24,7 @@ from agentkit.ids import check_id, new_conversation_id
 from agentkit.memory import MemoryRepository
 from agentkit.store import ConversationKey, TurnCheckpoint
 from agentkit.store.forks import Prepare
-from agentkit.types import ConversationMeta, utc_now
+from agentkit.types import ConversationMeta
 
 if TYPE_CHECKING:
     from agentkit.engine import AgentRuntime
@@ -36,22 +36,15 @@ MAX_TITLE_LENGTH = 200
 
 def record_turn_checkpoint(runtime: AgentRuntime, key: ConversationKey, message_id: str) -> None:
     """Write the checkpoint of turn *message_id*, which has just finished (the turn's lock is
-    held by the caller)."""
+    held by the caller), unless the turn's final commit already carried it (planner turns)."""
+    last = runtime.store.last_checkpoint(key)
+    if last is not None and last.message_id == message_id:
+        return
     memory = runtime.memory
-    task = memory.store.get(memory.task_state_key(key.agent_id, key.conversation_id))
-    execution = memory.store.get(memory.execution_state_key(key.agent_id, key.conversation_id))
+    checkpoint = memory.turn_checkpoint(key.agent_id, key.conversation_id, message_id)
     meta = runtime.store.meta(key)
-    checkpoint = TurnCheckpoint(
-        message_id=message_id,
-        messages=meta.stats.message_count,
-        status=meta.status,
-        at=utc_now(),
-        task_state=task.value if task else None,
-        task_state_version=task.version if task else 0,
-        execution_state=execution.value if execution else None,
-        execution_state_version=execution.version if execution else 0,
-    )
-    runtime.store.record_checkpoint(key, checkpoint)
+    filled = {"messages": meta.stats.message_count, "status": meta.status}
+    runtime.store.record_checkpoint(key, checkpoint.model_copy(update=filled))
 
 
 def _restore(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agentkit.config import AgentConfig, load_agent_config
 from agentkit.errors import AgentNotFoundError
+from agentkit.filecache import read_text
 from agentkit.ids import is_valid_id
 from agentkit.layout import AgentPaths, DataLayout
 
@@ -94,5 +95,5 @@ class AgentFolder:
 
     def system_prompt(self) -> str:
         """The non-empty markdown files in :data:`PROMPT_FILES` order, blank-line separated."""
-        parts = (file.read_text(encoding="utf-8").strip() for file in self.prompt_files())
-        return "\n\n".join(part for part in parts if part)
+        parts = (read_text(self.path / name) for name in PROMPT_FILES)
+        return "\n\n".join(text for part in parts if part and (text := part.strip()))

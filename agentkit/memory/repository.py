@@ -28,7 +28,9 @@ from agentkit.errors import CorruptStateError, UsageError
 from agentkit.ids import check_id
 from agentkit.memory.execution_state import ExecutionState
 from agentkit.memory.task_state import TaskState
+from agentkit.store import TurnCheckpoint
 from agentkit.store.kv import ConfigStore
+from agentkit.types import utc_now
 
 __all__ = ["CorruptStateError", "MemoryRepository", "Versioned"]
 
@@ -159,6 +161,43 @@ class MemoryRepository:
             self.store.set(key, cast(JsonValue, secrets), durable=durable)
         else:
             self.store.delete(key)
+
+    def turn_checkpoint(
+        self, agent_id: str, conversation_id: str, message_id: str
+    ) -> TurnCheckpoint:
+        """The memory half of finished turn *message_id*'s checkpoint, as stored now (the
+        conversation store sets ``messages`` and ``status`` when it writes it)."""
+        task = self.store.get(self.task_state_key(agent_id, conversation_id))
+        execution = self.store.get(self.execution_state_key(agent_id, conversation_id))
+        return TurnCheckpoint(
+            message_id=message_id,
+            messages=0,
+            status="idle",
+            at=utc_now(),
+            task_state=task.value if task else None,
+            task_state_version=task.version if task else 0,
+            execution_state=execution.value if execution else None,
+            execution_state_version=execution.version if execution else 0,
+        )
+
+    def restore_execution_state(
+        self, agent_id: str, conversation_id: str, checkpoint: TurnCheckpoint | None
+    ) -> bool:
+        """Bring back the ExecutionState *checkpoint* holds when the stored one is an older
+        write of the same flow (what a power loss leaves: a turn's last ExecutionState write
+        is durable through the checkpoint in the conversation's journal, not by itself).
+        A state written after the checkpoint (the memory was cleared and a new flow began)
+        is left alone. True when restored."""
+        if checkpoint is None or checkpoint.execution_state is None:
+            return False
+        key = self.execution_state_key(agent_id, conversation_id)
+        entry = self.store.get(key)
+        if entry is None or entry.version >= checkpoint.execution_state_version:
+            return False
+        if entry.updated_at > checkpoint.at:
+            return False
+        self.store.set(key, checkpoint.execution_state, expected_version=entry.version)
+        return True
 
     def clear(self, agent_id: str, conversation_id: str) -> None:
         """``/clear``: forget every record of the conversation (unconditionally)."""

@@ -8,11 +8,13 @@ the same name in ``agents/{agentId}/prompts/``.
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 from string import Template
 
 from agentkit.errors import ConfigError
+from agentkit.filecache import read_text
 from agentkit.layout import AgentPaths
 
 __all__ = ["PROMPT_NAMES", "load_prompt", "render_prompt"]
@@ -36,11 +38,22 @@ def load_prompt(name: str, agent_dir: Path | None = None) -> Template:
     if name not in PROMPT_NAMES:
         raise ConfigError(Path(f"{name}.md"), "", f"is not a planner prompt ({PROMPT_NAMES})")
     if agent_dir is not None:
-        override = AgentPaths(agent_dir).prompt(name)
-        if override.is_file():
-            return Template(override.read_text(encoding="utf-8"))
+        override = read_text(AgentPaths(agent_dir).prompt(name))
+        if override is not None:
+            return _template(override)
+    return _package_template(name)
+
+
+@functools.cache
+def _package_template(name: str) -> Template:
+    """The package's own template (it changes only with the installed package)."""
     package = resources.files("agentkit.planning").joinpath(f"prompts/{name}.md")
     return Template(package.read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=256)
+def _template(text: str) -> Template:
+    return Template(text)
 
 
 def render_prompt(name: str, agent_dir: Path | None = None, **values: str) -> str:

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from agentkit.errors import CorruptStateError
+from agentkit.errors import AgentkitError, CorruptStateError
 from agentkit.events import AgentEvent, ErrorEvent, PlanEvent
 from agentkit.memory import ExecutionState, PlanStep
 from agentkit.planning.state import TurnFailedError, TurnState, planned, skip_pending
@@ -37,8 +37,12 @@ __all__ = [
 
 
 def load_state(turn: TurnState) -> None:
-    """Read the conversation's ExecutionState (an unreadable one is discarded and noted)."""
+    """Read the conversation's ExecutionState (an unreadable one is discarded and noted; one
+    older than the last turn's checkpoint, as a power loss leaves it, is restored first)."""
     key, memory = turn.deps.key, turn.deps.memory
+    last = turn.deps.store.last_checkpoint(key)
+    if memory.restore_execution_state(key.agent_id, key.conversation_id, last):
+        turn.note("RESET", "execution state restored from the last turn's checkpoint")
     try:
         loaded = memory.load_execution_state(key.agent_id, key.conversation_id)
     except CorruptStateError as error:
@@ -55,11 +59,13 @@ def save(turn: TurnState, state: ExecutionState, *, durable: bool | None = None)
     """Store *state* (compare-and-swap) with secret-named step arguments masked; their real
     values go to the separate ``step_secrets`` record until the flow ends.
 
-    Durability points (see agentkit.store): a state the turn ends or pauses in is durable
-    before the turn goes on, and so is a side-effecting step's state before and after its
-    tool (*durable* = True). Other saves ride along with the next durable one."""
+    Durability points (see agentkit.store): a side-effecting step's state is durable before
+    and after its tool (*durable* = True), and so is a state the turn pauses in (a question,
+    a consent request). The state a turn ends in becomes durable with the turn's checkpoint,
+    in the same journal commit as the answer (:func:`persist`; :func:`load_state` restores it
+    after a power loss). Other saves ride along with the next durable one."""
     if durable is None:
-        durable = state.status not in ("planning", "running")
+        durable = state.status in ("waiting_user", "waiting_confirmation")
     key, memory = turn.deps.key, turn.deps.memory
     steps, secrets = [], dict(turn.raw_args)
     for step in state.steps:
@@ -156,8 +162,8 @@ def interrupted(turn: TurnState, state: ExecutionState) -> bool:
     if not active:
         if not turn.history or turn.history[-1].role != "user":
             return False
-        checkpoints = turn.deps.store.checkpoints(turn.deps.key)
-        if turn.version <= (checkpoints[-1].execution_state_version if checkpoints else 0):
+        last = turn.deps.store.last_checkpoint(turn.deps.key)
+        if turn.version <= (last.execution_state_version if last else 0):
             return False
     said = []
     for step in touched:
@@ -213,11 +219,19 @@ def cancelled(turn: TurnState) -> Iterator[AgentEvent]:
 
 
 def persist(turn: TurnState) -> None:
-    """The assistant message (if there is an answer) and the conversation's status."""
+    """The turn's end in one durable commit before ``result``: the assistant message (if there
+    is an answer), the conversation's status and the turn's checkpoint, which holds the
+    ExecutionState the turn ends in (so that state needs no fsync of its own)."""
     key, store = turn.deps.key, turn.deps.store
     status = "idle" if turn.status == "cancelled" else turn.status
-    if turn.answer:  # the answer and the final status: one durable commit before `result`
+    try:
+        checkpoint = turn.deps.memory.turn_checkpoint(
+            key.agent_id, key.conversation_id, turn.message_id
+        )
+    except AgentkitError:  # the answer comes first; the agent writes a checkpoint after it
+        checkpoint = None
+    if turn.answer:
         answer = Message.assistant(turn.answer, message_id=turn.message_id, usage=turn.usage)
-        store.append(key, answer, status=status)
+        store.append(key, answer, status=status, checkpoint=checkpoint)
     else:
-        store.set_status(key, status)
+        store.set_status(key, status, checkpoint=checkpoint)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agentkit.layout import ConversationPaths
 from agentkit.models.base import JsonSchema, Purpose
 
 __all__ = ["CallRecord", "append_call_record"]
+
+_NO_ROUTE = {"route"}
 
 
 class CallRecord(BaseModel):
@@ -24,7 +26,7 @@ class CallRecord(BaseModel):
 
     purpose: Purpose
     messages: list[dict[str, str]]
-    schema_: JsonSchema | None = None
+    schema_: JsonSchema | None = Field(default=None, serialization_alias="schema")
     raw: str = ""
     parsed: JsonValue = None
     error: str = ""
@@ -36,11 +38,11 @@ class CallRecord(BaseModel):
     route: JsonValue = None
 
     def to_json_line(self) -> str:
-        data = self.model_dump(mode="json")
-        data["schema"] = data.pop("schema_")
-        if data["route"] is None:  # only routing decisions carry it
-            del data["route"]
-        return json.dumps(data, ensure_ascii=False)
+        # pydantic-core's own JSON writer (a prompt is kilobytes: a dict and json.dumps of it
+        # cost several times more); ``route`` only on routing decisions
+        return self.model_dump_json(
+            by_alias=True, exclude=_NO_ROUTE if self.route is None else None
+        )
 
     @classmethod
     def from_json_line(cls, line: str) -> CallRecord:

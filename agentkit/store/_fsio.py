@@ -16,7 +16,15 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["TEMP_SUFFIX", "append_durable", "atomic_write", "fsync_dir", "is_temp_name", "write_at"]
+__all__ = [
+    "TEMP_SUFFIX",
+    "append_durable",
+    "atomic_write",
+    "fsync_dir",
+    "is_temp_name",
+    "make_dirs",
+    "write_at",
+]
 
 TEMP_SUFFIX = ".tmp"
 
@@ -101,3 +109,16 @@ def write_at(path: Path, offset: int, data: bytes, *, sync: bool = True) -> int:
     finally:
         os.close(fd)
     return position
+
+
+def make_dirs(directory: Path) -> None:
+    """Create *directory* and its missing parents, each name made durable (its parent fsynced)."""
+    missing: list[Path] = []
+    path = directory
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            path.mkdir()
+        fsync_dir(path.parent)

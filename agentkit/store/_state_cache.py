@@ -5,6 +5,11 @@ parsing ``meta.json`` for each would be repeated work on the hot path. An entry 
 while ``meta.json`` keeps the inode, mtime and size it had when the entry was made and
 ``journal.log`` and ``history.json`` keep the sizes its checkpoint names: a write by another
 process, or a person editing a file, changes one of them, and the folder is read again.
+
+Beside each state, the folder's last messages (:meth:`FolderStates.recent`): every turn reads
+its chat window, and reading it backwards from the journal's end costs a parse per record.
+The tail is kept only for the journal size it was read or written at: any other size (another
+writer, a recovery that truncated a torn record) reads the journal again.
 """
 
 from __future__ import annotations
@@ -13,11 +18,36 @@ import os
 from pathlib import Path
 
 from agentkit.layout import HISTORY_FILE, JOURNAL_FILE, META_FILE
-from agentkit.store._views import Checkpoint, FolderState, read_state
+from agentkit.store._checkpoint import TurnCheckpoint
+from agentkit.store._records import CheckpointRecord, JournalRecord, MessageRecord
+from agentkit.store._views import (
+    Checkpoint,
+    FolderState,
+    last_checkpoint_in,
+    read_state,
+    recent_messages,
+)
+from agentkit.types import Message
 
 __all__ = ["FolderStates", "is_clean"]
 
 _Identity = tuple[int, int, int]
+#: messages kept per folder: a planner turn reads at most 4 * max_turns + 2 of them
+TAIL_KEEP = 256
+#: messages read on a miss: the next turns' windows, read once
+TAIL_READ = 64
+
+
+class _Tail:
+    """The last messages of a journal of exactly *journal_bytes* bytes; *complete* when they
+    are all its messages (so any number can be served)."""
+
+    __slots__ = ("complete", "journal_bytes", "messages")
+
+    def __init__(self, journal_bytes: int, messages: list[Message], complete: bool) -> None:
+        self.journal_bytes = journal_bytes
+        self.messages = messages[-TAIL_KEEP:]
+        self.complete = complete and len(messages) <= TAIL_KEEP
 
 
 def is_clean(directory: Path, checkpoint: Checkpoint) -> bool:
@@ -44,6 +74,8 @@ class FolderStates:
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
         self._entries: dict[Path, tuple[FolderState, _Identity]] = {}
+        self._tails: dict[Path, _Tail] = {}
+        self._checkpoints: dict[Path, tuple[int, TurnCheckpoint | None]] = {}
 
     def read(self, directory: Path) -> FolderState | None:
         """The folder's state: the remembered one while still valid, else ``meta.json``'s
@@ -69,8 +101,66 @@ class FolderStates:
 
     def forget(self, directory: Path) -> None:
         self._entries.pop(directory, None)
+        self._tails.pop(directory, None)
+        self._checkpoints.pop(directory, None)
 
     def _put(self, directory: Path, state: FolderState, identity: _Identity) -> None:
         if len(self._entries) >= self._limit:
             self._entries.clear()
+            self._tails.clear()
+            self._checkpoints.clear()
         self._entries[directory] = (state, identity)
+
+    # -- the last messages ------------------------------------------------------------------
+
+    def recent(self, directory: Path, journal_bytes: int, limit: int) -> list[Message]:
+        """The last *limit* messages of the folder's journal at *journal_bytes* (read from its
+        end when not known, at least :data:`TAIL_READ` of them). Raises ``FileNotFoundError``."""
+        tail = self._tails.get(directory)
+        if (
+            tail is None
+            or tail.journal_bytes != journal_bytes
+            or (limit > len(tail.messages) and not tail.complete)
+        ):
+            wanted = max(limit, TAIL_READ)
+            found = recent_messages(directory, journal_bytes, wanted)
+            if len(self._tails) >= self._limit:
+                self._tails.clear()
+            tail = self._tails[directory] = _Tail(journal_bytes, found, len(found) < wanted)
+        return tail.messages[-limit:] if limit else []
+
+    def keep_recent(self, directory: Path, journal_bytes: int, messages: list[Message]) -> None:
+        """*messages* are all the messages of the journal at *journal_bytes*."""
+        self._tails[directory] = _Tail(journal_bytes, list(messages), complete=True)
+
+    def appended(
+        self, directory: Path, before: int, after: int, records: list[JournalRecord]
+    ) -> None:
+        """The journal grew from *before* to *after* bytes by *records*."""
+        messages = [record.message for record in records if isinstance(record, MessageRecord)]
+        tail = self._tails.get(directory)
+        if tail is None or tail.journal_bytes != before:
+            self._tails.pop(directory, None)
+        else:
+            self._tails[directory] = _Tail(after, tail.messages + messages, tail.complete)
+        marks = [record.checkpoint for record in records if isinstance(record, CheckpointRecord)]
+        known = self._checkpoints.get(directory)
+        if marks:
+            self._checkpoints[directory] = (after, marks[-1])
+        elif known is not None and known[0] == before:
+            self._checkpoints[directory] = (after, known[1])
+        else:
+            self._checkpoints.pop(directory, None)
+
+    # -- the newest turn checkpoint ------------------------------------------------------------
+
+    def last_checkpoint(self, directory: Path, journal_bytes: int) -> TurnCheckpoint | None:
+        """The newest turn checkpoint of the folder's journal at *journal_bytes* (read from its
+        end when not known). Raises ``FileNotFoundError``."""
+        known = self._checkpoints.get(directory)
+        if known is None or known[0] != journal_bytes:
+            if len(self._checkpoints) >= self._limit:
+                self._checkpoints.clear()
+            known = (journal_bytes, last_checkpoint_in(directory, journal_bytes))
+            self._checkpoints[directory] = known
+        return known[1]

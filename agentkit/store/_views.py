@@ -25,10 +25,12 @@ from pydantic.alias_generators import to_camel
 
 from agentkit.errors import CorruptJournalError
 from agentkit.layout import HISTORY_FILE, JOURNAL_FILE, META_FILE, TURN_LOG_FILE
-from agentkit.store._fsio import atomic_write, fsync_dir, is_temp_name
+from agentkit.store._checkpoint import TurnCheckpoint
+from agentkit.store._fsio import atomic_write, fsync_dir, is_temp_name, write_at
 from agentkit.store._journal import read_tail_frames, scan_frames
 from agentkit.store._records import (
     AnnotationRecord,
+    CheckpointRecord,
     JournalRecord,
     MessageRecord,
     Views,
@@ -44,7 +46,9 @@ __all__ = [
     "HISTORY_CLOSE",
     "Checkpoint",
     "FolderState",
+    "append_history",
     "history_entry",
+    "last_checkpoint_in",
     "load_journal",
     "make_turn_dir",
     "meta_bytes",
@@ -61,6 +65,7 @@ EMPTY_HISTORY = b"[]\n"
 HISTORY_CLOSE = b"\n]\n"
 #: every message record's payload holds this; a JSON string cannot (its quotes are escaped)
 _MESSAGE_KIND = b'"kind":"message"'
+_CHECKPOINT_KIND = b'"kind":"checkpoint"'
 
 
 @functools.cache
@@ -93,6 +98,15 @@ def render_history(messages: list[Message]) -> bytes:
     if not messages:
         return EMPTY_HISTORY
     return b"[\n" + b",\n".join(history_entry(m) for m in messages) + HISTORY_CLOSE
+
+
+def append_history(path: Path, message: Message, count: int, size: int) -> int:
+    """Add one entry to ``history.json`` (*count* entries, *size* bytes) in place: only the
+    closing bracket is rewritten. Returns the new size."""
+    entry = history_entry(message)
+    if count == 0:
+        return write_at(path, 1, b"\n" + entry + HISTORY_CLOSE, sync=False)
+    return write_at(path, size - len(HISTORY_CLOSE), b",\n" + entry + HISTORY_CLOSE, sync=False)
 
 
 def meta_bytes(state: FolderState) -> bytes:
@@ -149,6 +163,21 @@ def recent_messages(directory: Path, end: int, limit: int) -> list[Message]:
         raise CorruptJournalError(journal, -1, str(error), None) from None
     found.reverse()
     return found
+
+
+def last_checkpoint_in(directory: Path, end: int) -> TurnCheckpoint | None:
+    """The newest turn checkpoint in the journal's first *end* bytes, read backwards (a turn
+    ends with one, so it is among the last records). Raises ``FileNotFoundError``."""
+    journal = directory / JOURNAL_FILE
+    try:
+        for payload in read_tail_frames(journal, end):
+            if _CHECKPOINT_KIND in payload:
+                record = decode_record(payload)
+                if isinstance(record, CheckpointRecord):
+                    return record.checkpoint
+    except (ValueError, ValidationError) as error:
+        raise CorruptJournalError(journal, -1, str(error), None) from None
+    return None
 
 
 def make_turn_dir(directory: Path, message_id: str, *, sync: bool = True) -> Path:

@@ -114,15 +114,25 @@ class ConversationStore(ABC):
         message: Message,
         *,
         status: ConversationStatus | None = None,
+        checkpoint: TurnCheckpoint | None = None,
     ) -> ConversationMeta:
         """Append one message durably; return the updated metadata.
 
         With *status*, the conversation's status changes in the same commit (one durability
         point: a turn's user message with ``running``, its answer with the final status).
+        With *checkpoint*, the finished turn's checkpoint is in that commit too (its
+        ``messages`` and ``status`` are set to what they are after it).
         """
 
     @abstractmethod
-    def set_status(self, key: ConversationKey, status: ConversationStatus) -> ConversationMeta: ...
+    def set_status(
+        self,
+        key: ConversationKey,
+        status: ConversationStatus,
+        *,
+        checkpoint: TurnCheckpoint | None = None,
+    ) -> ConversationMeta:
+        """Change the status durably (with *checkpoint*: as in :meth:`append`)."""
 
     @abstractmethod
     def annotate(self, key: ConversationKey, message_id: str, label: str, text: str) -> None:
@@ -161,6 +171,11 @@ class ConversationStore(ABC):
     @abstractmethod
     def checkpoints(self, key: ConversationKey) -> list[TurnCheckpoint]:
         """The checkpoints of the conversation's finished turns, oldest first."""
+
+    def last_checkpoint(self, key: ConversationKey) -> TurnCheckpoint | None:
+        """The newest checkpoint (None: no turn has finished)."""
+        found = self.checkpoints(key)
+        return found[-1] if found else None
 
     @abstractmethod
     def fork(

@@ -20,11 +20,12 @@ Why it is built this way (figures in reference/reliability.md):
   nothing the kernel already has.
 * Durability points, one group commit each. ``append`` (a message, with the status change
   that goes with it: one write, one fsync) and ``set_status`` fsync the journal before they
-  return; ``annotate`` (turn-log notes) does not, and rides along in the next fsync of the
-  same file. So a turn costs two journal fsyncs: the user's message with ``running`` before
-  the model is called, the answer with the final status before ``result``. (The planner's
-  ExecutionState saves before and after a side-effecting tool are durability points of the
-  ``system_config`` store, see :mod:`agentkit.store.sqlite_kv`.)
+  return; ``annotate`` (turn-log notes) does not: inside a turn its record waits for the
+  turn's next commit and rides along in it. So a turn costs two journal fsyncs: the user's
+  message with ``running`` before the model is called, the answer with the final status
+  before ``result``. (The planner's ExecutionState saves before and after a side-effecting
+  tool are durability points of the ``system_config`` store, see
+  :mod:`agentkit.store.sqlite_kv`.)
 * ``meta.json`` carries a checkpoint ``{journalBytes, journalRecords, historyBytes}`` saying
   the views match the journal's first ``journalBytes`` bytes. When the files disagree with
   it, a write was interrupted: the next writer (or a reader that finds the lock free)
@@ -36,10 +37,9 @@ Why it is built this way (figures in reference/reliability.md):
 * ``history.json`` stays a valid JSON array: one entry per line, and an append rewrites only
   the closing ``\\n]\\n``. Appending costs O(1) however long the history is; the last N
   messages are read backwards from the journal's end.
-* One writer per conversation across threads and processes: a ``flock`` on a separate lock
-  file (locking the file that gets replaced loses updates). Creation goes through a temp
-  directory renamed into place; deletion renames to a tombstone first. Leftovers of either
-  are cleaned by :meth:`FileConversationStore.recover`.
+* One writer per conversation across threads and processes (:mod:`._locks`). Creation goes
+  through a temp directory renamed into place; deletion renames to a tombstone first.
+  Leftovers of either are cleaned by :meth:`FileConversationStore.recover`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ import contextlib
 import os
 import secrets
 import shutil
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -72,8 +71,9 @@ from agentkit.layout import (
     DataLayout,
 )
 from agentkit.store._checkpoint import TurnCheckpoint
-from agentkit.store._fsio import append_durable, atomic_write, fsync_dir, write_at
+from agentkit.store._fsio import append_durable, atomic_write, fsync_dir, make_dirs, write_at
 from agentkit.store._journal import encode_frame
+from agentkit.store._locks import WriterLocks
 from agentkit.store._records import (
     AnnotationRecord,
     CheckpointRecord,
@@ -88,16 +88,14 @@ from agentkit.store._records import (
 from agentkit.store._state_cache import FolderStates, is_clean
 from agentkit.store._views import (
     EMPTY_HISTORY,
-    HISTORY_CLOSE,
     Checkpoint,
     FolderState,
-    history_entry,
+    append_history,
     load_journal,
     make_turn_dir,
     meta_bytes,
     read_history_view,
     rebuild_views,
-    recent_messages,
     verify_conversation,
 )
 from agentkit.store.base import (
@@ -125,11 +123,11 @@ class FileConversationStore(ConversationStore):
         self.root = Path(os.path.realpath(root))
         self.layout = DataLayout(self.root)
         self.lock_timeout = lock_timeout
-        self._locks: dict[ConversationKey, filelock.FileLock] = {}
+        self._locks = WriterLocks(self._lock_path)
+        self._pending: dict[ConversationKey, list[Callable[[int], JournalRecord]]] = {}
         self._suspect: set[Path] = set()  # conversations whose last write failed with an I/O error
         self._states = FolderStates()  # so a turn's writes do not re-read meta.json
         self._dirs: dict[ConversationKey, Path] = {}  # resolved and checked once per key
-        self._locks_guard = threading.Lock()
 
     # ------------------------------------------------------------------ paths
 
@@ -164,23 +162,18 @@ class FileConversationStore(ConversationStore):
 
     # ------------------------------------------------------------------ locking
 
-    def _lock_for(self, key: ConversationKey) -> filelock.FileLock:
-        with self._locks_guard:
-            lock = self._locks.get(key)
-            if lock is None:
-                self._conversations_dir(key.agent_id)
-                path = self._under_root(
-                    self.layout.agent(key.agent_id).lock_file(key.conversation_id)
-                )
-                lock = filelock.FileLock(path, preserve_lock_file=True)
-                self._locks[key] = lock
-            return lock
+    def _lock_path(self, key: ConversationKey) -> Path:
+        self._conversations_dir(key.agent_id)
+        return self._under_root(self.layout.agent(key.agent_id).lock_file(key.conversation_id))
 
     @contextmanager
     def hold(self, key: ConversationKey, timeout: float | None = None) -> Iterator[None]:
         self._existing_dir(key)  # never create a lock file for a conversation that is not there
+        if self._locks.held(key):  # this thread holds it already (a write inside a turn)
+            yield
+            return
         wait = self.lock_timeout if timeout is None else timeout
-        lock = self._lock_for(key)
+        lock = self._locks.get(key)
         try:
             lock.acquire(timeout=wait)
         except filelock.Timeout:
@@ -189,7 +182,13 @@ class FileConversationStore(ConversationStore):
             self._existing_dir(key)  # it may have been deleted while we waited
             yield
         finally:
-            lock.release()
+            try:
+                if self._pending.get(key):  # notes made under the lock, not yet written
+                    with contextlib.suppress(StoreError, ConversationNotFoundError):
+                        self._commit(key, durable=False)
+            finally:
+                self._pending.pop(key, None)
+                lock.release()
 
     # ------------------------------------------------------------------ state
 
@@ -244,6 +243,7 @@ class FileConversationStore(ConversationStore):
         except OSError as error:
             self._states.forget(directory)
             raise StoreError(f"could not recover {key}: {error}") from error
+        self._states.forget(directory)  # and the tail read before: the journal may have changed
         self._states.remember(directory, state)
         return state
 
@@ -306,16 +306,24 @@ class FileConversationStore(ConversationStore):
         key: ConversationKey,
         *builds: Callable[[int], JournalRecord],
         durable: bool = True,
+        checkpoint: TurnCheckpoint | None = None,
     ) -> ConversationMeta:
         """Append the records ``build(seq)`` in one write (and one fsync when *durable*), then
         bring the views along (never fsynced: recovery rebuilds them). Holds the lock."""
         with self.hold(key):
+            builds = (*self._pending.pop(key, ()), *builds)
             state = self._writable_state(key)
             directory = self._dir(key)
             views = Views.resume(state.meta, state.checkpoint.journal_records)
             records: list[JournalRecord] = []
             for build in builds:
                 record = build(state.checkpoint.journal_records + len(records) + 1)
+                views.apply(record)
+                records.append(record)
+            if checkpoint is not None:  # as the conversation stands after the records above
+                done = {"messages": views.meta.stats.message_count, "status": views.meta.status}
+                seq = state.checkpoint.journal_records + len(records) + 1
+                record = CheckpointRecord(seq=seq, checkpoint=checkpoint.model_copy(update=done))
                 views.apply(record)
                 records.append(record)
             frames = b"".join(encode_frame(encode_record(record)) for record in records)
@@ -331,7 +339,7 @@ class FileConversationStore(ConversationStore):
                 count = state.meta.stats.message_count
                 for record in records:
                     if isinstance(record, MessageRecord):
-                        history_bytes = self._append_history(
+                        history_bytes = append_history(
                             directory / HISTORY_FILE, record.message, count, history_bytes
                         )
                         count += 1
@@ -354,20 +362,12 @@ class FileConversationStore(ConversationStore):
                 reason = f"could not write to {key}: {error}; nothing acknowledged"
                 raise StoreError(reason) from error
             self._states.remember(directory, new_state)
+            self._states.appended(directory, state.checkpoint.journal_bytes, journal_bytes, records)
             return new_state.meta
-
-    @staticmethod
-    def _append_history(path: Path, message: Message, count: int, size: int) -> int:
-        """Add one entry to ``history.json`` in place: only the closing bracket is rewritten."""
-        entry = history_entry(message)
-        if count == 0:
-            return write_at(path, 1, b"\n" + entry + HISTORY_CLOSE, sync=False)
-        offset = size - len(HISTORY_CLOSE)
-        return write_at(path, offset, b",\n" + entry + HISTORY_CLOSE, sync=False)
 
     def create(self, key: ConversationKey, title: str) -> ConversationMeta:
         conversations = self._conversations_dir(key.agent_id)
-        self._make_dirs(conversations)
+        make_dirs(conversations)
         final = self._dir(key)
         if final.exists():
             raise UsageError(f"conversation {key} already exists")
@@ -404,18 +404,8 @@ class FileConversationStore(ConversationStore):
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
+        self._states.keep_recent(final, len(frame), [])
         return state.meta
-
-    def _make_dirs(self, directory: Path) -> None:
-        missing: list[Path] = []
-        path = directory
-        while not path.exists():
-            missing.append(path)
-            path = path.parent
-        for path in reversed(missing):
-            with contextlib.suppress(FileExistsError):
-                path.mkdir()
-            fsync_dir(path.parent)
 
     def append(
         self,
@@ -423,30 +413,47 @@ class FileConversationStore(ConversationStore):
         message: Message,
         *,
         status: ConversationStatus | None = None,
+        checkpoint: TurnCheckpoint | None = None,
     ) -> ConversationMeta:
         def build_message(seq: int) -> JournalRecord:
             return MessageRecord(seq=seq, message=message)
 
         if status is None:
-            return self._commit(key, build_message)
+            return self._commit(key, build_message, checkpoint=checkpoint)
 
         def build_status(seq: int) -> JournalRecord:
             return StatusRecord(seq=seq, status=status, at=utc_now())
 
-        return self._commit(key, build_message, build_status)
+        return self._commit(key, build_message, build_status, checkpoint=checkpoint)
 
-    def set_status(self, key: ConversationKey, status: ConversationStatus) -> ConversationMeta:
-        return self._commit(key, lambda seq: StatusRecord(seq=seq, status=status, at=utc_now()))
+    def set_status(
+        self,
+        key: ConversationKey,
+        status: ConversationStatus,
+        *,
+        checkpoint: TurnCheckpoint | None = None,
+    ) -> ConversationMeta:
+        return self._commit(
+            key,
+            lambda seq: StatusRecord(seq=seq, status=status, at=utc_now()),
+            checkpoint=checkpoint,
+        )
 
     def annotate(self, key: ConversationKey, message_id: str, label: str, text: str) -> None:
+        """A note in the turn log. Not a durability point: inside a turn (this thread holds
+        the lock) it is written with the turn's next commit, or when the turn lets go of the
+        lock, whichever comes first; otherwise at once, without an fsync."""
         check_id(message_id, "message")
-        self._commit(
-            key,
-            lambda seq: AnnotationRecord(
-                seq=seq, message_id=message_id, label=label, text=text, at=utc_now()
-            ),
-            durable=False,  # a note in the turn log: it rides along in the turn's next fsync
-        )
+        at = utc_now()
+
+        def build(seq: int) -> JournalRecord:
+            return AnnotationRecord(seq=seq, message_id=message_id, label=label, text=text, at=at)
+
+        if self._locks.held(key):
+            self._existing_dir(key)
+            self._pending.setdefault(key, []).append(build)
+        else:
+            self._commit(key, build, durable=False)
 
     # -- turn checkpoints and forks: agentkit.store.forks does the work ---------------------
 
@@ -457,6 +464,13 @@ class FileConversationStore(ConversationStore):
         self._commit(
             key, lambda seq: CheckpointRecord(seq=seq, checkpoint=checkpoint), durable=False
         )
+
+    def last_checkpoint(self, key: ConversationKey) -> TurnCheckpoint | None:
+        state = self._snapshot(key)
+        try:
+            return self._states.last_checkpoint(self._dir(key), state.checkpoint.journal_bytes)
+        except FileNotFoundError:
+            raise ConversationNotFoundError(key.agent_id, key.conversation_id) from None
 
     def checkpoints(self, key: ConversationKey) -> list[TurnCheckpoint]:
         from agentkit.store.forks import checkpoints_of
@@ -484,6 +498,7 @@ class FileConversationStore(ConversationStore):
             conversations = directory.parent
             tombstone = conversations / f".{key.conversation_id}{_DELETED}{secrets.token_hex(4)}"
             self._states.forget(directory)
+            self._pending.pop(key, None)
             try:
                 directory.rename(tombstone)
                 fsync_dir(conversations)
@@ -493,8 +508,7 @@ class FileConversationStore(ConversationStore):
             # Waiters on the old lock file find the conversation gone once they get it.
             with contextlib.suppress(FileNotFoundError):
                 self.layout.agent(key.agent_id).lock_file(key.conversation_id).unlink()
-        with self._locks_guard:
-            self._locks.pop(key, None)
+        self._locks.drop(key)
 
     # ------------------------------------------------------------------ reads
 
@@ -540,16 +554,15 @@ class FileConversationStore(ConversationStore):
         if limit < 0:
             raise UsageError("limit must be >= 0")
         state = self._snapshot(key)
-        found: list[Message] = []
-        if limit == 0:
-            return found
         try:
-            return recent_messages(self._dir(key), state.checkpoint.journal_bytes, limit)
+            return self._states.recent(self._dir(key), state.checkpoint.journal_bytes, limit)
         except FileNotFoundError:
             raise ConversationNotFoundError(key.agent_id, key.conversation_id) from None
 
     def turn_log(self, key: ConversationKey, message_id: str) -> str:
         check_id(message_id, "message")
+        if key in self._pending and self._locks.held(key):
+            self._commit(key, durable=False)  # this thread's notes, not yet written
         self._snapshot(key)
         try:
             return (self._dir(key) / message_id / TURN_LOG_FILE).read_text(encoding="utf-8")

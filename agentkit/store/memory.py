@@ -103,18 +103,35 @@ class InMemoryConversationStore(ConversationStore):
         message: Message,
         *,
         status: ConversationStatus | None = None,
+        checkpoint: TurnCheckpoint | None = None,
     ) -> ConversationMeta:
         with self.hold(key):
             meta = self._write(key, MessageRecord(seq=self._next_seq(key), message=message))
             if status is not None:
                 record = StatusRecord(seq=self._next_seq(key), status=status, at=utc_now())
                 meta = self._write(key, record)
-            return meta
+            return self._write_checkpoint(key, checkpoint) if checkpoint else meta
 
-    def set_status(self, key: ConversationKey, status: ConversationStatus) -> ConversationMeta:
+    def set_status(
+        self,
+        key: ConversationKey,
+        status: ConversationStatus,
+        *,
+        checkpoint: TurnCheckpoint | None = None,
+    ) -> ConversationMeta:
         with self.hold(key):
             record = StatusRecord(seq=self._next_seq(key), status=status, at=utc_now())
-            return self._write(key, record)
+            meta = self._write(key, record)
+            return self._write_checkpoint(key, checkpoint) if checkpoint else meta
+
+    def _write_checkpoint(
+        self, key: ConversationKey, checkpoint: TurnCheckpoint
+    ) -> ConversationMeta:
+        meta = self._get(key).views.meta
+        filled = checkpoint.model_copy(
+            update={"messages": meta.stats.message_count, "status": meta.status}
+        )
+        return self._write(key, CheckpointRecord(seq=self._next_seq(key), checkpoint=filled))
 
     def annotate(self, key: ConversationKey, message_id: str, label: str, text: str) -> None:
         check_id(message_id, "message")

@@ -284,6 +284,8 @@ class SqliteConfigStore(ConfigStore):
         stamp = format_timestamp(utc_now())
         try:
             self._sync_level(connection, self.synchronous if durable else "NORMAL")
+            if expected_version is not None:  # the hot path: one statement, atomic by itself
+                return self._swap(connection, key, text, stamp, expected_version)
             with self._transaction(connection):
                 actual = self._version(connection, key)
                 if expected_version is not None and expected_version != actual:
@@ -307,6 +309,27 @@ class SqliteConfigStore(ConfigStore):
         except sqlite3.Error as error:
             raise StoreError(f"{self.path}: writing {key!r} failed: {error}") from error
         return _entry(key, text, actual + 1, stamp)
+
+    def _swap(
+        self, connection: sqlite3.Connection, key: str, text: str, stamp: str, expected: int
+    ) -> ConfigEntry:
+        """Compare-and-swap in one statement (its own transaction in autocommit mode): insert
+        when *expected* is 0, else update the row only while it is at version *expected*."""
+        if expected == 0:
+            changed = connection.execute(
+                "INSERT INTO system_config (key, value, version, updated_at) VALUES (?, ?, 1, ?) "
+                "ON CONFLICT (key) DO NOTHING",
+                (key, text, stamp),
+            ).rowcount
+        else:
+            changed = connection.execute(
+                "UPDATE system_config SET value = ?, version = version + 1, updated_at = ? "
+                "WHERE key = ? AND version = ?",
+                (text, stamp, key, expected),
+            ).rowcount
+        if changed != 1:
+            raise VersionConflictError(key, expected, self._version(connection, key) or None)
+        return _entry(key, text, expected + 1, stamp)
 
     def delete(self, key: str, *, expected_version: int | None = None) -> bool:
         check_key(key)

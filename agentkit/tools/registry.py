@@ -309,6 +309,7 @@ class ToolRegistry:
         self.secrets = secrets
         self._tools: dict[str, Tool[Any]] = {}
         self._signature: str | None = None
+        self._rendered: str | None = None
         for tool in tools:
             self.register(tool)
 
@@ -320,7 +321,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ToolDefinitionError(f"tool {tool.name!r} is already registered")
         self._tools[tool.name] = tool
-        self._signature = None
+        self._signature = self._rendered = None
 
     def get(self, name: str) -> Tool[Any]:
         """The tool called *name*, or :class:`UnknownToolError` listing the known tools."""
@@ -359,7 +360,9 @@ class ToolRegistry:
     def render(self) -> str:
         """A compact text block for planner prompts: one entry per tool with its flags,
         description and argument ``properties``/``required`` (extra arguments are always
-        rejected, so ``additionalProperties`` is not repeated)."""
+        rejected, so ``additionalProperties`` is not repeated). Built once per registry."""
+        if self._rendered is not None:
+            return self._rendered
         lines: list[str] = []
         for tool in self._tools.values():
             schema = tool.json_schema()
@@ -367,7 +370,8 @@ class ToolRegistry:
             args = json.dumps(shown, separators=(",", ":"), ensure_ascii=False) if shown else "{}"
             lines.append(f"- {tool.name} [{', '.join(tool.flags())}]: {tool.description}")
             lines.append(f"  args: {args}")
-        return "\n".join(lines)
+        self._rendered = "\n".join(lines)
+        return self._rendered
 
     def schema_signature(self) -> str:
         """A stable hash over tool names, flags and argument schemas (not descriptions):
