@@ -54,8 +54,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import filelock
-
 from agentkit.errors import (
     ConversationBusyError,
     ConversationNotFoundError,
@@ -174,10 +172,8 @@ class FileConversationStore(ConversationStore):
             return
         wait = self.lock_timeout if timeout is None else timeout
         lock = self._locks.get(key)
-        try:
-            lock.acquire(timeout=wait)
-        except filelock.Timeout:
-            raise ConversationBusyError(key.agent_id, key.conversation_id, wait) from None
+        if not lock.acquire(wait):
+            raise ConversationBusyError(key.agent_id, key.conversation_id, wait)
         try:
             self._existing_dir(key)  # it may have been deleted while we waited
             yield
