@@ -126,7 +126,8 @@ class FolderStates:
             found = recent_messages(directory, journal_bytes, wanted)
             if len(self._tails) >= self._limit:
                 self._tails.clear()
-            tail = self._tails[directory] = _Tail(journal_bytes, found, len(found) < wanted)
+            self._tails[directory] = _Tail(journal_bytes, found, len(found) < wanted)
+            return found[-limit:] if limit else []  # the tail kept may be shorter
         return tail.messages[-limit:] if limit else []
 
     def keep_recent(self, directory: Path, journal_bytes: int, messages: list[Message]) -> None:
