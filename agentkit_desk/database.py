@@ -150,6 +150,8 @@ class DeskDatabase:
         self._lock = threading.RLock()
         self._connection: sqlite3.Connection | None = None
         self._closed = False
+        #: the last secret_values() answer and the database version it was read at
+        self._secrets: tuple[tuple[int, int], frozenset[str]] | None = None
 
     def __enter__(self) -> DeskDatabase:
         return self
@@ -399,14 +401,24 @@ class DeskDatabase:
     # -- secrets --
 
     def secret_values(self) -> frozenset[str]:
-        """Every stored secret (to scrub from logs and prompts with ``scrub_text``)."""
+        """Every stored secret (to scrub from logs and prompts with ``scrub_text``).
+
+        Asked for on every model call: the answer is kept while the database is unchanged
+        (``PRAGMA data_version`` moves with other connections' commits, ``total_changes``
+        with this one's)."""
         with self._read() as connection:
+            (data_version,) = connection.execute("PRAGMA data_version").fetchone()
+            version = (int(data_version), connection.total_changes)
+            if self._secrets is not None and self._secrets[0] == version:
+                return self._secrets[1]
             rows = connection.execute(
                 "SELECT api_key FROM model_configs WHERE api_key IS NOT NULL "
                 "UNION SELECT api_key FROM exchange_configs "
                 "UNION SELECT secret_key FROM exchange_configs"
             ).fetchall()
-        return frozenset(str(value) for (value,) in rows if value)
+            found = frozenset(str(value) for (value,) in rows if value)
+            self._secrets = (version, found)
+        return found
 
 
 _TRADER_SELECT = "SELECT id, name, exchange_id, model_id, created_at, updated_at FROM traders"

@@ -80,6 +80,11 @@ class FolderStates:
     def read(self, directory: Path) -> FolderState | None:
         """The folder's state: the remembered one while still valid, else ``meta.json``'s
         (None when it is missing or does not parse)."""
+        return self.read_checked(directory)[0]
+
+    def read_checked(self, directory: Path) -> tuple[FolderState | None, bool]:
+        """:meth:`read`, and whether the journal and ``history.json`` have the sizes its
+        checkpoint names (:func:`is_clean`), checked once."""
         identity = _meta_identity(directory)
         cached = self._entries.get(directory)
         if (
@@ -87,13 +92,13 @@ class FolderStates:
             and cached[1] == identity
             and is_clean(directory, cached[0].checkpoint)
         ):
-            return cached[0]
+            return cached[0], True
         state = read_state(directory)
         if state is None:
             self._entries.pop(directory, None)
-        else:
-            self._put(directory, state, identity)
-        return state
+            return None, False
+        self._put(directory, state, identity)
+        return state, is_clean(directory, state.checkpoint)
 
     def remember(self, directory: Path, state: FolderState) -> None:
         """*state* was just written to the folder."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pydantic_core
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
@@ -112,7 +113,9 @@ def append_history(path: Path, message: Message, count: int, size: int) -> int:
 def meta_bytes(state: FolderState) -> bytes:
     data: dict[str, Any] = {"v": 1, **state.meta.to_json_dict()}
     data["views"] = state.checkpoint.model_dump(by_alias=True)
-    return json.dumps(data, ensure_ascii=False, indent=2).encode() + b"\n"
+    # pydantic-core's writer: the same text as json.dumps(indent=2, ensure_ascii=False) at a
+    # fraction of the cost (the pure-Python encoder runs whenever an indent is asked for)
+    return pydantic_core.to_json(data, indent=2) + b"\n"
 
 
 def parse_meta(raw: bytes) -> FolderState:

@@ -191,8 +191,7 @@ class FileConversationStore(ConversationStore):
     def _writable_state(self, key: ConversationKey) -> FolderState:
         """The conversation's state, recovered first if a write was interrupted. Hold the lock."""
         directory = self._existing_dir(key)
-        state = self._states.read(directory)
-        clean = state is not None and is_clean(directory, state.checkpoint)
+        state, clean = self._states.read_checked(directory)
         if clean and directory not in self._suspect:
             assert state is not None
             return state
@@ -201,13 +200,13 @@ class FileConversationStore(ConversationStore):
     def _snapshot(self, key: ConversationKey) -> FolderState:
         """The last checkpointed state, for readers; repairs it when nobody is writing."""
         directory = self._existing_dir(key)
-        state = self._states.read(directory)
+        state, clean = self._states.read_checked(directory)
         for pause in (0.0005, 0.002, 0.01):
             if state is not None:
                 break
             time.sleep(pause)  # meta.json is written in place: maybe caught mid-write
-            state = self._states.read(directory)
-        if state is not None and is_clean(directory, state.checkpoint):
+            state, clean = self._states.read_checked(directory)
+        if state is not None and clean:
             return state
         try:
             with self.hold(key, timeout=0 if state is not None else None):
