@@ -7,6 +7,10 @@ ExecutionState as they stood, with their ``system_config`` versions). A fork
 up to and including one turn, with that turn's memory restored under the new conversation's
 keys and ``forkedFrom`` in its ``meta.json``. The source is never written to.
 
+A planner turn writes its checkpoint in the same journal commit as its answer, before memory
+upkeep: a fork at that turn starts from the window as it was before any compression, and
+compresses again when it needs to.
+
 Why the memory *values* are in the checkpoint: ``system_config`` keeps one row per key (the
 version counts writes, it keeps no history), so a version number alone cannot bring an older
 value back. The values are small and secret-free (see :mod:`agentkit.store._checkpoint`).

@@ -9,7 +9,9 @@ Figures, not pass/fail (``make bench``; never a timed test). One run prints:
    OpenAI Agents SDK's ``SQLiteSession`` driven as its ``Runner`` drives a session in one
    turn (``get_items()``, then ``add_items()`` of the turn's items) and a naive
    ``history.json`` rewrite (``bench_peers.py``). Compression is switched off
-   (``compression.max_messages`` = 10⁶) so every system does the same work per turn;
+   (``compression.max_messages`` = 10⁶) so every system does the same work per turn. The
+   same agentkit turn is also timed with ``os.fsync`` made a no-op: what is left is
+   agentkit's own code, the rest is the disk;
 2. **fsyncs per planner turn** (the same turn, no side-effecting tool, 100 prior turns):
    ``strace -f -c -e trace=fsync,fdatasync`` on a child process running N turns, minus a
    child running none (opening the agent and a warm-up turn), divided by N. Without
@@ -154,6 +156,17 @@ def agentkit_turns(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
     return samples
 
 
+def agentkit_turns_without_fsync(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
+    """:func:`agentkit_turns` with ``os.fsync`` a no-op: agentkit's own code, without the disk
+    (a plain turn's only fsyncs are its two journal commits; SQLite makes none)."""
+    real = os.fsync, os.fdatasync
+    os.fsync = os.fdatasync = lambda fd: None  # type: ignore[assignment]
+    try:
+        return agentkit_turns(scratch / "no-fsync", prior_turns, repeat)
+    finally:
+        os.fsync, os.fdatasync = real
+
+
 def agentkit_resume(scratch: Path, messages: int, repeat: int) -> list[float]:
     root = scratch / f"resume-{messages}"
     copy_agent(root, "innovator-001")
@@ -258,6 +271,7 @@ def fsyncs_per_turn(scratch: Path, prior_turns: int, turns: int) -> float | None
     copy_agent(root, "desk-001", compression={"max_messages": 1_000_000})
     build_conversation(root, "desk-001", 2 * prior_turns)
     try:
+        _strace_fsyncs(root, 0, scratch / "strace-first.txt")  # creates the databases
         base = _strace_fsyncs(root, 0, scratch / "strace-0.txt")
         total = _strace_fsyncs(root, turns, scratch / f"strace-{turns}.txt")
     except (OSError, subprocess.CalledProcessError) as error:
@@ -381,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0912, PLR0915
             repeat = 10 if size >= 10_000 else 20
             systems: list[tuple[str, Callable[[Path, int, int], list[float]]]] = [
                 ("agentkit", agentkit_turns),
+                ("agentkit-no-fsync", agentkit_turns_without_fsync),
                 ("naive", bench_peers.naive_turns),
             ]
             if langgraph:
@@ -430,13 +445,14 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0912, PLR0915
 
     labels = {
         "agentkit": "agentkit planner (file store)",
+        "agentkit-no-fsync": "  of which not the disk (no fsync)",
         "langgraph": "langgraph + SqliteSaver",
         "openai-agents": "openai-agents SQLiteSession",
         "naive": "naive history.json rewrite",
     }
     print("\nper-turn overhead, zero-latency model (median ms)")
     print(f"{'prior turns':<32}" + "".join(f"{size:>10}" for size in turn_sizes))
-    for system in ("agentkit", "langgraph", "openai-agents", "naive"):
+    for system in ("agentkit", "agentkit-no-fsync", "langgraph", "openai-agents", "naive"):
         cells = "".join(f"{_cell(rows, system, 'turn', size):>10}" for size in turn_sizes)
         print(f"{labels[system]:<32}{cells}")
     for system in ("langgraph", "openai-agents", "naive"):
