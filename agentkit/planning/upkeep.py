@@ -57,6 +57,8 @@ async def maybe_compress_window(turn: TurnState) -> AsyncIterator[AgentEvent]:
     if config is None or not isinstance(model, ChatModel):
         return
     window = chat_window(store.recent(key, 4 * deps.max_turns + 2))
+    if len(window) <= config.max_messages:  # under the first threshold: nothing to read
+        return
     task = deps.memory.load_task_state(key.agent_id, key.conversation_id)
     outcome = await maybe_compress(window, task.value, model, config, estimator_for(model))
     if outcome is None:

@@ -53,8 +53,8 @@ class _Tail:
 def is_clean(directory: Path, checkpoint: Checkpoint) -> bool:
     """The journal and history.json have exactly the sizes *checkpoint* names."""
     try:
-        journal = os.stat(directory / JOURNAL_FILE).st_size
-        history = os.stat(directory / HISTORY_FILE).st_size
+        journal = os.stat(os.path.join(directory, JOURNAL_FILE)).st_size
+        history = os.stat(os.path.join(directory, HISTORY_FILE)).st_size
     except FileNotFoundError:
         return False
     return journal == checkpoint.journal_bytes and history == checkpoint.history_bytes
@@ -62,7 +62,7 @@ def is_clean(directory: Path, checkpoint: Checkpoint) -> bool:
 
 def _meta_identity(directory: Path) -> _Identity:
     try:
-        stat = os.stat(directory / META_FILE)
+        stat = os.stat(os.path.join(directory, META_FILE))
     except FileNotFoundError:
         return (-1, -1, -1)
     return (stat.st_ino, stat.st_mtime_ns, stat.st_size)

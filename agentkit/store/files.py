@@ -154,7 +154,7 @@ class FileConversationStore(ConversationStore):
 
     def _existing_dir(self, key: ConversationKey) -> Path:
         directory = self._dir(key)
-        if not (directory / JOURNAL_FILE).is_file():
+        if not os.path.isfile(os.path.join(directory, JOURNAL_FILE)):
             raise ConversationNotFoundError(key.agent_id, key.conversation_id)
         return directory
 
