@@ -103,9 +103,9 @@ class PlannerConfig(_Config):
     live_state_keywords: tuple[Annotated[str, StringConstraints(min_length=1)], ...] = ()
     #: how a new request's first action is chosen: ``model`` (the strategy's own plan or action
     #: call, over every tool) or ``router`` (:mod:`agentkit.planning.tool_choice`: the tools
-    #: ranked for the request, then one constrained choice among the best few and "no tool")
+    #: ranked for the request; the model votes only among near-tied candidates)
     tool_choice: Literal["model", "router"] = "model"
-    #: how many ranked tools the router lets the model choose among (besides "no tool")
+    #: how many ranked tools the router keeps as candidates (the model votes among the near-tied)
     router_candidates: int = Field(default=3, ge=1, le=16)
 
 
