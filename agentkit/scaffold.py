@@ -87,12 +87,10 @@ def add_reminder(
     return {"saved": text, "count": len(reminders)}
 '''
 
-#: the scripted model's replies for one ``tool_loop`` turn: read, then answer
+#: the scripted model's replies for one ``tool_loop`` turn: the router picks the read from the
+#: request by itself (its ranking leads clearly), the model then answers from its result
 SCRIPT: dict[str, list[object]] = {
-    "act": [
-        {"tool_calls": [{"name": "list_reminders", "arguments": {}}]},
-        "You have no reminders yet. Tell me what to remember and I will save it.",
-    ]
+    "act": ["You have no reminders yet. Tell me what to remember and I will save it."]
 }
 
 

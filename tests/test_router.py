@@ -279,6 +279,21 @@ def test_a_failed_vote_leaves_the_rankings_order(env: Env) -> None:
     assert choice.error and choice.route["decided"] == "list_traders"
 
 
+def test_a_failed_vote_among_writes_asks_instead_of_guessing_one(env: Env) -> None:
+    # three near-tied side-effecting tools and no route replies: the vote fails, and the
+    # router asks which one was meant rather than proposing the ranking's first write
+    text = "用 OKX 主账户（ex-1）和 deepseek 模型（model-1）创建一个叫 Gamma 的交易员"
+    turn = env.turn(text, {}, config=ROUTED_LOOP)
+    events = run(turn)
+    (choice,) = route_records(turn.calls)
+    tied = [c["name"] for c in choice.route["candidates"]]
+    assert len(tied) > 1 and all(env.tools.get(name).side_effect for name in tied)
+    assert choice.error and choice.route["decision"] == "ask"
+    assert not first_tool_calls(events)
+    (asked,) = of(events, AskUserEvent)
+    assert asked.kind == "question" and all(name in asked.question for name in tied)
+
+
 def test_a_tool_added_to_the_toolset_is_routable_at_once(env: Env) -> None:
     env.tools.register(_weather_tool())
     script = {"act": [{"action": "answer", "text": "Sunny."}]}

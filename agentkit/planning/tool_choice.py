@@ -170,6 +170,9 @@ async def choose(turn: TurnState) -> RoutedAction | None:
         chosen, choice, trace = await _vote(turn, candidates, tied, trace)
     if choice == NO_TOOL:
         decided = RoutedAction(kind="none")
+    elif chosen.side_effect and len(tied) > 1 and not choice:
+        # the vote failed: unsure between near-ties, and a side-effecting tool is never guessed
+        decided = RoutedAction(kind="ask", question=_which_question(turn, tied))
     elif chosen.side_effect and not asks_for_change(deps.text) and _read_among(tied):
         question = _which_question(turn, tied)
         decided = RoutedAction(kind="ask", question=question)

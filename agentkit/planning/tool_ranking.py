@@ -11,7 +11,7 @@ Terms: English words are case-folded and lightly stemmed (*reminders* → *remin
 *list*); Chinese, written without spaces between words, becomes overlapping character
 bigrams plus single characters at half weight (so 删除 matches 删掉 through 删), in pieces
 split at very common characters (的, 我, 个 …) so that no bigram straddles two words. Numbers are
-not terms: they are ids and amounts (``trader-2``), not what a tool does.
+not terms: they are ids and amounts (``note-2``), not what a tool does.
 
 Two languages, one vocabulary of actions: the generic verbs tools are made of — list/show/查看,
 add/create/新建, delete/remove/删除, change/rename/修改, search/find/查找, save/remember/记住 — also
@@ -114,7 +114,7 @@ _CAN_YOU = re.compile(r"^\s*(can|could|would|will) you\b", re.IGNORECASE)
 
 
 def _stem(word: str) -> str:
-    """A light stem: *traders* → *trader*, *listing* → *list*, *saved*/*saves*/*save* → *sav*."""
+    """A light stem: *reminders* → *reminder*, *listing* → *list*, *saved*/*saves*/*save* → *sav*."""
     if word.isdigit() or len(word) <= 3:
         return word
     stem = word
