@@ -114,7 +114,7 @@ _CAN_YOU = re.compile(r"^\s*(can|could|would|will) you\b", re.IGNORECASE)
 
 
 def _stem(word: str) -> str:
-    """A light stem: *reminders* → *reminder*, *listing* → *list*, *saved*/*saves*/*save* → *sav*."""
+    """A light stem: *notes* → *note*, *listing* → *list*, *saved*/*saves*/*save* → *sav*."""
     if word.isdigit() or len(word) <= 3:
         return word
     stem = word
