@@ -54,9 +54,10 @@ def _base36(number: int) -> str:
 
 
 def _new_id(prefix: str) -> str:
-    # Millisecond time first, so ids sort roughly by creation; then 48 random bits.
+    # Millisecond time first, so ids sort roughly by creation; then 51 random bits as ten
+    # base-36 digits (2**51 < 36**10), one call to the system's random source
     stamp = _base36(time.time_ns() // 1_000_000)
-    tail = "".join(secrets.choice(_ALPHABET) for _ in range(10))
+    tail = _base36(secrets.randbits(51)).rjust(10, "0")
     return f"{prefix}-{stamp}{tail}"
 
 

@@ -66,14 +66,20 @@ def previous_text(previous: ExecutionState | None) -> str:
 
 
 def conversation(turn: TurnState) -> str:
-    """The last lines of the chat window, each cut to a bound."""
+    """The last lines of the chat window, each cut to a bound (built once per turn: the
+    history a turn reads does not change while it runs)."""
+    cached = turn.conversation_text
+    if cached is not None and cached[0] is turn.history:
+        return cached[1]
     window = ChatHistory.of(turn.history, turn.deps.max_turns).messages
     lines = [
         f"{m.role.capitalize()}: {cut(m.content, _CONVERSATION_LINE_CHARS)}"
         for m in window[-_CONVERSATION_LINES:]
         if m.role in ("user", "assistant") and m.content
     ]
-    return "\n".join(lines) or "(none)"
+    text = "\n".join(lines) or "(none)"
+    turn.conversation_text = (turn.history, text)
+    return text
 
 
 def observations(state: ExecutionState) -> str:

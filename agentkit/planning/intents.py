@@ -17,6 +17,7 @@ so); the planner then re-runs the agent's ``live_state`` tools before planning.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -85,5 +86,10 @@ def is_switch(text: str) -> bool:
 
 def is_live_state_request(text: str, keywords: Iterable[str] = ()) -> bool:
     """True when *text* contains one of *keywords* (the agent's live-state keywords)."""
-    words = tuple(word for word in (normalize(keyword) for keyword in keywords) if word)
+    words = _normalized(tuple(keywords))
     return bool(words) and _contains(text, words)
+
+
+@functools.lru_cache(maxsize=64)
+def _normalized(keywords: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(word for word in (normalize(keyword) for keyword in keywords) if word)

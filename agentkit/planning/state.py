@@ -116,6 +116,8 @@ class TurnState:
     state: ExecutionState | None = None
     version: int = 0
     history: list[Message] = field(default_factory=list)
+    #: the prompt's conversation lines, made from ``history`` (see planning.context)
+    conversation_text: tuple[list[Message], str] | None = None
     task: TaskState = field(default_factory=TaskState)
     #: the flow before this request, shown to a new plan (None after a reset)
     previous: ExecutionState | None = None

@@ -56,8 +56,11 @@ async def maybe_compress_window(turn: TurnState) -> AsyncIterator[AgentEvent]:
     config, model, key, store = deps.compression, deps.model, deps.key, deps.store
     if config is None or not isinstance(model, ChatModel):
         return
-    window = chat_window(store.recent(key, 4 * deps.max_turns + 2))
-    if len(window) <= config.max_messages:  # under the first threshold: nothing to read
+    recent = store.recent(key, 4 * deps.max_turns + 2)
+    if len(recent) <= config.max_messages:  # under the first threshold (the window is no
+        return  # longer than what it is cut from): nothing more to read
+    window = chat_window(recent)
+    if len(window) <= config.max_messages:
         return
     task = deps.memory.load_task_state(key.agent_id, key.conversation_id)
     outcome = await maybe_compress(window, task.value, model, config, estimator_for(model))
