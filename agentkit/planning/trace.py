@@ -7,6 +7,7 @@ where the file lives is :mod:`agentkit.layout`'s business.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -54,8 +55,19 @@ class CallRecord(BaseModel):
 
 
 def append_call_record(conversation_dir: Path, message_id: str, record: CallRecord) -> None:
-    """Append *record* to the ``calls.jsonl`` of turn *message_id* in *conversation_dir*."""
+    """Append *record* to the ``calls.jsonl`` of turn *message_id* in *conversation_dir*
+    (one ``O_APPEND`` write of the whole line; the turn's folder is made if it is missing)."""
     path = ConversationPaths(conversation_dir).calls(message_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as calls:
-        calls.write(record.to_json_line() + "\n")
+    line = (record.to_json_line() + "\n").encode()
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileNotFoundError:  # the turn's folder is made by its first journal commit
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, flags, 0o644)
+    try:
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)

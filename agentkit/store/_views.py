@@ -189,6 +189,8 @@ def make_turn_dir(directory: Path, message_id: str, *, sync: bool = True) -> Pat
     The hot path passes ``sync=False``: the folder holds views (the turn log, rebuilt by
     recovery) and traces, none of which is a durability point."""
     turn = directory / message_id
+    if os.path.isdir(turn):  # the turn's second commit: a stat, not a failing mkdir
+        return turn
     try:
         turn.mkdir()
     except FileExistsError:
