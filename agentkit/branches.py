@@ -46,9 +46,7 @@ def record_turn_checkpoint(runtime: AgentRuntime, key: ConversationKey, message_
         return
     memory = runtime.memory
     checkpoint = memory.turn_checkpoint(key.agent_id, key.conversation_id, message_id)
-    meta = runtime.store.meta(key)
-    filled = {"messages": meta.stats.message_count, "status": meta.status}
-    runtime.store.record_checkpoint(key, checkpoint.model_copy(update=filled))
+    runtime.store.record_checkpoint(key, checkpoint)
 
 
 def _restore(

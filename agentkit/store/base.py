@@ -166,7 +166,8 @@ class ConversationStore(ABC):
 
     @abstractmethod
     def record_checkpoint(self, key: ConversationKey, checkpoint: TurnCheckpoint) -> None:
-        """Append the checkpoint of a finished turn to the conversation's journal."""
+        """Append the checkpoint of a finished turn to the conversation's journal (its
+        ``messages`` and ``status`` are set to the conversation's, as with ``append``)."""
 
     @abstractmethod
     def checkpoints(self, key: ConversationKey) -> list[TurnCheckpoint]:

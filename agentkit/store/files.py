@@ -456,9 +456,7 @@ class FileConversationStore(ConversationStore):
         # Not a durability point: written right after the turn's final commit, it rides along
         # with the conversation's next fsync (a kill -9 loses nothing; a power loss before the
         # next turn can leave the last turn without its checkpoint, i.e. not forkable there).
-        self._commit(
-            key, lambda seq: CheckpointRecord(seq=seq, checkpoint=checkpoint), durable=False
-        )
+        self._commit(key, durable=False, checkpoint=checkpoint)
 
     def last_checkpoint(self, key: ConversationKey) -> TurnCheckpoint | None:
         state = self._snapshot(key)

@@ -147,7 +147,7 @@ class InMemoryConversationStore(ConversationStore):
 
     def record_checkpoint(self, key: ConversationKey, checkpoint: TurnCheckpoint) -> None:
         with self.hold(key):
-            self._write(key, CheckpointRecord(seq=self._next_seq(key), checkpoint=checkpoint))
+            self._write_checkpoint(key, checkpoint)
 
     def checkpoints(self, key: ConversationKey) -> list[TurnCheckpoint]:
         return checkpoints_of(list(self._get(key).records))
