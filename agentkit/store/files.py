@@ -126,6 +126,10 @@ class FileConversationStore(ConversationStore):
         self._suspect: set[Path] = set()  # conversations whose last write failed with an I/O error
         self._states = FolderStates()  # so a turn's writes do not re-read meta.json
         self._dirs: dict[ConversationKey, Path] = {}  # resolved and checked once per key
+        # The state of each conversation this store's holder wrote or checked under the lock
+        # it still holds: no other writer can change the folder meanwhile, so a turn's reads
+        # and writes after its first need no stat. Dropped when the lock is let go.
+        self._held_states: dict[ConversationKey, FolderState] = {}
 
     # ------------------------------------------------------------------ paths
 
@@ -166,10 +170,10 @@ class FileConversationStore(ConversationStore):
 
     @contextmanager
     def hold(self, key: ConversationKey, timeout: float | None = None) -> Iterator[None]:
-        self._existing_dir(key)  # never create a lock file for a conversation that is not there
         if self._locks.held(key):  # this thread holds it already (a write inside a turn)
             yield
             return
+        self._existing_dir(key)  # never create a lock file for a conversation that is not there
         wait = self.lock_timeout if timeout is None else timeout
         lock = self._locks.get(key)
         if not lock.acquire(wait):
@@ -184,21 +188,28 @@ class FileConversationStore(ConversationStore):
                         self._commit(key, durable=False)
             finally:
                 self._pending.pop(key, None)
+                self._held_states.pop(key, None)
                 lock.release()
 
     # ------------------------------------------------------------------ state
 
     def _writable_state(self, key: ConversationKey) -> FolderState:
         """The conversation's state, recovered first if a write was interrupted. Hold the lock."""
+        held = self._held_states.get(key)
+        if held is not None:
+            return held
         directory = self._existing_dir(key)
         state, clean = self._states.read_checked(directory)
-        if clean and directory not in self._suspect:
-            assert state is not None
-            return state
-        return self._recover_conversation(key)
+        if not clean or directory in self._suspect:
+            state = self._recover_conversation(key)
+        assert state is not None
+        self._held_states[key] = state
+        return state
 
     def _snapshot(self, key: ConversationKey) -> FolderState:
         """The last checkpointed state, for readers; repairs it when nobody is writing."""
+        if self._locks.held(key):
+            return self._writable_state(key)
         directory = self._existing_dir(key)
         state, clean = self._states.read_checked(directory)
         for pause in (0.0005, 0.002, 0.01):
@@ -237,9 +248,11 @@ class FileConversationStore(ConversationStore):
             state = rebuild_views(directory, views, good_end, located, previous, full=full)
         except OSError as error:
             self._states.forget(directory)
+            self._held_states.pop(key, None)
             raise StoreError(f"could not recover {key}: {error}") from error
         self._states.forget(directory)  # and the tail read before: the journal may have changed
         self._states.remember(directory, state)
+        self._held_states[key] = state  # recovery runs under the lock
         return state
 
     def recover(self, agent_id: str | None = None, *, full: bool = False) -> list[ConversationKey]:
@@ -354,9 +367,11 @@ class FileConversationStore(ConversationStore):
                 # Whatever reached the disk is recovered (and the journal rewritten) before
                 # the next write; this one is not acknowledged.
                 self._suspect.add(directory)
+                self._held_states.pop(key, None)
                 reason = f"could not write to {key}: {error}; nothing acknowledged"
                 raise StoreError(reason) from error
             self._states.remember(directory, new_state)
+            self._held_states[key] = new_state
             self._states.appended(directory, state.checkpoint.journal_bytes, journal_bytes, records)
             return new_state.meta
 
@@ -492,6 +507,7 @@ class FileConversationStore(ConversationStore):
             tombstone = conversations / f".{key.conversation_id}{_DELETED}{secrets.token_hex(4)}"
             self._states.forget(directory)
             self._pending.pop(key, None)
+            self._held_states.pop(key, None)
             try:
                 directory.rename(tombstone)
                 fsync_dir(conversations)
