@@ -4,9 +4,9 @@
   records are still seen;
 * a note made inside a turn (this thread holds the conversation's lock) rides along with the
   turn's next commit instead of a write of its own; outside a turn it is written at once;
-* a turn that runs no side-effecting tool makes exactly two journal fsyncs and no durable
-  ``system_config`` write: the state it ends in travels in the turn's checkpoint, in the same
-  commit as its answer;
+* a turn that runs no side-effecting tool makes exactly two journal fsyncs and one
+  (non-durable) ``system_config`` write of its ExecutionState, the state it ends in, which
+  also travels in the turn's checkpoint, in the same commit as its answer;
 * after a power loss that drops the last (non-durable) ExecutionState write, the next turn
   restores the state from the checkpoint instead of reporting an interrupted turn; a state
   written after the checkpoint (memory cleared, a new flow) is never overwritten;
@@ -152,7 +152,7 @@ def test_the_writer_lock_is_reentrant_and_excludes_other_threads(tmp_path: Path)
 # ------------------------------------------------------------------------------ a turn's writes
 
 
-def test_a_turn_without_side_effects_makes_two_journal_fsyncs_and_no_durable_kv_write(
+def test_a_turn_without_side_effects_makes_two_journal_fsyncs_and_one_execution_state_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root, conversation = make_root(tmp_path)
@@ -160,6 +160,7 @@ def test_a_turn_without_side_effects_makes_two_journal_fsyncs_and_no_durable_kv_
               "respond": ["Hello there."]}  # fmt: skip
     fsyncs: list[int] = []
     durable_sets: list[str] = []
+    state_writes: list[str] = []
     real_fsync, real_set = os.fsync, SqliteConfigStore.set
 
     def counted_fsync(fd: int) -> None:
@@ -169,6 +170,8 @@ def test_a_turn_without_side_effects_makes_two_journal_fsyncs_and_no_durable_kv_
     def counted_set(self: SqliteConfigStore, key: str, value: Any, **kw: Any) -> Any:
         if kw.get("durable", True):
             durable_sets.append(key)
+        if key.startswith("execution_state:"):
+            state_writes.append(value["status"])
         return real_set(self, key, value, **kw)
 
     with Agent.open("launcher", data_dir=root, model=ScriptedModel(script)) as agent:
@@ -183,6 +186,8 @@ def test_a_turn_without_side_effects_makes_two_journal_fsyncs_and_no_durable_kv_
         stored = agent.execution_state(conversation)
     assert len(fsyncs) == 2, fsyncs
     assert durable_sets == []
+    # planning, the plan, the step running: kept in the turn; only the end state is written
+    assert state_writes == ["completed"]
     # one checkpoint per turn (the agent did not write a second one), holding the end state
     assert len(checkpoints) == 2
     assert stored is not None and stored.value.status == "completed"

@@ -27,6 +27,7 @@ __all__ = [
     "cancelled",
     "discard",
     "failed",
+    "flush",
     "interrupted",
     "load_state",
     "persist",
@@ -63,7 +64,12 @@ def save(turn: TurnState, state: ExecutionState, *, durable: bool | None = None)
     and after its tool (*durable* = True), and so is a state the turn pauses in (a question,
     a consent request). The state a turn ends in becomes durable with the turn's checkpoint,
     in the same journal commit as the answer (:func:`persist`; :func:`load_state` restores it
-    after a power loss). Other saves ride along with the next durable one."""
+    after a power loss).
+
+    Other states of a flow still in progress (planning, a plan stored, a harmless step
+    started or done) are kept in the turn and written with the next save that is written
+    (:func:`flush`): a crash between them loses nothing a restart could use, since a
+    harmless step is simply planned again, and the turn's events show them as they happen."""
     if durable is None:
         durable = state.status in ("waiting_user", "waiting_confirmation")
     key, memory = turn.deps.key, turn.deps.memory
@@ -89,15 +95,29 @@ def save(turn: TurnState, state: ExecutionState, *, durable: bool | None = None)
     ]
     if known:  # e.g. the user's answer that carried the keys, kept as an observation
         state = ExecutionState.model_validate(mask_secrets(state.model_dump(mode="json"), known))
+    turn.stored_ids = {step.id for step in state.steps}
+    if not durable and state.is_active:
+        turn.state, turn.unsaved = state.touched(), True
+        return turn.state
     saved = memory.save_execution_state(
         key.agent_id, key.conversation_id, state, expected_version=turn.version, durable=durable
     )
-    turn.state, turn.version = saved.value, saved.version
-    turn.stored_ids = {step.id for step in saved.value.steps}
+    turn.state, turn.version, turn.unsaved = saved.value, saved.version, False
     if not saved.value.is_active and turn.raw_args:  # the flow is over: forget them
         memory.save_step_secrets(key.agent_id, key.conversation_id, {})
         turn.raw_args = {}
     return saved.value
+
+
+def flush(turn: TurnState) -> None:
+    """Write the ExecutionState :func:`save` kept in the turn, if any (not durable)."""
+    if turn.unsaved and turn.state is not None:
+        key = turn.deps.key
+        saved = turn.deps.memory.save_execution_state(
+            key.agent_id, key.conversation_id, turn.state, expected_version=turn.version,
+            durable=False,
+        )  # fmt: skip
+        turn.state, turn.version, turn.unsaved = saved.value, saved.version, False
 
 
 def tool_args(turn: TurnState, step: PlanStep) -> dict[str, Any]:
@@ -121,7 +141,7 @@ def discard(turn: TurnState) -> None:
     key, memory = turn.deps.key, turn.deps.memory
     memory.delete_execution_state(key.agent_id, key.conversation_id, expected_version=turn.version)
     memory.save_step_secrets(key.agent_id, key.conversation_id, {})
-    turn.state, turn.version = None, 0
+    turn.state, turn.version, turn.unsaved = None, 0, False
     turn.raw_args, turn.stored_ids = {}, set()
 
 
@@ -225,6 +245,7 @@ def persist(turn: TurnState) -> None:
     key, store = turn.deps.key, turn.deps.store
     status = "idle" if turn.status == "cancelled" else turn.status
     try:
+        flush(turn)
         checkpoint = turn.deps.memory.turn_checkpoint(
             key.agent_id, key.conversation_id, turn.message_id
         )

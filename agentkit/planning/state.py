@@ -112,9 +112,11 @@ class TurnState:
     answer: str = ""
     status: TurnStatus = "completed"
     usage: Usage = field(default_factory=Usage)
-    #: the stored ExecutionState and its version (compare-and-swap)
+    #: the ExecutionState and the version it was stored at (compare-and-swap); *unsaved*
+    #: while ``state`` is a later, not yet written one (see recording.save)
     state: ExecutionState | None = None
     version: int = 0
+    unsaved: bool = False
     history: list[Message] = field(default_factory=list)
     #: the prompt's conversation lines, made from ``history`` (see planning.context)
     conversation_text: tuple[list[Message], str] | None = None
