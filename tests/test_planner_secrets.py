@@ -8,10 +8,14 @@ import json
 from pathlib import Path
 
 from agentkit import Agent
-from agentkit.events import AskUserEvent, ErrorEvent
+from agentkit import tool
+from agentkit.events import AskUserEvent, ErrorEvent, ResultEvent
 from agentkit.memory import MemoryRepository
 from agentkit.models.scripted import ScriptedModel
-from agentkit.store import SqliteConfigStore
+from agentkit.planning import PlannerTurn
+from agentkit.store import InMemoryConfigStore, InMemoryConversationStore, SqliteConfigStore
+from agentkit.tools import ToolRegistry
+from agentkit.tools.secrets import mask_value
 from agentkit_desk import open_desk
 
 from .test_planner import KEY, Env, env, of, run, step
@@ -103,3 +107,36 @@ def test_consent_after_a_restart_uses_the_stored_secrets(data_dir: Path) -> None
         assert agent.send("yes", conversation).text == "Connected."
     with open_desk(data_dir / "agents" / "desk-001" / "workspace") as desk:
         assert [account.api_key for account in desk.exchange_configs()] == [API_KEY]
+
+
+
+def test_a_secret_a_tool_stores_mid_turn_is_scrubbed_from_that_turns_answer() -> None:
+    """The domain's secrets are read once per turn and again after each tool call: the token
+    a tool stores after the turn has already scrubbed its prompts is unknown at the turn's
+    start, yet the answer that repeats it is scrubbed."""
+    vault: list[str] = []
+    token = "TOKEN-MINTED-MID-TURN-42"
+
+    @tool
+    def mint_token() -> str:
+        """Make a new access token and keep it."""
+        vault.append(token)
+        return "a token was made"
+
+    tools = ToolRegistry([mint_token.bind()], secrets=lambda: list(vault))
+    store, kv = InMemoryConversationStore(), InMemoryConfigStore()
+    store.create(KEY, "t")
+    script = {
+        "plan": [{"goal": "g", "steps": [step("m", "tool", tool_name="mint_token", tool_args={}),
+                                          step("r", "respond")]}],
+        "respond": [f"Your token is {token}."],
+    }  # fmt: skip
+    turn = PlannerTurn(
+        key=KEY, text="make me a token", store=store, memory=MemoryRepository(kv),
+        model=ScriptedModel(script), tools=tools,
+    )  # fmt: skip
+    events = run(turn)
+    assert vault == [token]  # the tool ran during this turn
+    [result] = [event for event in events if isinstance(event, ResultEvent)]
+    assert result.status == "completed"
+    assert token not in result.text and mask_value(token) in result.text, result.text

@@ -137,6 +137,8 @@ class TurnState:
     pending_record: CallRecord = field(
         default_factory=lambda: CallRecord(purpose="chat", messages=[])
     )
+    #: the domain's secret values, and the tool-call count they were read at (see scrub)
+    known_secrets: tuple[int, list[str]] | None = None
     #: the capability signature of this turn's tools and strategy (see capability_signature)
     signature: str = field(init=False)
 
@@ -156,9 +158,14 @@ class TurnState:
             raise TurnCancelledError("cancelled by the user")
 
     def scrub(self, text: str) -> str:
-        """*text* without the secret values the tools' domain stores."""
-        secrets = self.deps.tools.secrets
-        return scrub_text(text, secrets()) if secrets else text
+        """*text* without the secret values the tools' domain stores (read once per turn and
+        again after each tool call, which may have stored a new one)."""
+        tools = self.deps.tools
+        if tools.secrets is None:
+            return text
+        if self.known_secrets is None or self.known_secrets[0] != tools.runs:
+            self.known_secrets = (tools.runs, list(tools.secrets()))
+        return scrub_text(text, self.known_secrets[1])
 
     def note(self, label: str, text: str) -> None:
         """A ``[LABEL]`` block in the turn's ``messages.log``."""

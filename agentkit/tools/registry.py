@@ -307,6 +307,9 @@ class ToolRegistry:
             raise ToolDefinitionError(f"max_output_chars must be at least {_MIN_OUTPUT_CHARS}")
         self.max_output_chars = max_output_chars
         self.secrets = secrets
+        #: tool calls started so far: a tool may store a new secret, so a list of the
+        #: domain's secrets is current only while this count is unchanged
+        self.runs = 0
         self._tools: dict[str, Tool[Any]] = {}
         self._signature: str | None = None
         self._rendered: str | None = None
@@ -413,6 +416,7 @@ class ToolRegistry:
         """
         args = self.validate(name, raw_args)
         known = self._known_secrets(raw_args)
+        self.runs += 1
         try:
             output = self._tools[name].handler(args)
             if inspect.isawaitable(output):
@@ -427,6 +431,7 @@ class ToolRegistry:
         """:meth:`run` for async callers: an awaitable result is awaited on this loop."""
         args = self.validate(name, raw_args)
         known = self._known_secrets(raw_args)
+        self.runs += 1
         try:
             output = self._tools[name].handler(args)
             if inspect.isawaitable(output):
