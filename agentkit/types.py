@@ -47,8 +47,12 @@ def utc_now() -> datetime:
 
 def format_timestamp(moment: datetime) -> str:
     """``2026-03-23T10:12:11.993Z``: the seed's ISO form, UTC, milliseconds."""
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    if moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
+    return (  # by hand: half the time of strftime, and a year below 1000 keeps four digits
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
+        f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z"
+    )
 
 
 def _require_aware(moment: datetime) -> datetime:
