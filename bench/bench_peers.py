@@ -37,6 +37,7 @@ PLAN_REPLY = json.dumps(
     {"goal": "answer", "steps": [{"id": "r1", "type": "respond", "title": "answer"}]}
 )
 ANSWER = "Noted. Here is what I found about your desk today."
+REQUEST = "what do I have on my desk?"
 _WORDS = ("plan", "tool", "trader", "result", "answer", "the", "a", "of", "to", "binance",
           "model", "config", "exchange", "é", "✓")  # fmt: skip
 
@@ -83,7 +84,7 @@ def naive_turns(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
 
     def turn() -> None:
         entries = json.loads(path.read_bytes())
-        entries.append({"role": "user", "content": "what do I have on my desk?"})
+        entries.append({"role": "user", "content": REQUEST})
         _rewrite(path, entries)
         window = entries[-40:]
         json.loads(fake_model("plan", window))
@@ -157,7 +158,7 @@ def langgraph_turns(scratch: Path, prior_turns: int, repeat: int) -> list[float]
     config = {"configurable": {"thread_id": "bench"}}
 
     def turn() -> None:
-        graph.invoke({"messages": [("user", "what do I have on my desk?")]}, config)
+        graph.invoke({"messages": [("user", REQUEST)]}, config)
 
     try:
         turn()  # warm-up
@@ -238,7 +239,7 @@ def openai_agents_turns(scratch: Path, prior_turns: int, repeat: int) -> list[fl
     try:
 
         def turn() -> None:
-            loop.run_until_complete(_sdk_turn(session, "what do I have on my desk?", next(count)))
+            loop.run_until_complete(_sdk_turn(session, REQUEST, next(count)))
 
         turn()  # warm-up
         samples = timed(turn, repeat)

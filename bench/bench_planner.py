@@ -42,6 +42,7 @@ and a load in the ``median_ms`` column).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import csv
 import json
 import os
@@ -57,6 +58,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from agentkit import Agent, ChatModel, ScriptedModel
+from agentkit.events import ResultEvent
 from agentkit.models.base import ChatMessage, JsonSchema, ModelEvent, Purpose
 from agentkit.store import ConversationKey, FileConversationStore
 from agentkit.store._journal import encode_frame
@@ -138,22 +140,42 @@ def timed(action: Callable[[], object], repeat: int) -> list[float]:
 # -- agentkit ------------------------------------------------------------------------------
 
 
-def agentkit_turns(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
-    root = scratch / f"agentkit-{prior_turns}"
+def agentkit_turns(
+    scratch: Path, prior_turns: int, repeat: int, *, through_send: bool = False
+) -> list[float]:
+    """One full planner turn, driven as the evaluation runner and the HTTP API drive it:
+    ``Agent.send_message`` consumed on the caller's event loop. *through_send*: through the
+    synchronous helper ``Agent.send`` instead (scripts, notebooks), which adds the hop to the
+    agent's own loop thread and back."""
+    root = scratch / f"agentkit-{prior_turns}{'-send' if through_send else ''}"
     copy_agent(root, "desk-001", compression={"max_messages": 1_000_000})
     build_conversation(root, "desk-001", 2 * prior_turns)
     script = {"plan": [json.loads(bench_peers.PLAN_REPLY)], "respond": [bench_peers.ANSWER]}
+    loop = asyncio.new_event_loop()
     with Agent.open("desk-001", data_dir=root, model=ScriptedModel(script)) as agent:
 
+        async def stream() -> ResultEvent:
+            events = [e async for e in agent.send_message(CONVERSATION, bench_peers.REQUEST)]
+            assert isinstance(events[-1], ResultEvent)
+            return events[-1]
+
         def turn() -> None:
-            result = agent.send("what do I have on my desk?", CONVERSATION)
-            assert result.result.status == "completed", result.text
+            if through_send:
+                result = agent.send(bench_peers.REQUEST, CONVERSATION).result
+            else:
+                result = loop.run_until_complete(stream())
+            assert result.status == "completed", result.text
             assert result.text == bench_peers.ANSWER
 
         turn()  # warm-up (imports, schema compilation)
         samples = timed(turn, repeat)
         assert len(agent.load_recent_messages(CONVERSATION, 5)) == 5
+    loop.close()
     return samples
+
+
+def agentkit_send_turns(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
+    return agentkit_turns(scratch, prior_turns, repeat, through_send=True)
 
 
 def agentkit_turns_without_fsync(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
@@ -242,7 +264,7 @@ def run_fsync_child(root: Path, turns: int) -> None:
     script = {"plan": [json.loads(bench_peers.PLAN_REPLY)], "respond": [bench_peers.ANSWER]}
     with Agent.open("desk-001", data_dir=root, model=ScriptedModel(script)) as agent:
         for _ in range(turns + 1):
-            result = agent.send("what do I have on my desk?", CONVERSATION)
+            result = agent.send(bench_peers.REQUEST, CONVERSATION)
             assert result.result.status == "completed", result.text
 
 
@@ -396,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0912, PLR0915
             systems: list[tuple[str, Callable[[Path, int, int], list[float]]]] = [
                 ("agentkit", agentkit_turns),
                 ("agentkit-no-fsync", agentkit_turns_without_fsync),
+                ("agentkit-send", agentkit_send_turns),
                 ("naive", bench_peers.naive_turns),
             ]
             if langgraph:
@@ -446,13 +469,15 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0912, PLR0915
     labels = {
         "agentkit": "agentkit planner (file store)",
         "agentkit-no-fsync": "  of which not the disk (no fsync)",
+        "agentkit-send": "  through Agent.send (sync)",
         "langgraph": "langgraph + SqliteSaver",
         "openai-agents": "openai-agents SQLiteSession",
         "naive": "naive history.json rewrite",
     }
     print("\nper-turn overhead, zero-latency model (median ms)")
     print(f"{'prior turns':<32}" + "".join(f"{size:>10}" for size in turn_sizes))
-    for system in ("agentkit", "agentkit-no-fsync", "langgraph", "openai-agents", "naive"):
+    for system in ("agentkit", "agentkit-no-fsync", "agentkit-send", "langgraph",
+                   "openai-agents", "naive"):  # fmt: skip
         cells = "".join(f"{_cell(rows, system, 'turn', size):>10}" for size in turn_sizes)
         print(f"{labels[system]:<32}{cells}")
     for system in ("langgraph", "openai-agents", "naive"):
