@@ -10,7 +10,7 @@ argument, so several agents and data roots can live in one process.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -160,8 +160,9 @@ class Agent:
         """Every conversation's metadata, most recently updated first."""
         return self.store.conversations(self.id)
 
-    def load_conversation_history(self, conversation_id: str) -> list[Message]:
-        """The conversation's messages, oldest first."""
+    def load_conversation_history(self, conversation_id: str) -> Sequence[Message]:
+        """The conversation's messages, oldest first (a read-only, list-like sequence: a long
+        history is parsed at once and each message validated when first read)."""
         return self.store.messages(self._key(conversation_id))
 
     def load_recent_messages(self, conversation_id: str, limit: int) -> list[Message]:

@@ -72,6 +72,7 @@ class AgentRuntime:
         self._model: ChatModel | SessionBackend | None = None
         self._config_store = config_store
         self._owned_config_store: SqliteConfigStore | None = None
+        self._memory: MemoryRepository | None = None
         self._extra_tools = tuple(tools)
         self._toolbox: AgentTools | None = None
         self._resources = ExitStack()
@@ -117,10 +118,12 @@ class AgentRuntime:
     @property
     def memory(self) -> MemoryRepository:
         """The memory records, in the given config store or ``agentkit.db`` under the root."""
-        if self._config_store is None:
-            owned = SqliteConfigStore(self.data_layout.config_db)
-            self._config_store = self._owned_config_store = owned
-        return MemoryRepository(self._config_store)
+        if self._memory is None:  # one per runtime: it holds the running turn's staged state
+            if self._config_store is None:
+                owned = SqliteConfigStore(self.data_layout.config_db)
+                self._config_store = self._owned_config_store = owned
+            self._memory = MemoryRepository(self._config_store)
+        return self._memory
 
     @property
     def data_layout(self) -> DataLayout:
@@ -150,6 +153,7 @@ class AgentRuntime:
         if self._owned_config_store is not None:
             self._owned_config_store.close()
             self._config_store = self._owned_config_store = None
+            self._memory = None
 
     async def aclose(self) -> None:
         """Close every live session (and its process), the model, the tools and memory."""

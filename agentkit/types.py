@@ -56,10 +56,17 @@ def format_timestamp(moment: datetime) -> str:
 
 
 def _require_aware(moment: datetime) -> datetime:
-    if moment.tzinfo is None:
+    zone = moment.tzinfo
+    if zone is None:
         raise ValueError("timestamps must carry a time zone")
-    moment = moment.astimezone(UTC)
-    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+    if zone is not UTC:  # parsed "…Z" carries pydantic's own UTC zone: relabel, do not convert
+        offset = moment.utcoffset()
+        if offset is None:
+            raise ValueError("timestamps must carry a time zone")
+        moment = moment.replace(tzinfo=UTC) if not offset else moment.astimezone(UTC)
+    if moment.microsecond % 1000:
+        moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+    return moment
 
 
 Timestamp = Annotated[

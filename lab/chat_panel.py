@@ -11,6 +11,7 @@ unknown model spec) stays in the text box with the reason shown.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Future
 from html import escape
 from typing import Any
@@ -43,7 +44,7 @@ class ChatPanel(widgets.VBox):
         self, agent: Agent, conversation_id: str | None = None, *, plan: bool | None = None
     ) -> None:
         self.agent = agent
-        self.history: list[Message] = (
+        self.history: Sequence[Message] = (
             agent.load_conversation_history(conversation_id) if conversation_id else []
         )  # raises ConversationNotFoundError for an unknown id, before any widget exists
         self.conversation_id = conversation_id

@@ -26,6 +26,7 @@ import pytest
 from agentkit import Agent, ScriptedModel
 from agentkit.errors import ConversationBusyError
 from agentkit.store import ConversationKey, FileConversationStore
+from agentkit.store._lazy import LazyMessages
 from agentkit.store.sqlite_kv import SqliteConfigStore
 from agentkit.types import Message
 
@@ -263,3 +264,37 @@ def test_a_state_written_after_the_checkpoint_is_never_replaced_by_it(tmp_path: 
         assert now is not None and now.version < checkpoint.execution_state_version
         assert not memory.restore_execution_state("launcher", conversation, checkpoint)
         assert agent.execution_state(conversation) == now
+
+
+# ------------------------------------------------------------------------------ full load
+
+
+def test_a_full_load_is_list_like_and_validates_each_message_on_first_read(
+    tmp_path: Path,
+) -> None:
+    store = _store_with_messages(tmp_path, 5)
+    loaded = FileConversationStore(tmp_path).messages(KEY)  # a new store, as a new process
+    assert isinstance(loaded, LazyMessages)  # the view is current: parsed, not yet validated
+    expected = [f"message {index}" for index in range(5)]
+    assert len(loaded) == 5
+    assert [m.content for m in loaded] == expected
+    assert loaded[-1].content == "message 4" and loaded[1:3] == [loaded[1], loaded[2]]
+    assert loaded == store.messages(KEY) == list(loaded)
+    assert isinstance(loaded[0], Message) and loaded[0].timestamp.tzinfo is not None
+    with pytest.raises(IndexError):
+        loaded[5]
+
+
+def test_a_history_entry_edited_in_place_is_read_from_the_journal(tmp_path: Path) -> None:
+    """The checkpoint proves only the view's size: an entry edited by hand to an invalid
+    value (same length) is noticed when read, and the journal's messages are given."""
+    _store_with_messages(tmp_path, 3)
+    history = tmp_path / "agents" / KEY.agent_id / "conversations" / KEY.conversation_id
+    path = history / "history.json"
+    data = path.read_bytes()
+    assert data.count(b'"role":"user"') == 3
+    path.write_bytes(data.replace(b'"role":"user"', b'"role":"nope"', 1))  # same size
+    loaded = FileConversationStore(tmp_path).messages(KEY)
+    assert isinstance(loaded, LazyMessages)
+    assert [m.role for m in loaded] == ["user", "user", "user"]
+    assert [m.content for m in loaded] == ["message 0", "message 1", "message 2"]

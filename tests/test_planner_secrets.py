@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentkit import Agent
-from agentkit import tool
+from agentkit import Agent, tool
 from agentkit.events import AskUserEvent, ErrorEvent, ResultEvent
 from agentkit.memory import MemoryRepository
 from agentkit.models.scripted import ScriptedModel
@@ -107,7 +106,6 @@ def test_consent_after_a_restart_uses_the_stored_secrets(data_dir: Path) -> None
         assert agent.send("yes", conversation).text == "Connected."
     with open_desk(data_dir / "agents" / "desk-001" / "workspace") as desk:
         assert [account.api_key for account in desk.exchange_configs()] == [API_KEY]
-
 
 
 def test_a_secret_a_tool_stores_mid_turn_is_scrubbed_from_that_turns_answer() -> None:

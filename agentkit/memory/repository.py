@@ -51,6 +51,9 @@ class MemoryRepository:
 
     def __init__(self, store: ConfigStore) -> None:
         self.store = store
+        # ExecutionStates a running turn has moved on to but not written yet (see
+        # stage_execution_state), by key: what this process's readers see meanwhile
+        self._staged: dict[str, Versioned[ExecutionState]] = {}
 
     @staticmethod
     def task_state_key(agent_id: str, conversation_id: str) -> str:
@@ -98,8 +101,25 @@ class MemoryRepository:
     def load_execution_state(
         self, agent_id: str, conversation_id: str
     ) -> Versioned[ExecutionState] | None:
-        """The stored ExecutionState, or None when the conversation has none."""
-        return self._load(self.execution_state_key(agent_id, conversation_id), ExecutionState)
+        """The stored ExecutionState (or, while a turn of this process runs, the one it has
+        moved on to: :meth:`stage_execution_state`), or None when the conversation has none."""
+        key = self.execution_state_key(agent_id, conversation_id)
+        staged = self._staged.get(key)
+        if staged is not None:
+            return staged
+        return self._load(key, ExecutionState)
+
+    def stage_execution_state(
+        self, agent_id: str, conversation_id: str, state: ExecutionState, *, version: int
+    ) -> ExecutionState:
+        """Make *state* (``updated_at`` = now) the conversation's ExecutionState for this
+        process without writing it: the planner's states between durability points, written
+        with its next save (which compare-and-swaps against *version*, the stored one). A
+        crash loses them, which is their contract; another process sees the stored one."""
+        key = self.execution_state_key(agent_id, conversation_id)
+        value = state.touched()
+        self._staged[key] = Versioned(value, version)
+        return value
 
     def save_execution_state(
         self,
@@ -121,6 +141,7 @@ class MemoryRepository:
         entry = self.store.set(
             key, value.model_dump(mode="json"), expected_version=expected_version, durable=durable
         )
+        self._staged.pop(key, None)
         return Versioned(value, entry.version)
 
     def delete_execution_state(
@@ -128,7 +149,9 @@ class MemoryRepository:
     ) -> bool:
         """Drop the ExecutionState (a finished or abandoned flow); True if there was one."""
         key = self.execution_state_key(agent_id, conversation_id)
-        return self.store.delete(key, expected_version=expected_version)
+        deleted = self.store.delete(key, expected_version=expected_version)
+        self._staged.pop(key, None)
+        return deleted
 
     @staticmethod
     def step_secrets_key(agent_id: str, conversation_id: str) -> str:

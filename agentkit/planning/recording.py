@@ -67,9 +67,10 @@ def save(turn: TurnState, state: ExecutionState, *, durable: bool | None = None)
     after a power loss).
 
     Other states of a flow still in progress (planning, a plan stored, a harmless step
-    started or done) are kept in the turn and written with the next save that is written
-    (:func:`flush`): a crash between them loses nothing a restart could use, since a
-    harmless step is simply planned again, and the turn's events show them as they happen."""
+    started or done) are staged, not written (``MemoryRepository.stage_execution_state``:
+    this process's readers, e.g. the workbench's plan view, see them) and written with the
+    next save that is (:func:`flush`): a crash between them loses nothing a restart could
+    use, since a harmless step is simply planned again."""
     if durable is None:
         durable = state.status in ("waiting_user", "waiting_confirmation")
     key, memory = turn.deps.key, turn.deps.memory
@@ -97,7 +98,10 @@ def save(turn: TurnState, state: ExecutionState, *, durable: bool | None = None)
         state = ExecutionState.model_validate(mask_secrets(state.model_dump(mode="json"), known))
     turn.stored_ids = {step.id for step in state.steps}
     if not durable and state.is_active:
-        turn.state, turn.unsaved = state.touched(), True
+        turn.state = memory.stage_execution_state(
+            key.agent_id, key.conversation_id, state, version=turn.version
+        )
+        turn.unsaved = True
         return turn.state
     saved = memory.save_execution_state(
         key.agent_id, key.conversation_id, state, expected_version=turn.version, durable=durable

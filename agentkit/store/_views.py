@@ -11,17 +11,17 @@ journal without changing anything (what ``FileConversationStore.verify`` reports
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pydantic_core
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 from agentkit.errors import CorruptJournalError
@@ -29,6 +29,7 @@ from agentkit.layout import HISTORY_FILE, JOURNAL_FILE, META_FILE, TURN_LOG_FILE
 from agentkit.store._checkpoint import TurnCheckpoint
 from agentkit.store._fsio import atomic_write, fsync_dir, is_temp_name, write_at
 from agentkit.store._journal import read_tail_frames, scan_frames
+from agentkit.store._lazy import LazyMessages
 from agentkit.store._records import (
     AnnotationRecord,
     CheckpointRecord,
@@ -67,11 +68,6 @@ HISTORY_CLOSE = b"\n]\n"
 #: every message record's payload holds this; a JSON string cannot (its quotes are escaped)
 _MESSAGE_KIND = b'"kind":"message"'
 _CHECKPOINT_KIND = b'"kind":"checkpoint"'
-
-
-@functools.cache
-def _history_adapter() -> TypeAdapter[list[Message]]:
-    return TypeAdapter(list[Message])
 
 
 class Checkpoint(BaseModel):
@@ -134,18 +130,28 @@ def read_state(directory: Path) -> FolderState | None:
         return None
 
 
-def read_history_view(directory: Path, state: FolderState) -> list[Message] | None:
+def read_history_view(
+    directory: Path, state: FolderState, fallback: Callable[[], list[Message]]
+) -> LazyMessages | None:
     """The whole history from ``history.json`` when its checkpoint proves it is the journal's
-    view: one pydantic-core pass over the bytes instead of folding every journal record.
-    None when a writer moved on or the view is damaged (the journal then decides)."""
+    view: the file read and cut into its entries (one per line), each message decoded when
+    first read (:mod:`._lazy`; *fallback*, the journal's messages, if an entry does not
+    validate). None when a writer moved on or the view is damaged (the journal decides)."""
     try:
         data = (directory / HISTORY_FILE).read_bytes()
-        if len(data) != state.checkpoint.history_bytes:
-            return None
-        messages = _history_adapter().validate_json(data)
-    except (OSError, ValidationError):
+    except OSError:
         return None
-    return messages if len(messages) == state.meta.stats.message_count else None
+    count = state.meta.stats.message_count
+    if len(data) != state.checkpoint.history_bytes:
+        return None
+    if count == 0:
+        return LazyMessages([], fallback) if data == EMPTY_HISTORY else None
+    if not (data.startswith(b"[\n") and data.endswith(HISTORY_CLOSE)):
+        return None
+    entries = data[2 : -len(HISTORY_CLOSE)].split(b",\n")
+    if len(entries) != count:  # a comma and a newline never occur inside an entry's JSON text
+        return None
+    return LazyMessages(entries, fallback)
 
 
 def recent_messages(directory: Path, end: int, limit: int) -> list[Message]:

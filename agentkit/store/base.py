@@ -8,6 +8,7 @@ Two implementations pass the same contract suite (tests/store_contract.py): the 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,8 +101,9 @@ class ConversationStore(ABC):
     def meta(self, key: ConversationKey) -> ConversationMeta: ...
 
     @abstractmethod
-    def messages(self, key: ConversationKey) -> list[Message]:
-        """The whole history, oldest first."""
+    def messages(self, key: ConversationKey) -> Sequence[Message]:
+        """The whole history, oldest first (a read-only sequence; a long one may validate
+        each message when it is first read)."""
 
     @abstractmethod
     def recent(self, key: ConversationKey, limit: int) -> list[Message]:

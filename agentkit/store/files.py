@@ -49,7 +49,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -546,18 +546,22 @@ class FileConversationStore(ConversationStore):
     def meta(self, key: ConversationKey) -> ConversationMeta:
         return self._snapshot(key).meta
 
-    def messages(self, key: ConversationKey) -> list[Message]:
+    def messages(self, key: ConversationKey) -> Sequence[Message]:
         state = self._snapshot(key)
         directory = self._dir(key)
+
+        def from_journal() -> list[Message]:
+            try:
+                views, _, _ = self._load_journal(directory, end=state.checkpoint.journal_bytes)
+            except FileNotFoundError:
+                raise ConversationNotFoundError(key.agent_id, key.conversation_id) from None
+            return views.messages
+
         if directory not in self._suspect and is_clean(directory, state.checkpoint):
-            messages = read_history_view(directory, state)
+            messages = read_history_view(directory, state, from_journal)
             if messages is not None:
                 return messages
-        try:
-            views, _, _ = self._load_journal(self._dir(key), end=state.checkpoint.journal_bytes)
-        except FileNotFoundError:
-            raise ConversationNotFoundError(key.agent_id, key.conversation_id) from None
-        return views.messages
+        return from_journal()
 
     def recent(self, key: ConversationKey, limit: int) -> list[Message]:
         if limit < 0:

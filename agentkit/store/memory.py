@@ -7,7 +7,7 @@ against (both pass tests/store_contract.py).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -78,7 +78,7 @@ class InMemoryConversationStore(ConversationStore):
     def meta(self, key: ConversationKey) -> ConversationMeta:
         return self._get(key).views.meta
 
-    def messages(self, key: ConversationKey) -> list[Message]:
+    def messages(self, key: ConversationKey) -> Sequence[Message]:
         return list(self._get(key).views.messages)
 
     def recent(self, key: ConversationKey, limit: int) -> list[Message]:
