@@ -84,6 +84,7 @@ from agentkit.store._records import (
     fold,
 )
 from agentkit.store._state_cache import FolderStates, is_clean
+from agentkit.store._sweep import CREATING, DELETED, recover_folders, verify_folders
 from agentkit.store._views import (
     EMPTY_HISTORY,
     Checkpoint,
@@ -94,12 +95,10 @@ from agentkit.store._views import (
     meta_bytes,
     read_history_view,
     rebuild_views,
-    verify_conversation,
 )
 from agentkit.store.base import (
     ConversationKey,
     ConversationStore,
-    Problem,
     VerifyReport,
 )
 from agentkit.types import ConversationMeta, ConversationStatus, Message, utc_now
@@ -108,10 +107,6 @@ if TYPE_CHECKING:
     from agentkit.store.forks import Prepare
 
 __all__ = ["FileConversationStore"]
-
-
-_CREATING = ".creating-"
-_DELETED = ".deleted-"
 
 
 class FileConversationStore(ConversationStore):
@@ -126,9 +121,8 @@ class FileConversationStore(ConversationStore):
         self._suspect: set[Path] = set()  # conversations whose last write failed with an I/O error
         self._states = FolderStates()  # so a turn's writes do not re-read meta.json
         self._dirs: dict[ConversationKey, Path] = {}  # resolved and checked once per key
-        # The state of each conversation this store's holder wrote or checked under the lock
-        # it still holds: no other writer can change the folder meanwhile, so a turn's reads
-        # and writes after its first need no stat. Dropped when the lock is let go.
+        # Each conversation's state as written or checked under the lock this thread still
+        # holds (no other writer can change it meanwhile: no stat needed); dropped at release.
         self._held_states: dict[ConversationKey, FolderState] = {}
 
     # ------------------------------------------------------------------ paths
@@ -267,32 +261,7 @@ class FileConversationStore(ConversationStore):
         that check cannot see: a turn log or ``history.json`` edited in place, an edited
         ``meta.json``, a stray temp file (what :meth:`verify` reports).
         """
-        repaired: list[ConversationKey] = []
-        for conversations in self._conversation_dirs(agent_id):
-            for entry in conversations.iterdir():
-                if entry.name.startswith(".") and (
-                    _CREATING in entry.name or _DELETED in entry.name
-                ):
-                    shutil.rmtree(entry, ignore_errors=True)
-                    continue
-                if not is_valid_id(entry.name) or not (entry / JOURNAL_FILE).is_file():
-                    continue
-                key = ConversationKey(conversations.parent.name, entry.name)
-                state = self._states.read(entry)
-                if not full and state is not None and is_clean(entry, state.checkpoint):
-                    continue
-                # A busy conversation is left to its writer; a corrupt one is left for a
-                # person (verify() reports it) and does not stop the others' recovery.
-                with (
-                    contextlib.suppress(ConversationBusyError, StoreError),
-                    self.hold(key, timeout=0),
-                ):
-                    if full:
-                        self._recover_conversation(key, full=True)
-                    else:
-                        self._writable_state(key)
-                    repaired.append(key)
-        return repaired
+        return recover_folders(self, agent_id, full=full)
 
     def _conversation_dirs(self, agent_id: str | None) -> list[Path]:
         if agent_id is not None:
@@ -398,7 +367,7 @@ class FileConversationStore(ConversationStore):
                 history_bytes=len(EMPTY_HISTORY),
             ),
         )
-        staging = conversations / f".{key.conversation_id}{_CREATING}{secrets.token_hex(4)}"
+        staging = conversations / f".{key.conversation_id}{CREATING}{secrets.token_hex(4)}"
         try:
             staging.mkdir()
             append_durable(staging / JOURNAL_FILE, frame)
@@ -504,7 +473,7 @@ class FileConversationStore(ConversationStore):
         with self.hold(key):
             directory = self._existing_dir(key)
             conversations = directory.parent
-            tombstone = conversations / f".{key.conversation_id}{_DELETED}{secrets.token_hex(4)}"
+            tombstone = conversations / f".{key.conversation_id}{DELETED}{secrets.token_hex(4)}"
             self._states.forget(directory)
             self._pending.pop(key, None)
             self._held_states.pop(key, None)
@@ -585,24 +554,4 @@ class FileConversationStore(ConversationStore):
     # ------------------------------------------------------------------ verify
 
     def verify(self, agent_id: str | None = None) -> VerifyReport:
-        problems: list[Problem] = []
-        checked = 0
-        for conversations in self._conversation_dirs(agent_id):
-            agent = conversations.parent.name
-            for entry in sorted(conversations.iterdir()):
-                name = entry.name
-                if name.startswith(".") and (_CREATING in name or _DELETED in name):
-                    problems.append(Problem(agent, "", "leftover", f"{name} (interrupted)"))
-                    continue
-                if not is_valid_id(name) or not entry.is_dir():
-                    continue
-                checked += 1
-                key = ConversationKey(agent, name)
-                try:
-                    with self.hold(key, timeout=min(1.0, self.lock_timeout)):
-                        problems.extend(verify_conversation(key, entry))
-                except ConversationBusyError:
-                    problems.append(Problem(agent, name, "busy", "a writer held it; not checked"))
-                except ConversationNotFoundError:
-                    problems.append(Problem(agent, name, "missing-file", f"no {JOURNAL_FILE}"))
-        return VerifyReport(conversations=checked, problems=tuple(problems))
+        return verify_folders(self, agent_id)

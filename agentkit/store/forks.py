@@ -40,6 +40,7 @@ from agentkit.store._records import (
     encode_record,
     fold,
 )
+from agentkit.store._sweep import CREATING
 from agentkit.store._views import Checkpoint, FolderState, meta_bytes, render_history
 from agentkit.store.base import ConversationKey
 from agentkit.types import ConversationMeta, ForkOrigin, utc_now
@@ -151,8 +152,6 @@ def write_file_fork(
     prepare: Prepare | None,
 ) -> ConversationMeta:
     """The file store's fork: built in a temp folder, renamed into place (see above)."""
-    from agentkit.store.files import _CREATING
-
     with store.hold(source, timeout=0):
         source_dir = store.folder(source)
         state = store._writable_state(source)
@@ -175,7 +174,7 @@ def write_file_fork(
                 history_bytes=len(history),
             ),
         )
-        name = f".{target.conversation_id}{_CREATING}{secrets.token_hex(4)}"
+        name = f".{target.conversation_id}{CREATING}{secrets.token_hex(4)}"
         staging = conversations / name
         try:
             staging.mkdir()
