@@ -298,3 +298,56 @@ def test_a_history_entry_edited_in_place_is_read_from_the_journal(tmp_path: Path
     assert isinstance(loaded, LazyMessages)
     assert [m.role for m in loaded] == ["user", "user", "user"]
     assert [m.content for m in loaded] == ["message 0", "message 1", "message 2"]
+
+
+# ------------------------------------------------------------------------------ staged states
+
+
+def test_a_turn_whose_stream_is_closed_leaves_no_staged_state_for_the_next(
+    tmp_path: Path,
+) -> None:
+    """The states staged between durability points are this process's view of a running
+    turn; a turn whose consumer walks away mid-plan never writes them, and the next turn
+    starts from the stored state (as after a crash), planning the new request afresh."""
+    root, conversation = make_root(tmp_path)
+    plan = {"goal": "g", "steps": [{"id": "r1", "type": "respond", "title": "t"}]}
+    script = {"plan": [plan, plan], "respond": ["first", "second"]}
+    model = ScriptedModel(script)
+    with Agent.open("launcher", data_dir=root, model=model) as agent:
+
+        async def walk_away() -> None:
+            stream = agent.send_message(conversation, "hello")
+            async for event in stream:
+                if type(event).__name__ == "PlanEvent":
+                    break
+            await stream.aclose()
+
+        agent.loop.run(walk_away())
+        staged = agent.execution_state(conversation)
+        assert staged is not None and staged.value.is_active and staged.value.steps  # staged
+        assert staged.version == 0  # never written
+        result = agent.send("hello again", conversation)
+        stored = agent.execution_state(conversation)
+    assert result.result.status == "completed" and result.text == "first"
+    assert stored is not None and stored.version == 1 and stored.value.status == "completed"
+    assert stored.value.plan_id == f"plan-{result.result.message_id}"
+    # the abandoned flow was never stored, so the new plan is not shown it as the previous one
+    last_plan = [request for request in model.requests if request.purpose == "plan"][-1]
+    assert not any("status: planning" in m.content for m in last_plan.messages)
+
+
+def test_a_refused_write_drops_the_staged_state(tmp_path: Path) -> None:
+    from agentkit.memory import ExecutionState, MemoryRepository
+    from agentkit.store.kv import VersionConflictError
+
+    with SqliteConfigStore(tmp_path / "agentkit.db") as kv:
+        ours, theirs = MemoryRepository(kv), MemoryRepository(kv)
+        state = ExecutionState(conversation_id="c-1", goal="ours", status="planning")
+        ours.stage_execution_state("a-1", "c-1", state, version=0)
+        assert ours.load_execution_state("a-1", "c-1").value.goal == "ours"  # type: ignore[union-attr]
+        other = state.model_copy(update={"goal": "theirs"})
+        theirs.save_execution_state("a-1", "c-1", other, expected_version=0)
+        with pytest.raises(VersionConflictError):
+            ours.save_execution_state("a-1", "c-1", state, expected_version=0)
+        loaded = ours.load_execution_state("a-1", "c-1")
+    assert loaded is not None and loaded.value.goal == "theirs" and loaded.version == 1

@@ -138,11 +138,19 @@ class MemoryRepository:
                 f"cannot be saved under {conversation_id!r}"
             )
         value = state.touched()
-        entry = self.store.set(
-            key, value.model_dump(mode="json"), expected_version=expected_version, durable=durable
-        )
-        self._staged.pop(key, None)
+        try:
+            entry = self.store.set(
+                key, value.model_dump(mode="json"), expected_version=expected_version,
+                durable=durable,
+            )  # fmt: skip
+        finally:  # written, or refused (another writer won): either way the store decides
+            self._staged.pop(key, None)
         return Versioned(value, entry.version)
+
+    def unstage_execution_state(self, agent_id: str, conversation_id: str) -> None:
+        """Forget a staged state that was never written (a turn that ended without its end
+        write, e.g. its stream was closed): readers see the stored one again."""
+        self._staged.pop(self.execution_state_key(agent_id, conversation_id), None)
 
     def delete_execution_state(
         self, agent_id: str, conversation_id: str, *, expected_version: int | None = None

@@ -41,6 +41,7 @@ def load_state(turn: TurnState) -> None:
     """Read the conversation's ExecutionState (an unreadable one is discarded and noted; one
     older than the last turn's checkpoint, as a power loss leaves it, is restored first)."""
     key, memory = turn.deps.key, turn.deps.memory
+    memory.unstage_execution_state(key.agent_id, key.conversation_id)  # start from the stored
     last = turn.deps.store.last_checkpoint(key)
     if memory.restore_execution_state(key.agent_id, key.conversation_id, last):
         turn.note("RESET", "execution state restored from the last turn's checkpoint")
