@@ -286,29 +286,10 @@ class SqliteConfigStore(ConfigStore):
             self._sync_level(connection, self.synchronous if durable else "NORMAL")
             if expected_version is not None:  # the hot path: one statement, atomic by itself
                 return self._swap(connection, key, text, stamp, expected_version)
-            with self._transaction(connection):
-                actual = self._version(connection, key)
-                if expected_version is not None and expected_version != actual:
-                    raise VersionConflictError(key, expected_version, actual or None)
-                if actual == 0:
-                    connection.execute(
-                        "INSERT INTO system_config (key, value, version, updated_at) "
-                        "VALUES (?, ?, 1, ?)",
-                        (key, text, stamp),
-                    )
-                else:
-                    changed = connection.execute(
-                        "UPDATE system_config SET value = ?, version = version + 1, "
-                        "updated_at = ? WHERE key = ? AND version = ?",
-                        (text, stamp, key, actual),
-                    ).rowcount
-                    if changed != 1:  # cannot happen under BEGIN IMMEDIATE; never ignore it
-                        raise VersionConflictError(
-                            key, actual, self._version(connection, key) or None
-                        )
+            with self._transaction(connection):  # any version: read it, then swap from it
+                return self._swap(connection, key, text, stamp, self._version(connection, key))
         except sqlite3.Error as error:
             raise StoreError(f"{self.path}: writing {key!r} failed: {error}") from error
-        return _entry(key, text, actual + 1, stamp)
 
     def _swap(
         self, connection: sqlite3.Connection, key: str, text: str, stamp: str, expected: int
