@@ -22,7 +22,7 @@ import pytest
 from agentkit import Agent, ConfigError, ScriptedModel
 from agentkit.events import AgentEvent, AskUserEvent, ToolResultEvent
 from agentkit.tools import AgentTools, ToolArgumentsError
-from agentkit.tools.mcp import McpToolset
+from agentkit.tools.mcp import McpToolset, _has_exited
 from agentkit.workspace import AgentFolder
 
 pytest.importorskip("mcp")
@@ -343,3 +343,22 @@ def test_closing_leaves_no_server_behind(tmp_path: Path) -> None:
     toolset.close()  # idempotent
     assert gone(pid)
     assert children_running(str(NOTES_SERVER)) == []
+
+
+def test_a_killed_server_is_seen_as_exited_before_it_is_reaped() -> None:
+    """A server killed between turns may not be reaped (nor its exit noticed by the loop)
+    when the next call comes: its liveness check reads /proc, so the call starts it again."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert not _has_exited(child.pid)
+        os.kill(child.pid, signal.SIGKILL)
+        for _ in range(500):  # the kill lands within microseconds; a zombie until waited for
+            if _has_exited(child.pid):
+                break
+            time.sleep(0.01)
+        assert _has_exited(child.pid)
+        assert child.poll() == -signal.SIGKILL  # now reaped: gone from /proc entirely
+        assert _has_exited(child.pid)
+    finally:
+        child.kill()
+        child.wait()

@@ -86,7 +86,15 @@ class _Connection:
 
     @property
     def alive(self) -> bool:
-        return self.session is not None and not self.gone.is_set()
+        """Connected, and the server has not exited: its exit may not have reached this loop
+        yet (the child watcher reaps it a moment later), so a killed server is also looked up
+        in /proc, and a call right after the kill starts it again instead of failing."""
+        if self.session is None or self.gone.is_set():
+            return False
+        if self.process is not None and _has_exited(self.process.pid):
+            self.gone.set()
+            return False
+        return True
 
     def attach(self, process: asyncio.subprocess.Process) -> None:
         """Watch a freshly started server process: its exit, its stderr."""
@@ -463,6 +471,25 @@ async def _exited(process: asyncio.subprocess.Process, timeout: float) -> bool:
             return False
         await asyncio.sleep(0.01)
     return True
+
+
+_PROC = os.path.exists("/proc/self/stat")
+
+
+def _has_exited(pid: int) -> bool:
+    """Has child *pid* exited, reaped or not (a zombie)? Read from /proc; without /proc
+    (not Linux) False: the child watcher's notice is then the only one."""
+    if not _PROC:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except FileNotFoundError:
+        return True  # reaped
+    except OSError:
+        return False
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]  # after "pid (name) "
+    return state in (b"Z", b"X")
 
 
 def _kill_group(pid: int, sig: signal.Signals = signal.SIGKILL) -> None:
