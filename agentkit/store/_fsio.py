@@ -23,7 +23,8 @@ __all__ = [
     "fsync_dir",
     "is_temp_name",
     "make_dirs",
-    "write_at",
+    "pwrite_all",
+    "write_all",
 ]
 
 TEMP_SUFFIX = ".tmp"
@@ -34,7 +35,8 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(".") and name.endswith(TEMP_SUFFIX)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of *data* at *fd*'s position (a short write is completed)."""
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
@@ -55,7 +57,7 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
     temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
         if sync:
             os.fsync(fd)
     except BaseException:
@@ -74,6 +76,15 @@ def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
         fsync_dir(path.parent)
 
 
+def pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    """Write all of *data* at *offset* (a short write is completed)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        offset += written
+        view = view[written:]
+
+
 def append_durable(path: Path, data: bytes, *, sync: bool = True) -> int:
     """Append *data* in one ``O_APPEND`` write and fsync; return the file size afterwards.
 
@@ -82,7 +93,7 @@ def append_durable(path: Path, data: bytes, *, sync: bool = True) -> int:
     created = sync and not path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
         if sync:
             os.fsync(fd)
         size = os.fstat(fd).st_size
@@ -91,24 +102,6 @@ def append_durable(path: Path, data: bytes, *, sync: bool = True) -> int:
     if created:
         fsync_dir(path.parent)
     return size
-
-
-def write_at(path: Path, offset: int, data: bytes, *, sync: bool = True) -> int:
-    """Write *data* at *offset*, cut the file there, fsync; return the new size."""
-    fd = os.open(path, os.O_RDWR)
-    try:
-        view = memoryview(data)
-        position = offset
-        while view:
-            written = os.pwrite(fd, view, position)
-            view = view[written:]
-            position += written
-        os.ftruncate(fd, position)
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    return position
 
 
 def make_dirs(directory: Path) -> None:

@@ -100,9 +100,12 @@ class FolderStates:
         self._put(directory, state, identity)
         return state, is_clean(directory, state.checkpoint)
 
-    def remember(self, directory: Path, state: FolderState) -> None:
-        """*state* was just written to the folder."""
-        self._put(directory, state, _meta_identity(directory))
+    def remember(
+        self, directory: Path, state: FolderState, identity: _Identity | None = None
+    ) -> None:
+        """*state* was just written to the folder (``meta.json`` now has *identity*: inode,
+        mtime, size; looked up when not given)."""
+        self._put(directory, state, _meta_identity(directory) if identity is None else identity)
 
     def forget(self, directory: Path) -> None:
         self._entries.pop(directory, None)

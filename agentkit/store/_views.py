@@ -27,7 +27,7 @@ from pydantic.alias_generators import to_camel
 from agentkit.errors import CorruptJournalError
 from agentkit.layout import HISTORY_FILE, JOURNAL_FILE, META_FILE, TURN_LOG_FILE
 from agentkit.store._checkpoint import TurnCheckpoint
-from agentkit.store._fsio import atomic_write, fsync_dir, is_temp_name, write_at
+from agentkit.store._fsio import atomic_write, fsync_dir, is_temp_name
 from agentkit.store._journal import read_tail_frames, scan_frames
 from agentkit.store._lazy import LazyMessages
 from agentkit.store._records import (
@@ -97,13 +97,15 @@ def render_history(messages: list[Message]) -> bytes:
     return b"[\n" + b",\n".join(history_entry(m) for m in messages) + HISTORY_CLOSE
 
 
-def append_history(path: Path, message: Message, count: int, size: int) -> int:
-    """Add one entry to ``history.json`` (*count* entries, *size* bytes) in place: only the
-    closing bracket is rewritten. Returns the new size."""
+def append_history(
+    write: Callable[[int, bytes], int], message: Message, count: int, size: int
+) -> int:
+    """Add one entry to ``history.json`` (*count* entries, *size* bytes) in place with
+    *write(offset, data)*: only the closing bracket is rewritten. Returns the new size."""
     entry = history_entry(message)
     if count == 0:
-        return write_at(path, 1, b"\n" + entry + HISTORY_CLOSE, sync=False)
-    return write_at(path, size - len(HISTORY_CLOSE), b",\n" + entry + HISTORY_CLOSE, sync=False)
+        return write(1, b"\n" + entry + HISTORY_CLOSE)
+    return write(size - len(HISTORY_CLOSE), b",\n" + entry + HISTORY_CLOSE)
 
 
 def meta_bytes(state: FolderState) -> bytes:

@@ -69,7 +69,8 @@ from agentkit.layout import (
     DataLayout,
 )
 from agentkit.store._checkpoint import TurnCheckpoint
-from agentkit.store._fsio import append_durable, atomic_write, fsync_dir, make_dirs, write_at
+from agentkit.store._fsio import append_durable, atomic_write, fsync_dir, make_dirs
+from agentkit.store._held import HeldFolder
 from agentkit.store._journal import encode_frame
 from agentkit.store._locks import WriterLocks
 from agentkit.store._records import (
@@ -91,7 +92,6 @@ from agentkit.store._views import (
     FolderState,
     append_history,
     load_journal,
-    make_turn_dir,
     meta_bytes,
     read_history_view,
     rebuild_views,
@@ -121,9 +121,9 @@ class FileConversationStore(ConversationStore):
         self._suspect: set[Path] = set()  # conversations whose last write failed with an I/O error
         self._states = FolderStates()  # so a turn's writes do not re-read meta.json
         self._dirs: dict[ConversationKey, Path] = {}  # resolved and checked once per key
-        # Each conversation's state as written or checked under the lock this thread still
-        # holds (no other writer can change it meanwhile: no stat needed); dropped at release.
-        self._held_states: dict[ConversationKey, FolderState] = {}
+        # Each conversation whose lock this thread holds: its state as written or checked
+        # there and the files open for writing (agentkit.store._held); dropped at release.
+        self._held: dict[ConversationKey, HeldFolder] = {}
 
     # ------------------------------------------------------------------ paths
 
@@ -182,22 +182,35 @@ class FileConversationStore(ConversationStore):
                         self._commit(key, durable=False)
             finally:
                 self._pending.pop(key, None)
-                self._held_states.pop(key, None)
+                self._let_go(key)
                 lock.release()
+
+    def _let_go(self, key: ConversationKey) -> None:
+        """Forget what this thread knew of *key* under its lock, and close its files."""
+        held = self._held.pop(key, None)
+        if held is not None:
+            held.close()
+
+    def _keep(self, key: ConversationKey, state: FolderState) -> HeldFolder:
+        held = self._held.get(key)
+        if held is None:
+            held = self._held[key] = HeldFolder(str(self._dir(key)), state)
+        held.state = state
+        return held
 
     # ------------------------------------------------------------------ state
 
     def _writable_state(self, key: ConversationKey) -> FolderState:
         """The conversation's state, recovered first if a write was interrupted. Hold the lock."""
-        held = self._held_states.get(key)
+        held = self._held.get(key)
         if held is not None:
-            return held
+            return held.state
         directory = self._existing_dir(key)
         state, clean = self._states.read_checked(directory)
         if not clean or directory in self._suspect:
             state = self._recover_conversation(key)
         assert state is not None
-        self._held_states[key] = state
+        self._keep(key, state)
         return state
 
     def _snapshot(self, key: ConversationKey) -> FolderState:
@@ -237,16 +250,16 @@ class FileConversationStore(ConversationStore):
     def _recover_conversation(self, key: ConversationKey, *, full: bool = False) -> FolderState:
         directory = self._existing_dir(key)
         previous = self._states.read(directory)
+        self._let_go(key)  # recovery replaces view files: no descriptor may outlive that
         try:
             views, good_end, located = self._load_journal(directory, repair=True)
             state = rebuild_views(directory, views, good_end, located, previous, full=full)
         except OSError as error:
             self._states.forget(directory)
-            self._held_states.pop(key, None)
             raise StoreError(f"could not recover {key}: {error}") from error
         self._states.forget(directory)  # and the tail read before: the journal may have changed
         self._states.remember(directory, state)
-        self._held_states[key] = state  # recovery runs under the lock
+        self._keep(key, state)  # recovery runs under the lock
         return state
 
     def recover(self, agent_id: str | None = None, *, full: bool = False) -> list[ConversationKey]:
@@ -304,20 +317,19 @@ class FileConversationStore(ConversationStore):
                 views.apply(record)
                 records.append(record)
             frames = b"".join(encode_frame(encode_record(record)) for record in records)
+            held = self._keep(key, state)
             try:
-                journal_bytes = append_durable(directory / JOURNAL_FILE, frames, sync=durable)
+                journal_bytes = held.append_journal(frames, sync=durable)
                 if journal_bytes != state.checkpoint.journal_bytes + len(frames):
                     raise StoreError(f"the journal of {key} changed under its lock")
                 for message_id in views.turns:  # at most one: these records' turn
-                    turn = make_turn_dir(directory, message_id, sync=False)
-                    log = views.turn_log(message_id).encode()
-                    append_durable(turn / TURN_LOG_FILE, log, sync=False)
+                    held.append_turn_log(message_id, views.turn_log(message_id).encode())
                 history_bytes = state.checkpoint.history_bytes
                 count = state.meta.stats.message_count
                 for record in records:
                     if isinstance(record, MessageRecord):
                         history_bytes = append_history(
-                            directory / HISTORY_FILE, record.message, count, history_bytes
+                            held.write_history, record.message, count, history_bytes
                         )
                         count += 1
                 new_state = FolderState(
@@ -331,16 +343,19 @@ class FileConversationStore(ConversationStore):
                 # in place (8 µs) rather than replaced (~160 µs on ext4, which flushes a file
                 # renamed over another): a torn meta.json is a view recovery rebuilds, and
                 # readers retry one that does not parse (see _snapshot)
-                write_at(directory / META_FILE, 0, meta_bytes(new_state), sync=False)
+                identity = held.write_meta(meta_bytes(new_state))
+            except StoreError:
+                self._let_go(key)
+                raise
             except OSError as error:
                 # Whatever reached the disk is recovered (and the journal rewritten) before
                 # the next write; this one is not acknowledged.
                 self._suspect.add(directory)
-                self._held_states.pop(key, None)
+                self._let_go(key)
                 reason = f"could not write to {key}: {error}; nothing acknowledged"
                 raise StoreError(reason) from error
-            self._states.remember(directory, new_state)
-            self._held_states[key] = new_state
+            self._states.remember(directory, new_state, identity)
+            held.state = new_state
             self._states.appended(directory, state.checkpoint.journal_bytes, journal_bytes, records)
             return new_state.meta
 
@@ -476,7 +491,7 @@ class FileConversationStore(ConversationStore):
             tombstone = conversations / f".{key.conversation_id}{DELETED}{secrets.token_hex(4)}"
             self._states.forget(directory)
             self._pending.pop(key, None)
-            self._held_states.pop(key, None)
+            self._let_go(key)
             try:
                 directory.rename(tombstone)
                 fsync_dir(conversations)
