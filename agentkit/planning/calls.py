@@ -116,7 +116,9 @@ async def call(
     otherwise the caller traces :attr:`TurnState.pending_record` once it has read it."""
     model = chat_model(turn)
     started = time.perf_counter()
-    turn.pending_record = CallRecord(
+    # built from our own values (not validated again: the schema stays the agent's object,
+    # whose JSON the trace writes once, see CallRecord.to_json_line)
+    turn.pending_record = CallRecord.model_construct(
         purpose=purpose, messages=[m.model_dump() for m in messages], schema_=schema
     )
     try:

@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agentkit.layout import ConversationPaths
@@ -17,7 +18,22 @@ from agentkit.models.base import JsonSchema, Purpose
 
 __all__ = ["CallRecord", "append_call_record"]
 
-_NO_ROUTE = {"route"}
+#: id(schema) -> (the schema, kept alive so the id stays its own; its JSON)
+_SCHEMA_JSON: dict[int, tuple[JsonSchema, str]] = {}
+
+
+def _schema_json(schema: JsonSchema) -> str:
+    """The JSON of *schema*, written once per schema object (schemas are built once per
+    agent and never changed in place; a record made by validation holds a copy, which is
+    simply written again)."""
+    cached = _SCHEMA_JSON.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    text = pydantic_core.to_json(schema).decode()
+    if len(_SCHEMA_JSON) >= 64:
+        _SCHEMA_JSON.clear()
+    _SCHEMA_JSON[id(schema)] = (schema, text)
+    return text
 
 
 class CallRecord(BaseModel):
@@ -40,10 +56,13 @@ class CallRecord(BaseModel):
 
     def to_json_line(self) -> str:
         # pydantic-core's own JSON writer (a prompt is kilobytes: a dict and json.dumps of it
-        # cost several times more); ``route`` only on routing decisions
-        return self.model_dump_json(
-            by_alias=True, exclude=_NO_ROUTE if self.route is None else None
-        )
+        # cost several times more); ``route`` only on routing decisions; the schema (the same
+        # few kilobytes in every plan call) written once per schema object, then reused
+        exclude = {"route"} if self.route is None else set()
+        if self.schema_ is None:
+            return self.model_dump_json(by_alias=True, exclude=exclude)
+        rest = self.model_dump_json(by_alias=True, exclude=exclude | {"schema_"})
+        return f'{rest[:-1]},"schema":{_schema_json(self.schema_)}}}'
 
     @classmethod
     def from_json_line(cls, line: str) -> CallRecord:
