@@ -10,6 +10,8 @@
 * after a power loss that drops the last (non-durable) ExecutionState write, the next turn
   restores the state from the checkpoint instead of reporting an interrupted turn; a state
   written after the checkpoint (memory cleared, a new flow) is never overwritten;
+* while a thread holds a conversation's lock it writes through files it opened once, closed
+  when the lock is let go, and reopened after a recovery replaced them;
 * the writer lock is re-entrant per thread and excludes other threads as it does processes.
 """
 
@@ -123,6 +125,54 @@ def test_a_note_outside_a_turn_is_written_at_once(tmp_path: Path) -> None:
     store.annotate(KEY, message_id, "NOTE", "at once")
     assert _journal_size(store) > before
     assert "at once" in FileConversationStore(tmp_path).turn_log(KEY, message_id)
+
+
+def _open_files_under(folder: Path) -> dict[int, str]:
+    """This process's open descriptors on files under *folder*: fd -> path."""
+    found = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # the listing's own descriptor, closed meanwhile
+        if target.startswith(f"{folder}/"):
+            found[int(name)] = target
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_a_held_conversation_keeps_its_files_open_until_the_lock_is_let_go(
+    tmp_path: Path,
+) -> None:
+    store = _store_with_messages(tmp_path, 0)
+    folder = store.folder(KEY)
+    question = Message.user("hello")
+    with store.hold(KEY):
+        store.append(KEY, question, status="running")
+        opened = _open_files_under(folder)
+        names = sorted(os.path.relpath(path, folder) for path in opened.values())
+        turn_log = f"{question.message_id}/messages.log"
+        assert names == sorted(["history.json", "journal.log", "meta.json", turn_log])
+        store.append(KEY, Message.assistant("hi", message_id=question.message_id), status="idle")
+        assert _open_files_under(folder) == opened  # written through the same descriptors
+    assert _open_files_under(folder) == {}
+    store.append(KEY, Message.user("outside a turn"))  # its own hold: opened and closed again
+    assert _open_files_under(folder) == {}
+    assert FileConversationStore(tmp_path).verify().ok
+
+
+def test_recovery_inside_a_held_conversation_reopens_the_files_it_replaced(
+    tmp_path: Path,
+) -> None:
+    store = _store_with_messages(tmp_path, 1)
+    with store.hold(KEY):
+        store.append(KEY, Message.user("before"))  # the files are open now
+        store.recover(KEY.agent_id, full=True)  # rebuilds every view: new files, renamed in
+        store.append(KEY, Message.user("after"))  # must go to the new files, not the old
+    fresh = FileConversationStore(tmp_path)
+    assert fresh.verify().ok
+    history = json.loads((fresh.folder(KEY) / "history.json").read_text())
+    assert [entry["content"] for entry in history] == ["message 0", "before", "after"]
 
 
 # ------------------------------------------------------------------------------ the lock
