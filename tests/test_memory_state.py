@@ -226,6 +226,20 @@ def test_execution_state_checks_step_ids() -> None:
         ExecutionState(current_step_id="ghost")
 
 
+def test_a_transition_is_checked_like_a_load() -> None:
+    """The helpers copy instead of validating again, and still refuse a broken state."""
+    state = _full_execution_state().resume()
+    twice = PlanStep(id="a", type="reason")
+    with pytest.raises(ValueError, match="unique"):
+        state.with_steps((twice, twice))
+    with pytest.raises(ValueError, match="needs 'waiting'"):
+        state._updated(status="waiting_user")
+    with pytest.raises(ValueError, match="must not carry"):
+        state._updated(waiting=Waiting(question="?"))
+    with pytest.raises(ValueError, match="names no step"):
+        state._updated(current_step_id="ghost")
+
+
 # -- ChatHistory ----------------------------------------------------------------------------
 
 

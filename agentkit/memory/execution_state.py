@@ -137,10 +137,9 @@ class ExecutionState(_Value):
         return next((step for step in self.steps if step.status == "pending"), None)
 
     def _updated(self, **changes: object) -> ExecutionState:
-        # model_validate (not model_copy) so every helper result is checked like a load.
-        data = {name: getattr(self, name) for name in type(self).model_fields}
-        data.update(changes, updated_at=utc_now())
-        return ExecutionState.model_validate(data)
+        # A copy checked by the same invariants as a load (_check); the changed fields' types
+        # are the helpers' own signatures' (a full validation cost a turn ~40 µs)
+        return self.model_copy(update={**changes, "updated_at": utc_now()})._check()
 
     def _with_step(self, step_id: str, **changes: object) -> tuple[PlanStep, ...]:
         self.step(step_id)  # raises for an unknown id
