@@ -104,6 +104,10 @@ class ExecutionState(_Value):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
+        return self._checked()
+
+    def _checked(self) -> Self:
+        """*self*, if it keeps the invariants a load checks (raises ``ValueError`` if not)."""
         waiting_status = self.status in WAITING_STATUSES
         if waiting_status and self.waiting is None:
             raise ValueError(f"status {self.status!r} needs 'waiting' (what it waits for)")
@@ -137,9 +141,9 @@ class ExecutionState(_Value):
         return next((step for step in self.steps if step.status == "pending"), None)
 
     def _updated(self, **changes: object) -> ExecutionState:
-        # A copy checked by the same invariants as a load (_check); the changed fields' types
-        # are the helpers' own signatures' (a full validation cost a turn ~40 µs)
-        return self.model_copy(update={**changes, "updated_at": utc_now()})._check()
+        # A copy checked by the same invariants as a load; the changed fields' types are the
+        # helpers' own signatures' (a full validation cost a turn ~40 µs)
+        return self.model_copy(update={**changes, "updated_at": utc_now()})._checked()
 
     def _with_step(self, step_id: str, **changes: object) -> tuple[PlanStep, ...]:
         self.step(step_id)  # raises for an unknown id

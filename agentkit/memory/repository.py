@@ -200,8 +200,9 @@ class MemoryRepository:
         conversation store sets ``messages`` and ``status`` when it writes it)."""
         task = self.store.get(self.task_state_key(agent_id, conversation_id))
         execution = self.store.get(self.execution_state_key(agent_id, conversation_id))
-        return TurnCheckpoint(
-            message_id=message_id,
+        # built, not validated: the id was checked by the store, the values are JSON as read
+        return TurnCheckpoint.model_construct(
+            message_id=check_id(message_id, "message"),
             messages=0,
             status="idle",
             at=utc_now(),

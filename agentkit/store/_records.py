@@ -193,14 +193,15 @@ class Views:
 
     @property
     def meta(self) -> ConversationMeta:
-        return ConversationMeta(
+        # built, not validated: every field comes from validated records and our counters
+        return ConversationMeta.model_construct(
             conversation_id=self.conversation_id,
             agent_id=self.agent_id,
             title=self.title,
             created_at=self.created_at,
             updated_at=self.updated_at,
             status=self.status,
-            stats=ConversationStats(
+            stats=ConversationStats.model_construct(
                 message_count=self.message_count,
                 tool_call_count=self.tool_call_count,
                 input_tokens=self.input_tokens,

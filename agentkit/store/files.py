@@ -311,7 +311,7 @@ class FileConversationStore(ConversationStore):
                 views.apply(record)
                 records.append(record)
             if checkpoint is not None:  # as the conversation stands after the records above
-                done = {"messages": views.meta.stats.message_count, "status": views.meta.status}
+                done = {"messages": views.message_count, "status": views.status}
                 seq = state.checkpoint.journal_records + len(records) + 1
                 record = CheckpointRecord(seq=seq, checkpoint=checkpoint.model_copy(update=done))
                 views.apply(record)
