@@ -37,6 +37,8 @@ Why it is built this way (figures in reference/reliability.md):
 * ``history.json`` stays a valid JSON array: one entry per line, and an append rewrites only
   the closing ``\\n]\\n``. Appending costs O(1) however long the history is; the last N
   messages are read backwards from the journal's end.
+* While a thread holds a conversation's lock it trusts the state it last wrote there and
+  writes through the files it opened once (:mod:`._held`), closed when it lets go.
 * One writer per conversation across threads and processes (:mod:`._locks`). Creation goes
   through a temp directory renamed into place; deletion renames to a tombstone first.
   Leftovers of either are cleaned by :meth:`FileConversationStore.recover`.
