@@ -24,12 +24,14 @@ Nothing here is imported by agentkit; langgraph and openai-agents are installed 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
 import random
 import sqlite3
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +79,9 @@ def fake_model(purpose: str, context: list[Any]) -> str:
     return PLAN_REPLY if purpose == "plan" else ANSWER
 
 
-def naive_turns(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
-    """Per-turn milliseconds of the naive store after *prior_turns* turns."""
+@contextlib.contextmanager
+def naive_turn(scratch: Path, prior_turns: int) -> Iterator[Callable[[], None]]:
+    """One turn of the naive store after *prior_turns* turns (warmed up)."""
     path = scratch / f"naive-{prior_turns}.json"
     _rewrite(path, [{"role": r, "content": c} for r, c in conversation(2 * prior_turns)])
 
@@ -92,7 +95,7 @@ def naive_turns(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
         _rewrite(path, entries)
 
     turn()  # warm-up
-    return timed(turn, repeat)
+    yield turn
 
 
 # -- langgraph -------------------------------------------------------------------------------
@@ -150,22 +153,26 @@ def _seed_langgraph(database: Path, messages: int) -> None:
     connection.close()
 
 
-def langgraph_turns(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
-    """Per-turn milliseconds of a LangGraph graph with SqliteSaver after *prior_turns* turns."""
+@contextlib.contextmanager
+def langgraph_turn(scratch: Path, prior_turns: int) -> Iterator[Callable[[], None]]:
+    """One turn of a LangGraph graph with SqliteSaver after *prior_turns* turns (warmed up);
+    at the end, checks that every turn was stored."""
     database = scratch / f"langgraph-{prior_turns}.db"
     _seed_langgraph(database, 2 * prior_turns)
     graph, _, connection = _graph(database)
     config = {"configurable": {"thread_id": "bench"}}
+    runs = itertools.count()
 
     def turn() -> None:
         graph.invoke({"messages": [("user", REQUEST)]}, config)
+        next(runs)
 
     try:
         turn()  # warm-up
-        samples = timed(turn, repeat)
+        yield turn
         state = graph.get_state(config).values
-        assert len(state["messages"]) == 2 * (prior_turns + repeat + 1), len(state["messages"])
-        return samples
+        done = next(runs)
+        assert len(state["messages"]) == 2 * (prior_turns + done), len(state["messages"])
     finally:
         connection.close()
 
@@ -229,8 +236,10 @@ def _sdk_turn(session: Any, text: str, number: int) -> Any:
     return turn()
 
 
-def openai_agents_turns(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
-    """Per-turn milliseconds of the Agents SDK's SQLiteSession after *prior_turns* turns."""
+@contextlib.contextmanager
+def openai_agents_turn(scratch: Path, prior_turns: int) -> Iterator[Callable[[], None]]:
+    """One turn of the Agents SDK's SQLiteSession after *prior_turns* turns (warmed up); at
+    the end, checks that every turn was stored."""
     database = scratch / f"openai-agents-{prior_turns}.db"
     _sdk_session(database, 2 * prior_turns).close()
     session = _sdk_session(database, 0)
@@ -242,10 +251,10 @@ def openai_agents_turns(scratch: Path, prior_turns: int, repeat: int) -> list[fl
             loop.run_until_complete(_sdk_turn(session, REQUEST, next(count)))
 
         turn()  # warm-up
-        samples = timed(turn, repeat)
+        yield turn
         items = loop.run_until_complete(session.get_items())
-        assert len(items) == 2 * (prior_turns + repeat + 1), len(items)
-        return samples
+        done = next(count)
+        assert len(items) == 2 * (prior_turns + done), len(items)
     finally:
         session.close()
         loop.close()

@@ -32,17 +32,21 @@ Figures, not pass/fail (``make bench``; never a timed test). One run prints:
 Conversations are built fast, not through 100 000 fsynced appends: the journal is written
 directly with the store's own record encoder, the turn logs beside it, then
 ``FileConversationStore.recover()`` builds and checks the views (as ``bench_store.py`` does).
-Repetitions: 20 turns per point up to 1k prior turns, 10 at 10k; 5 resumes at 1k messages, 3
-at 100k; 5 full loads. Medians are printed (other work on the machine makes the figures
-noisy: the load average at the start and the end is printed with them). Rows are appended to
-``bench/results/planner.csv`` (``fsyncs_per_turn`` and ``load_avg_1min`` rows hold a count
-and a load in the ``median_ms`` column).
+The per-turn figures are taken interleaved: all systems are set up for one history length,
+then each runs 5 turns in a row per round, the order rotated every round (8 rounds up to 1k
+prior turns: 40 turns each; 3 at 10k: 15), so every system sees the same stretches of a
+shared machine whose speed drifts, and the ratios of one run can be compared. 5 resumes at
+1k messages, 3 at 100k; 5 full loads. Medians are printed (other work on the machine makes
+the figures noisy: the load average at the start and the end is printed with them). Rows
+are appended to ``bench/results/planner.csv`` (``fsyncs_per_turn`` and ``load_avg_1min``
+rows hold a count and a load in the ``median_ms`` column).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import csv
 import json
 import os
@@ -53,7 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -70,6 +74,8 @@ import bench_peers
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "planner.csv"
 TURN_SIZES = (10, 100, 1_000, 10_000)
+TURN_ROUNDS = 8  # of TURN_BLOCK turns each; 3 at 10k prior turns (a LangGraph turn: ~1 s)
+TURN_BLOCK = 5
 RESUME_SIZES = (1_000, 100_000)
 FULL_LOAD_MESSAGES = 100_000
 FSYNC_PRIOR_TURNS = 100
@@ -140,14 +146,18 @@ def timed(action: Callable[[], object], repeat: int) -> list[float]:
 # -- agentkit ------------------------------------------------------------------------------
 
 
-def agentkit_turns(
-    scratch: Path, prior_turns: int, repeat: int, *, through_send: bool = False
-) -> list[float]:
-    """One full planner turn, driven as the evaluation runner and the HTTP API drive it:
-    ``Agent.send_message`` consumed on the caller's event loop. *through_send*: through the
-    synchronous helper ``Agent.send`` instead (scripts, notebooks), which adds the hop to the
-    agent's own loop thread and back."""
-    root = scratch / f"agentkit-{prior_turns}{'-send' if through_send else ''}"
+@contextlib.contextmanager
+def agentkit_turn(
+    scratch: Path, prior_turns: int, *, through_send: bool = False, fsync: bool = True
+) -> Iterator[Callable[[], None]]:
+    """One full planner turn (warmed up), driven as the evaluation runner and the HTTP API
+    drive it: ``Agent.send_message`` consumed on the caller's event loop. *through_send*:
+    through the synchronous helper ``Agent.send`` instead (scripts, notebooks), which adds
+    the hop to the agent's own loop thread and back. Without *fsync*, ``os.fsync`` is a no-op
+    during the turn: agentkit's own code without the disk (a plain turn's only fsyncs are its
+    two journal commits; SQLite makes none)."""
+    name = f"agentkit-{prior_turns}{'-send' if through_send else ''}{'' if fsync else '-nofsync'}"
+    root = scratch / name
     copy_agent(root, "desk-001", compression={"max_messages": 1_000_000})
     build_conversation(root, "desk-001", 2 * prior_turns)
     script = {"plan": [json.loads(bench_peers.PLAN_REPLY)], "respond": [bench_peers.ANSWER]}
@@ -159,7 +169,7 @@ def agentkit_turns(
             assert isinstance(events[-1], ResultEvent)
             return events[-1]
 
-        def turn() -> None:
+        def run() -> None:
             if through_send:
                 result = agent.send(bench_peers.REQUEST, CONVERSATION).result
             else:
@@ -167,26 +177,39 @@ def agentkit_turns(
             assert result.status == "completed", result.text
             assert result.text == bench_peers.ANSWER
 
+        def turn() -> None:
+            if fsync:
+                run()
+                return
+            real = os.fsync, os.fdatasync
+            os.fsync = os.fdatasync = lambda fd: None  # type: ignore[assignment]
+            try:
+                run()
+            finally:
+                os.fsync, os.fdatasync = real
+
         turn()  # warm-up (imports, schema compilation)
-        samples = timed(turn, repeat)
+        yield turn
         assert len(agent.load_recent_messages(CONVERSATION, 5)) == 5
     loop.close()
+
+
+def interleaved(
+    systems: dict[str, contextlib.AbstractContextManager[Callable[[], None]]],
+    rounds: int,
+    block: int = TURN_BLOCK,
+) -> dict[str, list[float]]:
+    """Milliseconds per turn of each system, in *rounds* rounds of *block* turns in a row per
+    system (the order rotated every round): every system sees the same stretches of a shared
+    machine whose speed drifts, and runs warm as an evaluation sweep does."""
+    samples: dict[str, list[float]] = {name: [] for name in systems}
+    with contextlib.ExitStack() as stack:
+        turns = [(name, stack.enter_context(setup)) for name, setup in systems.items()]
+        for index in range(rounds):
+            shift = index % len(turns)
+            for name, turn in turns[shift:] + turns[:shift]:
+                samples[name] += timed(turn, block)
     return samples
-
-
-def agentkit_send_turns(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
-    return agentkit_turns(scratch, prior_turns, repeat, through_send=True)
-
-
-def agentkit_turns_without_fsync(scratch: Path, prior_turns: int, repeat: int) -> list[float]:
-    """:func:`agentkit_turns` with ``os.fsync`` a no-op: agentkit's own code, without the disk
-    (a plain turn's only fsyncs are its two journal commits; SQLite makes none)."""
-    real = os.fsync, os.fdatasync
-    os.fsync = os.fdatasync = lambda fd: None  # type: ignore[assignment]
-    try:
-        return agentkit_turns(scratch / "no-fsync", prior_turns, repeat)
-    finally:
-        os.fsync, os.fdatasync = real
 
 
 def agentkit_resume(scratch: Path, messages: int, repeat: int) -> list[float]:
@@ -421,24 +444,23 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0912, PLR0915
     with tempfile.TemporaryDirectory(prefix="agentkit-bench-") as folder:
         scratch = Path(folder)
         for size in turn_sizes:
-            repeat = 10 if size >= 10_000 else 20
-            systems: list[tuple[str, Callable[[Path, int, int], list[float]]]] = [
-                ("agentkit", agentkit_turns),
-                ("agentkit-no-fsync", agentkit_turns_without_fsync),
-                ("agentkit-send", agentkit_send_turns),
-                ("naive", bench_peers.naive_turns),
-            ]
+            rounds = 3 if size >= 10_000 else TURN_ROUNDS
+            systems: dict[str, contextlib.AbstractContextManager[Callable[[], None]]] = {
+                "agentkit": agentkit_turn(scratch, size),
+                "agentkit-no-fsync": agentkit_turn(scratch, size, fsync=False),
+                "agentkit-send": agentkit_turn(scratch, size, through_send=True),
+                "naive": bench_peers.naive_turn(scratch, size),
+            }
             if langgraph:
-                systems.append(("langgraph", bench_peers.langgraph_turns))
+                systems["langgraph"] = bench_peers.langgraph_turn(scratch, size)
             if openai_agents:
-                systems.append(("openai-agents", bench_peers.openai_agents_turns))
-            for system, measure in systems:
-                samples = measure(scratch, size, repeat)
+                systems["openai-agents"] = bench_peers.openai_agents_turn(scratch, size)
+            for system, samples in interleaved(systems, rounds).items():
                 rows.append((system, "turn", size, samples))
                 median = _summary(samples)[0]
                 print(
-                    f"  turn   {size:>6} prior turns  {system:<13} "
-                    f"median {median:9.2f} ms  (n={repeat})",
+                    f"  turn   {size:>6} prior turns  {system:<17} "
+                    f"median {median:9.2f} ms  (n={len(samples)})",
                     flush=True,
                 )
         fsyncs = fsyncs_per_turn(scratch, FSYNC_PRIOR_TURNS, FSYNC_TURNS)
