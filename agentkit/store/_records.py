@@ -130,7 +130,9 @@ _RECORDS_ADAPTER: TypeAdapter[list[JournalRecord]] = TypeAdapter(list[JournalRec
 
 
 def encode_record(record: JournalRecord) -> bytes:
-    return _RECORD_ADAPTER.dump_json(record, by_alias=True)
+    # the record's own serializer: the same bytes as the union adapter's, without its
+    # search for the member (a third of the cost)
+    return record.__pydantic_serializer__.to_json(record, by_alias=True)
 
 
 def decode_record(payload: bytes) -> JournalRecord:

@@ -446,7 +446,8 @@ class FileConversationStore(ConversationStore):
             return AnnotationRecord(seq=seq, message_id=message_id, label=label, text=text, at=at)
 
         if self._locks.held(key):
-            self._existing_dir(key)
+            if key not in self._held:  # held and written or checked: it is there
+                self._existing_dir(key)
             self._pending.setdefault(key, []).append(build)
         else:
             self._commit(key, build, durable=False)
