@@ -29,12 +29,13 @@ Identity = tuple[int, int, int]
 class HeldFolder:
     """The folder *directory* as this thread holds it: :attr:`state` and its open files."""
 
-    __slots__ = ("_fds", "_turn", "directory", "state")
+    __slots__ = ("_fds", "_sizes", "_turn", "directory", "state")
 
     def __init__(self, directory: str, state: FolderState) -> None:
         self.directory = directory
         self.state = state
         self._fds: dict[str, int] = {}
+        self._sizes: dict[str, int] = {}  # of the files rewritten in place, as last written
         self._turn = ""  # the turn whose messages.log is open
 
     def _fd(self, name: str, flags: int) -> int:
@@ -77,7 +78,9 @@ class HeldFolder:
         fd = self._fd(name, _IN_PLACE)
         pwrite_all(fd, data, offset)
         end = offset + len(data)
-        os.ftruncate(fd, end)
+        if end < self._sizes.get(name, end + 1):  # shorter than it was (or not known): cut
+            os.ftruncate(fd, end)
+        self._sizes[name] = end
         return end
 
     def _close(self, name: str) -> None:
@@ -88,6 +91,7 @@ class HeldFolder:
     def close(self) -> None:
         """Close every file; the state goes with it (the caller forgets this object)."""
         fds, self._fds = self._fds, {}
+        self._sizes.clear()
         for fd in fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
