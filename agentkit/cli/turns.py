@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import sys
@@ -20,6 +19,9 @@ from agentkit.cli._app import (
 )
 
 if TYPE_CHECKING:  # the commands import them when they run: `agentkit agents` stays fast
+    import asyncio
+    from collections.abc import Coroutine
+
     from agentkit.agent import Agent
     from agentkit.events import ResultEvent
 
@@ -72,7 +74,7 @@ def send_command(
             raise typer.Exit(1)
 
     with clean_errors():
-        asyncio.run(run())
+        _run(run())
 
 
 @app.command("chat")
@@ -95,6 +97,8 @@ def chat_command(
             return None
 
     async def run() -> None:
+        import asyncio
+
         from agentkit.agent import Agent
 
         agent = Agent.open(agent_id, data_dir=data_root(ctx), model=model)
@@ -126,4 +130,10 @@ def chat_command(
             await agent.aclose()
 
     with clean_errors():
-        asyncio.run(run())
+        _run(run())
+
+
+def _run(main: Coroutine[object, object, None]) -> None:
+    import asyncio  # here, not at the top: asyncio alone is ~20 ms of `agentkit agents`
+
+    asyncio.run(main)
