@@ -33,13 +33,13 @@ Conversations are built fast, not through 100 000 fsynced appends: the journal i
 directly with the store's own record encoder, the turn logs beside it, then
 ``FileConversationStore.recover()`` builds and checks the views (as ``bench_store.py`` does).
 The per-turn figures are taken interleaved: all systems are set up for one history length,
-then each runs 5 turns in a row per round, the order rotated every round (8 rounds up to 1k
-prior turns: 40 turns each; 3 at 10k: 15), so every system sees the same stretches of a
-shared machine whose speed drifts, and the ratios of one run can be compared. 5 resumes at
-1k messages, 3 at 100k; 5 full loads. Medians are printed (other work on the machine makes
-the figures noisy: the load average at the start and the end is printed with them). Rows
-are appended to ``bench/results/planner.csv`` (``fsyncs_per_turn`` and ``load_avg_1min``
-rows hold a count and a load in the ``median_ms`` column).
+each runs 5 untimed turns, then 5 turns in a row per round, the order rotated every round
+(8 rounds up to 1k prior turns: 40 turns each; 3 at 10k: 15), so every system sees the same
+stretches of a shared machine whose speed drifts, and the ratios of one run can be
+compared. 5 resumes at 1k messages, 3 at 100k; 5 full loads. Medians are printed (other work
+on the machine makes the figures noisy: the load average at the start and the end is printed
+with them). Rows are appended to ``bench/results/planner.csv`` (``fsyncs_per_turn`` and
+``load_avg_1min`` rows hold a count and a load in the ``median_ms`` column).
 """
 
 from __future__ import annotations
@@ -200,11 +200,14 @@ def interleaved(
     block: int = TURN_BLOCK,
 ) -> dict[str, list[float]]:
     """Milliseconds per turn of each system, in *rounds* rounds of *block* turns in a row per
-    system (the order rotated every round): every system sees the same stretches of a shared
-    machine whose speed drifts, and runs warm as an evaluation sweep does."""
+    system (the order rotated every round), after one untimed block each: every system sees
+    the same stretches of a shared machine whose speed drifts, and runs warm as an evaluation
+    sweep does."""
     samples: dict[str, list[float]] = {name: [] for name in systems}
     with contextlib.ExitStack() as stack:
         turns = [(name, stack.enter_context(setup)) for name, setup in systems.items()]
+        for _, turn in turns:  # one untimed block each: caches and allocators warmed up
+            timed(turn, block)
         for index in range(rounds):
             shift = index % len(turns)
             for name, turn in turns[shift:] + turns[:shift]:
