@@ -16,14 +16,13 @@ import os
 
 from agentkit.layout import HISTORY_FILE, JOURNAL_FILE, META_FILE, TURN_LOG_FILE
 from agentkit.store._fsio import pwrite_all, write_all
+from agentkit.store._state_cache import Identity, identity_of
 from agentkit.store._views import FolderState
 
 __all__ = ["HeldFolder"]
 
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
 _IN_PLACE = os.O_RDWR | os.O_CLOEXEC
-
-Identity = tuple[int, int, int]
 
 
 class HeldFolder:
@@ -71,8 +70,7 @@ class HeldFolder:
     def write_meta(self, data: bytes) -> Identity:
         """``meta.json`` becomes *data* (in place); its identity (inode, mtime, size) after."""
         self._write_at(META_FILE, 0, data)
-        stat = os.fstat(self._fds[META_FILE])
-        return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        return identity_of(os.fstat(self._fds[META_FILE]))
 
     def _write_at(self, name: str, offset: int, data: bytes) -> int:
         fd = self._fd(name, _IN_PLACE)

@@ -29,9 +29,9 @@ from agentkit.store._views import (
 )
 from agentkit.types import Message
 
-__all__ = ["FolderStates", "is_clean"]
+__all__ = ["FolderStates", "Identity", "identity_of", "is_clean"]
 
-_Identity = tuple[int, int, int]
+Identity = tuple[int, int, int]
 #: messages kept per folder: a planner turn reads at most 4 * max_turns + 2 of them
 TAIL_KEEP = 256
 #: messages read on a miss: the next turns' windows, read once
@@ -60,12 +60,16 @@ def is_clean(directory: Path, checkpoint: Checkpoint) -> bool:
     return journal == checkpoint.journal_bytes and history == checkpoint.history_bytes
 
 
-def _meta_identity(directory: Path) -> _Identity:
+def identity_of(stat: os.stat_result) -> Identity:
+    """What tells one version of ``meta.json`` from another: inode, mtime, size."""
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+def _meta_identity(directory: Path) -> Identity:
     try:
-        stat = os.stat(os.path.join(directory, META_FILE))
+        return identity_of(os.stat(os.path.join(directory, META_FILE)))
     except FileNotFoundError:
         return (-1, -1, -1)
-    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
 
 class FolderStates:
@@ -73,7 +77,7 @@ class FolderStates:
 
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
-        self._entries: dict[Path, tuple[FolderState, _Identity]] = {}
+        self._entries: dict[Path, tuple[FolderState, Identity]] = {}
         self._tails: dict[Path, _Tail] = {}
         self._checkpoints: dict[Path, tuple[int, TurnCheckpoint | None]] = {}
 
@@ -101,7 +105,7 @@ class FolderStates:
         return state, is_clean(directory, state.checkpoint)
 
     def remember(
-        self, directory: Path, state: FolderState, identity: _Identity | None = None
+        self, directory: Path, state: FolderState, identity: Identity | None = None
     ) -> None:
         """*state* was just written to the folder (``meta.json`` now has *identity*: inode,
         mtime, size; looked up when not given)."""
@@ -112,7 +116,7 @@ class FolderStates:
         self._tails.pop(directory, None)
         self._checkpoints.pop(directory, None)
 
-    def _put(self, directory: Path, state: FolderState, identity: _Identity) -> None:
+    def _put(self, directory: Path, state: FolderState, identity: Identity) -> None:
         if len(self._entries) >= self._limit:
             self._entries.clear()
             self._tails.clear()

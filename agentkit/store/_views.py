@@ -191,20 +191,15 @@ def last_checkpoint_in(directory: Path, end: int) -> TurnCheckpoint | None:
     return None
 
 
-def make_turn_dir(directory: Path, message_id: str, *, sync: bool = True) -> Path:
-    """``{directory}/{message_id}``, created (and the directory fsynced) if it is new.
-
-    The hot path passes ``sync=False``: the folder holds views (the turn log, rebuilt by
-    recovery) and traces, none of which is a durability point."""
+def make_turn_dir(directory: Path, message_id: str) -> Path:
+    """``{directory}/{message_id}``, created (and the directory fsynced) if it is new (for
+    recovery; a turn's own commits make it through :mod:`agentkit.store._held`)."""
     turn = directory / message_id
-    if os.path.isdir(turn):  # the turn's second commit: a stat, not a failing mkdir
-        return turn
     try:
         turn.mkdir()
     except FileExistsError:
         return turn
-    if sync:
-        fsync_dir(directory)
+    fsync_dir(directory)
     return turn
 
 

@@ -319,7 +319,7 @@ class FileConversationStore(ConversationStore):
                 views.apply(record)
                 records.append(record)
             frames = b"".join(encode_frame(encode_record(record)) for record in records)
-            held = self._keep(key, state)
+            held = self._held[key]  # _writable_state keeps it
             try:
                 journal_bytes = held.append_journal(frames, sync=durable)
                 if journal_bytes != state.checkpoint.journal_bytes + len(frames):
