@@ -22,12 +22,12 @@ $(STAMP): pyproject.toml scripts/install-llama.sh
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# llama.cpp built for a portable CPU baseline, never -march=native (see the script)
 	scripts/install-llama.sh $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[lab,dev,eval]'
+	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
 	@mkdir -p $(LAB_SETTINGS)
 	@printf '%s\n' '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' > $(LAB_SETTINGS)/overrides.json
 	@touch $(STAMP)
 
-setup: $(STAMP) ## Create .venv and install agentkit with the workbench and dev tools
+setup: $(STAMP) ## Create .venv and install agentkit with every extra (all) and the dev tools
 
 lab: $(STAMP) ## Start JupyterLab on notebooks/ (127.0.0.1; prints the URL with its token)
 	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(LAB_PORT) --allow-root \
@@ -39,7 +39,7 @@ lint: $(STAMP) ## Ruff (lint + format check)
 	$(BIN)/ruff check agentkit agentkit_desk lab tests bench
 	$(BIN)/ruff format --check agentkit agentkit_desk lab tests bench
 
-typecheck: $(STAMP) ## mypy --strict on agentkit/ and agentkit_desk/
+typecheck: $(STAMP) ## mypy --strict on agentkit/, agentkit_desk/ and lab/
 	$(BIN)/mypy
 
 pytest: $(STAMP) ## The test suite, then every notebook under nbval (on a scratch data root)

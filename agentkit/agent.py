@@ -24,6 +24,7 @@ from agentkit.events import AgentEvent, ResultEvent, SessionEvent
 from agentkit.ids import check_id, new_conversation_id
 from agentkit.loop import BackgroundLoop
 from agentkit.memory import ExecutionState, MemoryRepository, TaskState, Versioned
+from agentkit.models._requests import check_model_requests
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning import PlannerEngine
 from agentkit.sessions import SessionPool
@@ -243,7 +244,9 @@ class Agent:
             raise UsageError("a message needs some text")
         if len(text) > MAX_MESSAGE_LENGTH:
             raise UsageError(f"a message has at most {MAX_MESSAGE_LENGTH} characters")
-        _model = self.runtime.model  # made now: a bad model spec fails before anything is written
+        model = self.runtime.model  # made now: a bad model spec fails before anything is written
+        if model.real_requests:  # and a real one while agentkit.testing has them off
+            check_model_requests(model.spec)
         engine = ENGINES[self.config.engine]
         if conversation_id is None:
             conversation_id = self.create_conversation(text[:60]).conversation_id

@@ -9,8 +9,12 @@
     │   ├── ConversationNotFoundError
     │   ├── TurnNotFoundError      a message id that names no turn of the conversation
     │   ├── TurnNotFinishedError   a turn with no checkpoint (still running, or cut short)
-    │   └── ConfigError            an agent's config.json is invalid (names file and field)
-    │   └── ModelSpecError         a model spec string that names no usable backend
+    │   ├── ConfigError            an agent's config.json is invalid (names file and field)
+    │   ├── ModelSpecError         a model spec string that names no usable backend
+    │   ├── MissingExtraError      a feature whose extra is not installed (names the pip
+    │   │                          command); also an ImportError
+    │   └── ModelRequestsBlockedError  a real model backend used while agentkit.testing has
+    │                              real requests off (no connection was made)
     ├── ConversationBusyError      another writer holds the conversation (bounded wait expired)
     ├── StoreError                 the store could not do its job
     │   ├── CorruptJournalError    a damaged record in the middle of a journal (never dropped)
@@ -35,7 +39,9 @@ __all__ = [
     "CorruptJournalError",
     "CorruptStateError",
     "InvalidIdError",
+    "MissingExtraError",
     "ModelError",
+    "ModelRequestsBlockedError",
     "ModelSpecError",
     "StoreError",
     "StructuredOutputError",
@@ -164,6 +170,45 @@ class ModelSpecError(UsageError):
     def __init__(self, spec: str, problem: str) -> None:
         self.spec = spec
         super().__init__(f"model spec {spec!r}: {problem}")
+
+
+class MissingExtraError(UsageError, ImportError):
+    """A feature needs an extra that is not installed: ``pip install 'agentkit[EXTRA]'``.
+
+    ``extra`` names the extra, ``feature`` what needed it, ``name`` the missing module (as on
+    any ImportError) and ``hint`` what else would do, if anything. Raised where the feature
+    is used, before anything was written or started.
+    """
+
+    def __init__(self, extra: str, feature: str, *, module: str, hint: str = "") -> None:
+        self.extra = extra
+        self.feature = feature
+        self.hint = hint
+        instead = f" ({hint})" if hint else ""
+        super().__init__(
+            f"{feature} needs the {extra!r} extra: pip install 'agentkit[{extra}]'{instead}",
+            name=module,
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:  # crosses process boundaries (eval workers)
+        return _missing_extra, (self.extra, self.feature, self.name or "", self.hint)
+
+
+def _missing_extra(extra: str, feature: str, module: str, hint: str) -> MissingExtraError:
+    return MissingExtraError(extra, feature, module=module, hint=hint)
+
+
+class ModelRequestsBlockedError(UsageError):
+    """A real backend (llama, openai, acp, claude-cli) was created or called while real model
+    requests are off (:mod:`agentkit.testing`); nothing was sent and nothing was written."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        super().__init__(
+            f"real model requests are off: {spec!r} was not called (agentkit.testing; "
+            "use FunctionModel, ScriptedModel or ScriptedSessionBackend, or allow them with "
+            "agentkit.testing.allow_model_requests() / AGENTKIT_ALLOW_MODEL_REQUESTS=1)"
+        )
 
 
 class ModelError(AgentkitError):

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
+from agentkit._extras import require
 from agentkit.errors import TurnNotFoundError, UsageError
 from agentkit.ids import check_id
 from agentkit.layout import ConversationPaths
@@ -137,6 +138,7 @@ def compare_turns(
     original: Sequence[Mapping[str, Any]], branch: Sequence[Mapping[str, Any]]
 ) -> pd.DataFrame:
     """The side-by-side table: one row per turn, ``original_*`` and ``branch_*`` columns."""
+    require("eval", "a replay's comparison table", "pandas")
     import pandas as pd
 
     rows: list[dict[str, Any]] = []
@@ -212,6 +214,7 @@ def replay(
     prompt templates *prompts* (``{"plan": "my_plan.md"}``); return the comparison table.
 
     The table's ``attrs["branch"]`` is the id of the branch conversation (beside the original)."""
+    require("eval", "a replay's comparison table", "pandas")  # before the branch is written
     from agentkit.agent import Agent
     from agentkit.branches import fork_conversation
 

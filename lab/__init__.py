@@ -3,8 +3,17 @@
 Each view renders what plain functions (in the ``*_state``, ``*_table``, ``*_form`` and
 ``*_tables`` modules) derive from agentkit objects, and calls the public ``Agent`` API; none
 keeps state of its own beyond what is on screen. This package may import ipywidgets and
-pandas; ``agentkit`` itself never imports ``lab``.
+pandas (the ``lab`` extra; without it, importing ``lab`` raises ``MissingExtraError``);
+``agentkit`` itself never imports ``lab``.
 """
+
+from agentkit.errors import MissingExtraError
+
+try:
+    import ipywidgets  # noqa: F401
+    import pandas  # noqa: F401
+except ImportError as _missing:
+    raise MissingExtraError("lab", "the workbench (lab)", module=_missing.name or "") from _missing
 
 from lab.branch_view import BranchView
 from lab.chat_panel import ChatPanel

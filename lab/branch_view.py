@@ -182,7 +182,7 @@ def config_sets(text: str) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
-class BranchView(widgets.VBox):
+class BranchView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
     """The branch tree of *conversation_id* (an *agent*'s conversation, or one of its forks).
 
     *model* (a spec or a ChatModel) fills the Model field; the replay gets the object itself

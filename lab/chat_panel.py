@@ -37,7 +37,7 @@ __all__ = ["ChatPanel"]
 _LOG_LINES = 200
 
 
-class ChatPanel(widgets.VBox):
+class ChatPanel(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
     """Pick or start a conversation, send messages, watch the reply, the events and the plan."""
 
     def __init__(

@@ -31,7 +31,7 @@ from lab.conversation_tables import (
 __all__ = ["ConversationBrowser"]
 
 
-class ConversationBrowser(widgets.VBox):
+class ConversationBrowser(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
     """Browse every agent's conversations under *data_dir* (``$AGENTKIT_DATA_DIR`` by default)."""
 
     def __init__(self, data_dir: Path | str | None = None) -> None:

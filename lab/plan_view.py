@@ -31,7 +31,7 @@ APPROVE_TEXT = "yes"
 REJECT_TEXT = "no"
 
 
-class PlanView(widgets.VBox):
+class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
     """The plan steps of *conversation_id* (status, tool, masked arguments, observations)."""
 
     def __init__(

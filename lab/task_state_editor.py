@@ -10,7 +10,8 @@ compares the edit with what is stored *now*.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import ipywidgets as widgets
 from agentkit import Agent, AgentkitError, TaskState, VersionConflictError, Versioned
@@ -28,10 +29,21 @@ from lab.task_state_form import (
 
 __all__ = ["TaskStateEditor"]
 
-Control = widgets.Text | widgets.Textarea | widgets.Checkbox
+
+class Control(Protocol):
+    """What the editor uses of a field's control (a ``Text``, ``Textarea`` or ``Checkbox``).
+
+    ipywidgets has no type information; this names the part of it the form relies on.
+    """
+
+    value: str | bool
+
+    def add_class(self, class_name: str, /) -> object: ...
+
+    def observe(self, handler: Callable[[dict[str, Any]], None], /, names: str) -> None: ...
 
 
-class TaskStateEditor(widgets.VBox):
+class TaskStateEditor(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
     """A form over ``agent.task_state(conversation_id)`` with pin, diff, save and reload."""
 
     def __init__(self, agent: Agent, conversation_id: str) -> None:

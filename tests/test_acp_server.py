@@ -343,6 +343,7 @@ def slow_model() -> str:
     return f"acp:{sys.executable} {FAKE_ACP_AGENT}"
 
 
+@pytest.mark.real_model
 def test_cancel_mid_turn_ends_the_prompt_cancelled_and_keeps_the_partial_reply(
     data_dir: Path, tmp_path: Path
 ) -> None:
@@ -369,6 +370,7 @@ def test_cancel_mid_turn_ends_the_prompt_cancelled_and_keeps_the_partial_reply(
     assert messages[1]["role"] == "assistant" and messages[1]["content"].startswith("working")
 
 
+@pytest.mark.real_model
 def test_a_second_prompt_in_a_busy_session_is_refused(data_dir: Path, tmp_path: Path) -> None:
     async def body() -> None:
         async with serve(data_dir, "innovator-001", "--model", slow_model()) as served:
@@ -532,6 +534,7 @@ def test_prompt_content_blocks_become_one_message(data_dir: Path, tmp_path: Path
     )
 
 
+@pytest.mark.real_model
 def test_no_process_is_left_after_the_client_closes_stdin(data_dir: Path, tmp_path: Path) -> None:
     async def body() -> set[int]:
         async with serve(data_dir, "innovator-001", "--model", slow_model()) as served:
@@ -547,6 +550,7 @@ def test_no_process_is_left_after_the_client_closes_stdin(data_dir: Path, tmp_pa
     assert pids
 
 
+@pytest.mark.real_model
 def test_sigterm_stops_the_server_cleanly(data_dir: Path, tmp_path: Path) -> None:
     async def body() -> None:
         async with serve(data_dir, "innovator-001", "--model", slow_model()) as served:

@@ -14,6 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from agentkit import Agent
 from agentkit.events import AgentEvent, ResultEvent, SessionEvent
 from agentkit.models.acp import AcpBackend
@@ -27,6 +28,7 @@ def ends(events: list[AgentEvent]) -> tuple[SessionEvent, ResultEvent]:
     return first, last
 
 
+@pytest.mark.real_model
 def test_the_acp_backend_drives_agentkit_acp(data_dir: Path, tmp_path: Path) -> None:
     inner = tmp_path / "inner"
     shutil.copytree(data_dir, inner)

@@ -7,8 +7,11 @@ gate), so every outcome is decided by the test, never by timing.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
@@ -18,11 +21,13 @@ import httpx
 import pytest
 from agentkit import ScriptedModel, UsageError
 from agentkit.api import create_app
+from agentkit.api.schemas import NON_BLANK_REGEX, ChatRequest
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema, ModelEvent, Purpose, TextDelta
 from agentkit.store import ConversationKey, FileConversationStore
+from pydantic import ValidationError
 
 from tests.conftest import SAMPLE_AGENTS, run_cli, tree
-from tests.fakes.gated_model import GatedModel
+from tests.fakes.gated_model import Gate
 from tests.fakes.live_api import ServeProcess, SseEvent, iter_events, live_server, parse_sse
 
 REPLY = "Hello from the script"
@@ -104,16 +109,16 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Cli
 
 
 @pytest.fixture
-def gated(data_dir: Path) -> Iterator[tuple[httpx.Client, GatedModel]]:
-    model = GatedModel()
+def gated(data_dir: Path) -> Iterator[tuple[httpx.Client, Gate]]:
+    gate = Gate()
     with (
-        live_server(lambda port: create_app(data_dir, model=model, port=port)) as base,
+        live_server(lambda port: create_app(data_dir, model=gate.model, port=port)) as base,
         httpx.Client(base_url=base, timeout=60) as client,
     ):
         try:
-            yield client, model
+            yield client, gate
         finally:
-            model.open_gate()  # never leave a turn parked at shutdown
+            gate.open_gate()  # never leave a turn parked at shutdown
 
 
 # -- routes --------------------------------------------------------------------------------
@@ -380,6 +385,9 @@ BAD_BODIES = {
     "missing-message": {},
     "empty-message": {"message": ""},
     "whitespace-only-message": {"message": "   \n "},
+    # whitespace to str.strip() but not to ECMA's or Rust's \s (the old pattern let it through)
+    "record-separator-message": {"message": "\u001e"},
+    "python-whitespace-only-message": {"message": "\u001c\u001d\u001e\u001f\u0085\u2028\u3000"},
     "message-too-long": {"message": "x" * 32_001},
     "message-not-a-string": {"message": ["hi"]},
     "unknown-field": {"message": "hi", "sessionId": "s"},
@@ -396,6 +404,78 @@ def test_invalid_chat_body_is_422_and_nothing_is_written(
     before = tree(data_dir)
     assert_error(client.post(f"{INNOVATOR}/chat", json=body), 422)
     assert tree(data_dir) == before
+
+
+def test_a_message_with_any_character_besides_whitespace_is_accepted(
+    scripted_server: httpx.Client,
+) -> None:
+    # U+FEFF is whitespace to ECMA's \s but not to str.strip(); U+200B to neither
+    for text in ("\u001ex", " \u2028y\u0085 ", "\ufeff", "\u200b"):
+        session, *_, result = chat(scripted_server, text)
+        assert result.data["status"] == "completed", text
+        conversation = session.data["conversationId"]
+        stored = scripted_server.get(f"{INNOVATOR}/conversations/{conversation}").json()
+        assert stored["messages"][0]["content"] == text.strip()
+
+
+def _stripped() -> list[int]:
+    """Every code point that ``str.strip()`` removes (``str.isspace()``)."""
+    return [i for i in range(sys.maxunicode + 1) if chr(i).isspace()]
+
+
+def test_the_documented_message_pattern_is_exactly_what_str_strip_removes(data_dir: Path) -> None:
+    stripped = _stripped()
+    assert stripped == [i for i in range(sys.maxunicode + 1) if not chr(i).strip()]
+    non_blank = re.compile(NON_BLANK_REGEX)
+    assert [i for i in range(sys.maxunicode + 1) if not non_blank.search(chr(i))] == stripped
+    schema = create_app(data_dir).openapi()["components"]["schemas"]["ChatRequest"]
+    message = schema["properties"]["message"]
+    assert message["pattern"] == NON_BLANK_REGEX and message["minLength"] == 1
+    near = [*range(0x3100), 0xFEFF, 0x1F600, sys.maxunicode]
+    for c in map(chr, near):  # the body model refuses exactly what the pattern does not match
+        for text in (c, f" {c}\t", c * 3):
+            if text.strip():
+                assert ChatRequest.model_validate({"message": text}).message == text
+            else:
+                with pytest.raises(ValidationError, match="not whitespace"):
+                    ChatRequest.model_validate({"message": text})
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node for an ECMA-262 regex")
+def test_the_message_pattern_means_the_same_in_ecma_regex(tmp_path: Path) -> None:
+    script = tmp_path / "blank.js"
+    script.write_text(
+        "for (const flags of ['', 'u']) {\n"
+        "  const re = new RegExp(process.argv[2], flags), blank = [];\n"
+        "  for (let i = 0; i <= 0x10ffff; i++) {\n"
+        "    if (i >= 0xd800 && i <= 0xdfff) continue;\n"
+        "    if (!re.test(String.fromCodePoint(i))) blank.push(i);\n"
+        "  }\n"
+        "  console.log(JSON.stringify(blank));\n"
+        "}\n"
+    )
+    run = subprocess.run(
+        ["node", str(script), NON_BLANK_REGEX], capture_output=True, text=True, check=True
+    )
+    plain, unicode = (json.loads(line) for line in run.stdout.splitlines())
+    assert plain == unicode == _stripped()
+
+
+def test_fork_at_an_empty_or_blank_turn_is_422_and_writes_nothing(
+    scripted_server: httpx.Client, data_dir: Path
+) -> None:
+    session, *_, result = chat(scripted_server, "hello")
+    conversation, turn = session.data["conversationId"], result.data["messageId"]
+    fork = f"{INNOVATOR}/conversations/{conversation}/fork"
+    before = tree(data_dir)
+    for at in ("", "   ", "\u001e", f" {turn}"):
+        message = assert_error(scripted_server.post(fork, json={"at": at}), 422, "invalid_request")
+        assert message.startswith("the request does not match the API schema") and "at:" in message
+    assert tree(data_dir) == before
+    for body in ({}, {"at": turn}, {"at": None}):  # none: the last finished turn
+        forked = scripted_server.post(fork, json=body)
+        assert forked.status_code == 201, forked.text
+        assert forked.json()["forkedFrom"] == {"conversationId": conversation, "messageId": turn}
 
 
 def test_chat_body_that_is_not_json_is_refused(scripted_server: httpx.Client) -> None:
@@ -478,9 +558,9 @@ def test_every_error_is_json_even_for_unknown_routes_and_methods(
 
 
 def test_busy_conversation_gets_409_and_cancel_stops_the_turn(
-    gated: tuple[httpx.Client, GatedModel], data_dir: Path
+    gated: tuple[httpx.Client, Gate], data_dir: Path
 ) -> None:
-    client, model = gated
+    client, gate = gated
     conversation = client.post(f"{INNOVATOR}/conversations").json()["conversationId"]
     with client.stream(
         "POST", f"{INNOVATOR}/chat", json={"message": "long one", "conversationId": conversation}
@@ -488,7 +568,7 @@ def test_busy_conversation_gets_409_and_cancel_stops_the_turn(
         events = iter_events(stream)
         session, first_piece = next(events), next(events)
         assert session.event == "session" and first_piece.data["text"] == "first "
-        wait_until(lambda: model.waiting == 1, "the turn to park at the gate")
+        wait_until(lambda: gate.waiting == 1, "the turn to park at the gate")
 
         busy = client.post(
             f"{INNOVATOR}/chat", json={"message": "me too", "conversationId": conversation}
@@ -503,7 +583,7 @@ def test_busy_conversation_gets_409_and_cancel_stops_the_turn(
 
         cancel = client.post(f"{INNOVATOR}/conversations/{conversation}/cancel")
         assert cancel.status_code == 200 and cancel.json()["cancelled"] is True
-        model.open_gate()
+        gate.open_gate()
         rest = list(events)
     assert rest[-1].event == "result" and rest[-1].data["status"] == "cancelled"
     assert rest[-1].data["text"] == "first "
@@ -520,9 +600,9 @@ def test_busy_conversation_gets_409_and_cancel_stops_the_turn(
 
 
 def test_cancel_of_a_planner_turn_interrupts_its_model_call(
-    gated: tuple[httpx.Client, GatedModel],
+    gated: tuple[httpx.Client, Gate],
 ) -> None:
-    client, model = gated
+    client, gate = gated
     desk = "/api/agent/desk-001"
     conversation = client.post(f"{desk}/conversations").json()["conversationId"]
     with client.stream(
@@ -530,7 +610,7 @@ def test_cancel_of_a_planner_turn_interrupts_its_model_call(
     ) as stream:
         events = iter_events(stream)
         assert next(events).event == "session"
-        wait_until(lambda: model.waiting == 1, "the planner's model call to park at the gate")
+        wait_until(lambda: gate.waiting == 1, "the planner's model call to park at the gate")
         cancel = client.post(f"{desk}/conversations/{conversation}/cancel").json()
         assert cancel["cancelled"] is True
         rest = list(events)  # the gate was never opened: the cancel interrupted the call
@@ -561,9 +641,9 @@ def test_conversation_held_by_another_process_gets_409(
 
 
 def test_fifty_disconnects_after_the_first_event_lose_no_turn(
-    gated: tuple[httpx.Client, GatedModel],
+    gated: tuple[httpx.Client, Gate],
 ) -> None:
-    client, model = gated
+    client, gate = gated
     conversations: list[str] = []
     for n in range(50):
         with client.stream("POST", f"{INNOVATOR}/chat", json={"message": f"turn {n}"}) as stream:
@@ -571,24 +651,28 @@ def test_fifty_disconnects_after_the_first_event_lose_no_turn(
             assert first.event == "session"
             conversations.append(first.data["conversationId"])
         # leaving the block closes the connection mid-turn: the client is gone
-    wait_until(lambda: model.waiting == 50, "all 50 turns to be parked mid-reply")
+    wait_until(lambda: gate.waiting == 50, "all 50 turns to be parked mid-reply")
     listed = client.get(f"{INNOVATOR}/conversations").json()["conversations"]
     assert {c["conversationId"] for c in listed} == set(conversations)
     assert {c["status"] for c in listed} == {"running"}  # every client left before the reply
 
-    model.open_gate()
+    gate.open_gate()
     wait_until(lambda: client.get("/api/health").json()["runningTurns"] == 0, "turns to end")
     for n, conversation in enumerate(conversations):
         detail = client.get(f"{INNOVATOR}/conversations/{conversation}").json()
         assert [(m["role"], m["content"]) for m in detail["messages"]] == [
             ("user", f"turn {n}"),
-            ("assistant", model.reply),
+            ("assistant", gate.reply),
         ]
         assert detail["meta"]["status"] == "completed"
 
 
 class BrokenModel(ChatModel):
-    """Streams one piece, then fails with an unexpected (non-model) error."""
+    """Streams one piece, then fails with an unexpected (non-model) error.
+
+    Not a FunctionModel: that turns whatever its function raises into a ModelError, whose
+    message (with "boom" in it) the client would see.
+    """
 
     spec = "broken"
 

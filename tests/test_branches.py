@@ -272,3 +272,14 @@ def test_a_fork_killed_at_every_write_is_complete_or_absent(data_dir: Path, tmp_
         assert outcomes[0] == "o" and outcomes[-1] == "N"
         assert outcomes == sorted(outcomes, key="oN".index)  # once there, it stays
         outcomes.clear()
+
+
+@pytest.mark.parametrize("at", ["", "   ", "\t"])
+def test_a_fork_at_an_empty_or_blank_turn_is_an_invalid_id_not_the_last_turn(
+    data_dir: Path, at: str
+) -> None:
+    with Agent.open("innovator-001", data_dir=data_dir, model=ScriptedModel(["one"])) as agent:
+        conversation = agent.send("hi").conversation_id
+        with pytest.raises(InvalidIdError):
+            agent.fork(conversation, at=at)
+        assert [c.conversation_id for c in agent.list_conversations()] == [conversation]

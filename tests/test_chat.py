@@ -11,67 +11,30 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
-from agentkit import Agent, ConversationBusyError, Message
+from agentkit import (
+    Agent,
+    ConversationBusyError,
+    FunctionModel,
+    Message,
+    ModelRequest,
+    ScriptedSessionBackend,
+)
 from agentkit.errors import UsageError
 from agentkit.events import ErrorEvent
-from agentkit.models.base import (
-    ChatMessage,
-    ChatModel,
-    Completion,
-    JsonSchema,
-    ModelEvent,
-    Purpose,
-    SessionBackend,
-    SessionModel,
-    TextDelta,
-)
+from agentkit.models import SessionRequest
+from agentkit.models.base import ChatMessage, ChatModel, JsonSchema, ModelEvent, Purpose, TextDelta
 from agentkit.models.scripted import ScriptedModel
 
 SCRIPT = Path(sys.executable).with_name("agentkit")
 
 
-class RecordingSession(SessionModel):
-    """A session that keeps its own context, like a persistent CLI: records what it is sent."""
-
-    def __init__(self, backend: RecordingBackend, system_prompt: str) -> None:
-        self.backend = backend
-        self.system_prompt = system_prompt
-        self.received: list[str] = []
-        self.alive = True
-        self.spec = "recording"
-
-    async def send(self, text: str, *, purpose: Purpose = "chat") -> AsyncIterator[ModelEvent]:
-        self.received.append(text)
-        reply = f"reply {len(self.received)}"
-        yield TextDelta(text=reply)
-        yield Completion(text=reply)
-
-    async def cancel(self) -> None:
-        pass
-
-    async def close(self) -> None:
-        self.alive = False
-
-    def is_alive(self) -> bool:
-        return self.alive
-
-
-class RecordingBackend(SessionBackend):
-    spec = "recording"
-
-    def __init__(self) -> None:
-        self.sessions: list[RecordingSession] = []
-
-    async def open(
-        self, *, system_prompt: str, workdir: Path, resume_id: str | None = None
-    ) -> SessionModel:
-        session = RecordingSession(self, system_prompt)
-        self.sessions.append(session)
-        return session
+def numbered(request: SessionRequest) -> str:
+    """A session's replies, numbered within that session: "reply 1", "reply 2"…"""
+    return f"reply {request.turn + 1}"
 
 
 def test_the_three_scenarios_with_a_session_backend(data_dir: Path) -> None:
-    backend = RecordingBackend()
+    backend = ScriptedSessionBackend(numbered)
     with Agent.open("innovator-001", data_dir=data_dir, model=backend) as agent:
         first = agent.send("hello")
         assert first.session.scenario == "A"
@@ -85,7 +48,7 @@ def test_the_three_scenarios_with_a_session_backend(data_dir: Path) -> None:
         assert len(backend.sessions) == 1  # the same live session
         assert backend.sessions[0].received == ["hello", "and again"]  # only the new message
 
-        backend.sessions[0].alive = False  # the process died
+        backend.sessions[0].kill()  # the process died
         third = agent.send("are you there?", first.conversation_id)
         assert third.session.scenario == "C"
         assert third.session.history_messages == 4
@@ -94,6 +57,11 @@ def test_the_three_scenarios_with_a_session_backend(data_dir: Path) -> None:
         assert "user: hello" in restored and "assistant: reply 2" in restored
         assert restored.endswith("\n\nare you there?")
         assert third.text == "reply 1"
+        fresh = backend.sessions[1].context  # the new session knows only what it was sent
+        assert [(m.role, m.content) for m in fresh[:2]] == [
+            ("system", agent.system_prompt()),
+            ("user", restored),
+        ]
         log = agent.turn_log(first.conversation_id, third.result.message_id)
         assert "[SESSION]\nscenario C: system prompt + summary of the last 4 messages" in log
 
@@ -205,34 +173,25 @@ def test_bad_messages_are_refused_before_anything_is_written(data_dir: Path) -> 
         assert agent.list_conversations() == []
 
 
-class SlowModel(ChatModel):
-    spec = "slow"
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-
-    async def stream(
-        self, messages: Sequence[ChatMessage], *, purpose: Purpose, schema: JsonSchema | None = None
-    ) -> AsyncIterator[ModelEvent]:
-        yield TextDelta(text="partial ")
-        self.started.set()
-        for _ in range(200):
-            await asyncio.sleep(0.05)
-            yield TextDelta(text=".")
-        yield Completion(text="never")
-
-
 def test_a_second_turn_on_a_busy_conversation_is_refused(data_dir: Path) -> None:
     async def scenario() -> None:
-        model = SlowModel()
-        agent = Agent.open("innovator-001", data_dir=data_dir, model=model)
+        started = asyncio.Event()
+
+        async def slow(request: ModelRequest) -> AsyncIterator[str]:
+            yield "partial "
+            started.set()
+            for _ in range(200):  # ten seconds of dots: the cancel ends it long before
+                await asyncio.sleep(0.05)
+                yield "."
+
+        agent = Agent.open("innovator-001", data_dir=data_dir, model=FunctionModel(slow))
         cid = agent.create_conversation("busy").conversation_id
 
         async def drain() -> list[str]:
             return [event.type async for event in agent.send_message(cid, "slow one")]
 
         first = asyncio.create_task(drain())
-        await model.started.wait()
+        await started.wait()
         with pytest.raises(ConversationBusyError):
             async for _ in agent.send_message(cid, "second"):
                 pass
@@ -278,7 +237,11 @@ def test_cli_send_json_and_a_piped_chat_keep_one_session(data_dir: Path, tmp_pat
 
 
 class CrashingModel(ChatModel):
-    """A backend with a bug: raises something that is not a ModelError mid-reply."""
+    """A backend with a bug: raises something that is not a ModelError mid-reply.
+
+    Not a FunctionModel: that turns whatever its function raises into a ModelError, and this
+    is the turn's boundary for everything else.
+    """
 
     spec = "crashing"
 

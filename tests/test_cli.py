@@ -91,6 +91,28 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(data_dir: Path) -> None
     assert tree(data_dir.parent) == before
 
 
+def test_fork_with_an_empty_or_blank_at_is_exit_2_and_writes_nothing(data_dir: Path) -> None:
+    from agentkit import Agent, ScriptedModel
+
+    model = ScriptedModel({"chat": ["hi"]})
+    with Agent.open("innovator-001", data_dir=data_dir, model=model) as agent:
+        cid = agent.send("hello").conversation_id  # one finished turn: the default would fork it
+    root = ("--data-dir", str(data_dir))
+    before = tree(data_dir.parent)
+    for at in ("", "   ", "\t"):
+        result = run_cli(*root, "fork", "innovator-001", cid, "--at", at)
+        assert result.exit_code == 2, (at, result.stdout, result.stderr)
+        assert result.stdout == ""
+        assert result.stderr == (
+            f"agentkit: error: invalid message id {at!r}: ids are 1-64 ASCII letters, digits, "
+            "'-' or '_', starting with a letter or digit\n"
+        )
+    assert tree(data_dir.parent) == before
+    forked = run_cli(*root, "fork", "innovator-001", cid)  # no --at: the last turn
+    assert forked.exit_code == 0, forked.stderr
+    assert forked.stdout.startswith("conv-") and forked.stdout.strip() != cid
+
+
 def test_verify_reports_damage_and_repair_fixes_it(data_dir: Path) -> None:
     cid = run_cli("--data-dir", str(data_dir), "new", "innovator-001").stdout.strip()
     folder = data_dir / "agents" / "innovator-001" / "conversations" / cid

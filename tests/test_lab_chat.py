@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agentkit import Agent, ConversationNotFoundError, ScriptedModel
+from agentkit import Agent, ConversationNotFoundError, FunctionModel, ModelRequest, ScriptedModel
 from agentkit.events import (
     AgentOutputEvent,
     AskUserEvent,
     ResultEvent,
     SessionEvent,
     ToolCallEvent,
-)
-from agentkit.models.base import (
-    ChatMessage,
-    ChatModel,
-    Completion,
-    JsonSchema,
-    ModelEvent,
-    Purpose,
-    TextDelta,
 )
 from lab import ChatPanel
 from lab.chat_state import (
@@ -35,6 +23,8 @@ from lab.chat_state import (
     message_problem,
     transcript_html,
 )
+
+from tests.fakes.gated_model import Gate
 
 SESSION = SessionEvent(
     agent_id="innovator-001",
@@ -196,65 +186,41 @@ def test_picking_a_conversation_shows_its_messages(chat_agent: Agent) -> None:
     assert "No messages yet" in panel.transcript.value
 
 
-class HeldModel(ChatModel):
-    """Streams "Hello ", then waits until released (or cancelled), then "world".
-
-    Purposes in *fixed* get their reply at once instead (a planner's plan).
-    """
-
-    def __init__(self, fixed: dict[str, str] | None = None) -> None:
-        self.spec = "held"
-        self.fixed = fixed or {}
-        self.parked = threading.Event()
-        self.release = threading.Event()
-
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> AsyncIterator[ModelEvent]:
-        if purpose in self.fixed:
-            yield Completion(text=self.fixed[purpose])
-            return
-        yield TextDelta(text="Hello ")
-        self.parked.set()
-        while not self.release.is_set():
-            await asyncio.sleep(0.005)
-        yield TextDelta(text="world")
-        yield Completion(text="Hello world")
+def held() -> Gate:
+    """Replies stream "Hello ", then wait until the test opens the gate (or the turn is
+    cancelled), then "world"."""
+    return Gate("Hello ", ("world",))
 
 
 def test_a_second_message_while_a_turn_runs_is_refused_and_kept(data_dir: Path) -> None:
-    model = HeldModel()
-    with Agent.open("innovator-001", data_dir=data_dir, model=model) as agent:
+    gate = held()
+    with Agent.open("innovator-001", data_dir=data_dir, model=gate.model) as agent:
         panel = ChatPanel(agent)
         first = panel.submit("first")
         assert first is not None
-        assert model.parked.wait(timeout=60)
+        assert gate.parked.wait(timeout=60)
         assert panel.busy and panel.send_button.disabled and not panel.stop_button.disabled
         panel.input.value = "second"
         assert panel.submit() is None
         assert panel.input.value == "second"
         assert "still running" in panel.notice.value
-        model.release.set()
+        gate.open_gate()
         first.result(timeout=60)
         assert "Hello world" in panel.transcript.value
 
 
 def test_stop_cancels_the_running_turn(data_dir: Path) -> None:
-    model = HeldModel()
-    with Agent.open("innovator-001", data_dir=data_dir, model=model) as agent:
+    gate = held()
+    with Agent.open("innovator-001", data_dir=data_dir, model=gate.model) as agent:
         panel = ChatPanel(agent)
         turn = panel.submit("tell me a long story")
         assert turn is not None
-        assert model.parked.wait(timeout=60)
+        assert gate.parked.wait(timeout=60)
         assert "Hello" in panel.transcript.value  # the first piece is on screen mid-turn
         panel.stop_button.click()
         assert panel.stopping is not None and panel.stopping.result(timeout=60) is True
         assert "Stop requested." in panel.notice.value
-        model.release.set()  # the next piece arrives; the session sees the cancel and ends
+        gate.open_gate()  # the next piece arrives; the session sees the cancel and ends
         stopped = turn.result(timeout=60)
     final = stopped[-1]
     assert isinstance(final, ResultEvent) and final.status == "cancelled"
@@ -303,16 +269,20 @@ def test_stop_cancels_a_planner_turn_and_the_plan_shows_where_it_stopped(
         "goal": "answer",
         "steps": [{"id": "s1", "type": "respond", "title": "Answer", "instruction": "Answer."}],
     }
-    model = HeldModel({"plan": json.dumps(plan)})
-    with Agent.open("desk-001", data_dir=data_dir, model=model) as agent:
+    gate = held()
+
+    def reply(request: ModelRequest) -> object:  # the plan at once, the answer held
+        return plan if request.purpose == "plan" else gate.stream(request)
+
+    with Agent.open("desk-001", data_dir=data_dir, model=FunctionModel(reply)) as agent:
         panel = ChatPanel(agent)
         turn = panel.submit("hello")
         assert turn is not None
-        assert model.parked.wait(timeout=60)
+        assert gate.parked.wait(timeout=60)
         assert panel.plan_view is not None and ">running<" in panel.plan_view.table.value
         panel.stop_button.click()
         assert panel.stopping is not None and panel.stopping.result(timeout=60) is True
-        model.release.set()
+        gate.open_gate()
         events = turn.result(timeout=60)
     final = events[-1]
     assert isinstance(final, ResultEvent) and final.status == "cancelled"
@@ -328,16 +298,16 @@ class UncancellableAgent(Agent):
 
 
 def test_stop_says_so_when_the_agent_cannot_cancel_the_turn(data_dir: Path) -> None:
-    model = HeldModel()
-    with UncancellableAgent.open("innovator-001", data_dir=data_dir, model=model) as agent:
+    gate = held()
+    with UncancellableAgent.open("innovator-001", data_dir=data_dir, model=gate.model) as agent:
         panel = ChatPanel(agent)
         turn = panel.submit("hello")
         assert turn is not None
-        assert model.parked.wait(timeout=60)
+        assert gate.parked.wait(timeout=60)
         panel.stop_button.click()
         assert panel.stopping is not None and panel.stopping.result(timeout=60) is False
         assert "Nothing to stop" in panel.notice.value
-        model.release.set()
+        gate.open_gate()
         events = turn.result(timeout=60)
     assert events[-1].type == "result" and events[-1].status == "completed"
     assert "Hello world" in panel.transcript.value

@@ -8,7 +8,7 @@ from pathlib import Path
 from string import Template
 
 import pytest
-from agentkit import Agent, ChatModel, InvalidIdError, ScriptedModel
+from agentkit import Agent, FunctionModel, InvalidIdError, ModelRequest, ScriptedModel
 from agentkit.planning.prompts import load_prompt, render_prompt
 from agentkit.planning.replay import (
     PromptTemplateError,
@@ -196,22 +196,20 @@ def test_a_model_failure_is_recorded_not_raised(turn) -> None:
     assert "plan" in plan.error and plan.new_parsed is None
 
 
-class StuckModel(ChatModel):
-    """A model that never answers (the replay's stage timeout must end the call)."""
-
-    spec = "stuck"
-
-    async def stream(self, messages, *, purpose, schema=None):
-        await asyncio.Event().wait()
-        yield  # pragma: no cover - never reached
+async def never_answers(request: ModelRequest) -> str:
+    """A model function that never returns (the replay's stage timeout must end the call)."""
+    await asyncio.Event().wait()
+    raise AssertionError("never reached")
 
 
 def test_a_call_over_its_stage_timeout_is_recorded_as_timed_out(turn) -> None:
     agent, cid, mid = turn
     records = load_call_records(folder_of(agent, cid), mid)
-    (plan,) = run(replay_turn(records, StuckModel(), purposes=["plan"], timeouts={"plan": 0.05}))
+    stuck = FunctionModel(never_answers)
+    (plan,) = run(replay_turn(records, stuck, purposes=["plan"], timeouts={"plan": 0.05}))
     assert plan.error == "timed out after 0.05 s (the plan stage's limit)"
     assert plan.new_parsed is None and not plan.repaired
+    assert [request.purpose for request in stuck.requests] == ["plan"]  # the call was made
 
 
 def test_a_prompt_no_template_reproduces_is_sent_as_recorded(turn) -> None:

@@ -26,6 +26,9 @@ from agentkit.models.base import (
 )
 from agentkit.models.spec import create_model
 
+#: a real backend (a model process, server or agent CLI) under test
+pytestmark = pytest.mark.real_model
+
 AGENT = Path(__file__).parent / "fakes" / "acp_memory_agent.py"
 SYSTEM = "You are a careful assistant."
 

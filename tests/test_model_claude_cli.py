@@ -41,6 +41,9 @@ from agentkit.types import Usage
 
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 
+#: a real backend (a model process, server or agent CLI) under test
+pytestmark = pytest.mark.real_model
+
 SECRET = "AGENTKIT_TEST_SECRET_TOKEN"
 
 

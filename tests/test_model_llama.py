@@ -14,6 +14,9 @@ from agentkit.models.base import ChatMessage, Completion, TextDelta
 from agentkit.models.llama import LlamaModel, default_gguf_path
 from agentkit.models.spec import create_model
 
+#: a real backend (a model process, server or agent CLI) under test
+pytestmark = pytest.mark.real_model
+
 SCRIPT = Path(sys.executable).with_name("agentkit")
 
 

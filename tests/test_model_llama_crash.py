@@ -33,6 +33,9 @@ from agentkit.models.spec import create_model
 
 from tests.fakes.live_api import ServeProcess, iter_events
 
+#: a real backend (a model process, server or agent CLI) under test
+pytestmark = pytest.mark.real_model
+
 SCRIPT = Path(sys.executable).with_name("agentkit")
 LONG_ASK = "Tell me a long story about a lighthouse keeper, in at least twelve sentences."
 

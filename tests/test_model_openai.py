@@ -28,6 +28,9 @@ from agentkit.types import Usage
 
 from .fakes.openai_server import Reply, ScriptedOpenAIServer, chunk, usage_chunk
 
+#: a real backend (a model process, server or agent CLI) under test
+pytestmark = pytest.mark.real_model
+
 MESSAGES = [
     ChatMessage(role="system", content="Be brief."),
     ChatMessage(role="user", content="Say hello."),

@@ -30,6 +30,9 @@ from agentkit.models.base import ChatMessage, Completion, JsonSchema, TextDelta
 from agentkit.models.llama import default_gguf_path
 from agentkit.models.openai import OpenAIModel
 
+#: a real backend (a model process, server or agent CLI) under test
+pytestmark = pytest.mark.real_model
+
 STARTUP_TIMEOUT = 180.0  # seconds to load the model on a busy two-core machine
 MODEL_ALIAS = "smollm2"
 SMALL: JsonSchema = {

@@ -4,14 +4,15 @@ finished steps stay done, a running tool is never cut in half, and the turn ends
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from agentkit import Agent
+from agentkit import Agent, FunctionModel, ModelRequest
 from agentkit.config import PlannerConfig
 from agentkit.events import AgentEvent, AgentOutputEvent, ErrorEvent, ResultEvent, ToolCallEvent
-from agentkit.models.base import ChatMessage, JsonSchema, ModelEvent, Purpose
+from agentkit.models.base import Purpose
 from agentkit.models.scripted import ScriptedModel
 from agentkit.planning import PlannerTurn
 
@@ -20,32 +21,29 @@ from .test_planner import CONTINUE, Env, env, of, step
 __all__ = ["env"]
 
 
-class ParkingModel(ScriptedModel):
-    """Parks the call of purpose *gate_on* (after *pieces* streamed pieces) until released."""
+class Parking:
+    """Replies from a script, word by word; the call of purpose *gate_on* parks after *pieces*
+    words until :attr:`release` is set. :attr:`model` is the function model to give a turn."""
 
-    def __init__(self, script: Any, gate_on: Purpose, pieces: int = 0) -> None:
-        super().__init__(script)
+    def __init__(
+        self, script: Any, gate_on: Purpose, pieces: int = 0, *, native_tools: bool = True
+    ) -> None:
+        self.script = ScriptedModel(script)  # where the replies come from, in its order
         self.gate_on, self.pieces = gate_on, pieces
         self.parked = asyncio.Event()
         self.release = asyncio.Event()
+        self.model = FunctionModel(self.reply, name="parking", native_tools=native_tools)
 
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> AsyncIterator[ModelEvent]:
-        sent = 0
-        async for event in super().stream(messages, purpose=purpose, schema=schema):
-            if purpose == self.gate_on and sent == self.pieces:
+    async def reply(self, request: ModelRequest) -> AsyncIterator[str]:
+        answer = await self.script.complete(request.messages, purpose=request.purpose)
+        for sent, word in enumerate(re.findall(r"\S+\s*", answer.text)):
+            if request.purpose == self.gate_on and sent == self.pieces:
                 self.parked.set()
                 await self.release.wait()
-            sent += 1
-            yield event
+            yield word
 
 
-async def run_and_cancel(turn: PlannerTurn, model: ParkingModel) -> list[AgentEvent]:
+async def run_and_cancel(turn: PlannerTurn, parking: Parking) -> list[AgentEvent]:
     events: list[AgentEvent] = []
 
     async def consume() -> None:
@@ -53,19 +51,19 @@ async def run_and_cancel(turn: PlannerTurn, model: ParkingModel) -> list[AgentEv
             events.append(event)
 
     task = asyncio.create_task(consume())
-    await asyncio.wait_for(model.parked.wait(), 30)
+    await asyncio.wait_for(parking.parked.wait(), 30)
     turn.cancel()
     await asyncio.wait_for(task, 30)  # the gate is never released: cancel must end the call
     return events
 
 
 def test_cancel_during_the_plan_call_ends_the_turn_cancelled(env: Env) -> None:
-    model = ParkingModel({"plan": [{"goal": "g", "steps": [step("s", "respond")]}]}, "plan")
+    parking = Parking({"plan": [{"goal": "g", "steps": [step("s", "respond")]}]}, "plan")
     turn = PlannerTurn(
         key=env.turn("x", {}).key, text="list my traders", store=env.store,
-        memory=env.memory, model=model, tools=env.tools,
+        memory=env.memory, model=parking.model, tools=env.tools,
     )  # fmt: skip
-    events = asyncio.run(run_and_cancel(turn, model))
+    events = asyncio.run(run_and_cancel(turn, parking))
     result = events[-1]
     assert isinstance(result, ResultEvent) and result.status == "cancelled"
     assert of(events, ErrorEvent)[-1].code == "cancelled"
@@ -94,12 +92,12 @@ def test_cancel_between_steps_keeps_finished_steps_and_skips_the_rest(env: Env) 
         ],
         "replan": [CONTINUE],
     }
-    model = ParkingModel(script, "replan")  # parks the decision after s1
+    parking = Parking(script, "replan")  # parks the decision after s1
     turn = PlannerTurn(
         key=env.turn("x", {}).key, text="overview", store=env.store,
-        memory=env.memory, model=model, tools=env.tools,
+        memory=env.memory, model=parking.model, tools=env.tools,
     )  # fmt: skip
-    events = asyncio.run(run_and_cancel(turn, model))
+    events = asyncio.run(run_and_cancel(turn, parking))
     assert [e.name for e in of(events, ToolCallEvent)] == ["list_traders"]  # s2 never started
     state = env.state()
     assert state is not None
@@ -116,10 +114,10 @@ def test_cancel_during_the_answer_keeps_what_was_said(env: Env) -> None:
         "plan": [{"goal": "g", "steps": [step("r", "respond")]}],
         "respond": ["one two three four"],
     }
-    model = ParkingModel(script, "respond", pieces=2)
+    parking = Parking(script, "respond", pieces=2)
     turn = PlannerTurn(
         key=env.turn("x", {}).key, text="count", store=env.store,
-        memory=env.memory, model=model, tools=env.tools,
+        memory=env.memory, model=parking.model, tools=env.tools,
     )  # fmt: skip
 
     async def go() -> list[AgentEvent]:
@@ -130,9 +128,9 @@ def test_cancel_during_the_answer_keeps_what_was_said(env: Env) -> None:
                 events.append(event)
 
         task = asyncio.create_task(consume())
-        await asyncio.wait_for(model.parked.wait(), 30)
+        await asyncio.wait_for(parking.parked.wait(), 30)
         turn.cancel()
-        model.release.set()  # a streaming reply is stopped at the next piece
+        parking.release.set()  # a streaming reply is stopped at the next piece
         await asyncio.wait_for(task, 30)
         return events
 
@@ -150,22 +148,21 @@ def test_tool_loop_cancel_stops_before_the_next_action(env: Env) -> None:
             {"action": "answer", "text": "done"},
         ]
     }
-    model = ParkingModel(script_json, "act")
-    model.native_tools = False  # JSON actions go through stream(), where the gate is
+    parking = Parking(script_json, "act", native_tools=False)  # JSON actions, not native calls
     turn = PlannerTurn(
         key=env.turn("x", {}).key, text="traders?", store=env.store, memory=env.memory,
-        model=model, tools=env.tools, config=PlannerConfig(strategy="tool_loop"),
+        model=parking.model, tools=env.tools, config=PlannerConfig(strategy="tool_loop"),
     )  # fmt: skip
-    events = asyncio.run(run_and_cancel(turn, model))
+    events = asyncio.run(run_and_cancel(turn, parking))
     assert not [e for e in of(events, ToolCallEvent) if not e.id.startswith("live-")]
     assert events[-1].status == "cancelled"  # type: ignore[attr-defined]
 
 
 def test_agent_cancel_reaches_a_running_planner_turn(data_dir: Path) -> None:
-    model = ParkingModel({"plan": [{"goal": "g", "steps": [step("s", "respond")]}]}, "plan")
+    parking = Parking({"plan": [{"goal": "g", "steps": [step("s", "respond")]}]}, "plan")
 
     async def go() -> tuple[bool, bool, list[AgentEvent]]:
-        agent = Agent.open("desk-001", data_dir=data_dir, model=model)
+        agent = Agent.open("desk-001", data_dir=data_dir, model=parking.model)
         conversation = agent.create_conversation().conversation_id
         events: list[AgentEvent] = []
 
@@ -174,7 +171,7 @@ def test_agent_cancel_reaches_a_running_planner_turn(data_dir: Path) -> None:
                 events.append(event)
 
         task = asyncio.create_task(consume())
-        await asyncio.wait_for(model.parked.wait(), 30)
+        await asyncio.wait_for(parking.parked.wait(), 30)
         cancelled = await agent.cancel(conversation)
         await asyncio.wait_for(task, 30)
         after = await agent.cancel(conversation)  # nothing runs any more

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
+from agentkit import FunctionModel, ModelRequest
 from agentkit.config import PlannerConfig
 from agentkit.events import (
     AgentOutputEvent,
@@ -20,7 +20,6 @@ from agentkit.events import (
     ToolCallEvent,
 )
 from agentkit.memory import TaskState
-from agentkit.models.base import ChatMessage, JsonSchema, ModelEvent, Purpose
 from agentkit.models.openai import OpenAIModel
 from agentkit.models.scripted import ScriptedModel
 from agentkit.planning import PlannerTurn
@@ -280,21 +279,18 @@ def test_tool_loop_is_bounded(env: Env) -> None:
     assert env.state().status == "failed"  # type: ignore[union-attr]
 
 
-class JsonOnlyModel(ScriptedModel):
-    """A scripted model without native function calling (as the embedded llama model)."""
-
-    native_tools = False
-
-
 def test_tool_loop_without_native_tools_uses_a_json_action(env: Env) -> None:
-    model = JsonOnlyModel(
-        {
-            "act": [
-                {"action": "tool", "tool_name": "list_traders", "tool_args": {}},
-                {"action": "answer", "text": "No traders yet."},
-            ]
-        }
-    )
+    actions = [
+        {"action": "tool", "tool_name": "list_traders", "tool_args": {}},
+        {"action": "answer", "text": "No traders yet."},
+    ]
+
+    def json_only(request: ModelRequest) -> object:
+        assert request.purpose == "act" and not request.tools  # asked for JSON, offered nothing
+        return actions[request.index]
+
+    # a backend without native function calling (as the embedded llama model)
+    model = FunctionModel(json_only, native_tools=False)
     turn = PlannerTurn(
         key=KEY, text="traders?", store=env.store, memory=env.memory, model=model,
         tools=env.tools, config=TOOL_LOOP,
@@ -308,6 +304,7 @@ def test_tool_loop_without_native_tools_uses_a_json_action(env: Env) -> None:
     assert set(env.tools.names()) <= tool_names  # one variant per tool: a grammar can't stray
 
 
+@pytest.mark.real_model
 def test_tool_loop_over_a_real_openai_compatible_server(env: Env) -> None:
     seed_desk(env.workspace)
 
@@ -414,24 +411,16 @@ def test_classify_is_not_called_by_default(env: Env) -> None:
 # -- stage timeouts -----------------------------------------------------------------------------
 
 
-class SlowModel(ScriptedModel):
+async def slow(request: ModelRequest) -> object:
     """Sleeps before each reply (stands for a local model on a busy machine)."""
-
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> AsyncIterator[ModelEvent]:
-        await asyncio.sleep(0.3)
-        async for event in super().stream(messages, purpose=purpose, schema=schema):
-            yield event
+    await asyncio.sleep(0.3)
+    replies = {"plan": {"goal": "g", "steps": [step("r", "respond")]}, "respond": "ok"}
+    return replies[request.purpose]
 
 
 @pytest.mark.parametrize(("scale", "status"), [(1.0, "failed"), (100.0, "completed")])
 def test_stage_timeout_scale(env: Env, scale: float, status: str) -> None:
-    model = SlowModel({"plan": [{"goal": "g", "steps": [step("r", "respond")]}], "respond": ["ok"]})
+    model = FunctionModel(slow)
     turn = PlannerTurn(
         key=KEY, text="hello", store=env.store, memory=env.memory, model=model, tools=env.tools,
         config=PlannerConfig(stage_timeout_scale=scale),

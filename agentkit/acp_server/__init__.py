@@ -16,6 +16,13 @@ session load and cancel. Modules, in the order a message meets them:
 * :mod:`~agentkit.acp_server.server` — the process: start, serve, shut down.
 """
 
+from agentkit._extras import missing
+
+try:
+    import acp  # noqa: F401
+except ImportError as _missing:
+    raise missing("acp", "the ACP agent (agentkit acp)", _missing) from _missing
+
 from agentkit.acp_server.server import run_server, serve_stdio
 from agentkit.acp_server.sessions import AcpAgentServer
 

@@ -19,6 +19,7 @@ from agentkit.errors import (
     ConfigError,
     ConversationBusyError,
     ConversationNotFoundError,
+    MissingExtraError,
     ModelError,
     ModelSpecError,
     StoreError,
@@ -49,9 +50,10 @@ def session_not_found(session_id: str) -> acp.RequestError:
 
 
 # (exception type, JSON-RPC code, message, agentkit code): the first matching row wins, so
-# subclasses come first (ModelSpecError and ConfigError are UsageErrors, but the server's
-# configuration is at fault, not the request)
+# subclasses come first (ModelSpecError, MissingExtraError and ConfigError are UsageErrors,
+# but the server's configuration or installation is at fault, not the request)
 _TABLE: Final[tuple[tuple[type[BaseException], int, str, str], ...]] = (
+    (MissingExtraError, -32603, "Internal error", "extra_missing"),
     (ModelSpecError, -32603, "Internal error", "agent_misconfigured"),
     (ConfigError, -32603, "Internal error", "agent_misconfigured"),
     (UsageError, -32602, "Invalid params", "invalid_request"),

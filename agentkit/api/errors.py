@@ -26,6 +26,7 @@ from agentkit.errors import (
     ConversationBusyError,
     ConversationNotFoundError,
     InvalidIdError,
+    MissingExtraError,
     ModelError,
     ModelSpecError,
     StoreError,
@@ -91,6 +92,7 @@ _TABLE: tuple[tuple[type[BaseException], int, str], ...] = (
     (TurnNotFinishedError, 422, "turn_not_finished"),
     (ConfigError, 500, "agent_config_invalid"),
     (ModelSpecError, 503, "model_unavailable"),
+    (MissingExtraError, 503, "extra_missing"),
     (UsageError, 422, "invalid_request"),
     (ConversationBusyError, 409, "conversation_busy"),
     (VersionConflictError, 409, "version_conflict"),
@@ -117,7 +119,7 @@ def _message_for(error: AgentkitError, status: int) -> str:
             f"{text}; GET /api/agent/{error.agent_id}/conversations lists them, "
             "or leave out conversationId to start a new one"
         )
-    if status >= 500 and not isinstance(error, ConfigError | ModelSpecError):
+    if status >= 500 and not isinstance(error, ConfigError | ModelSpecError | MissingExtraError):
         return f"{text} (the server could not complete the request; see its log)"
     return text
 

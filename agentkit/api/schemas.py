@@ -3,6 +3,11 @@
 Requests are the trust boundary: every field is typed and bounded, unknown fields are refused
 (``extra="forbid"``), and ids are full-matched against the id rule (an anchored pattern for
 the OpenAPI document, then :func:`agentkit.ids.check_id` itself) before anything is touched.
+
+The OpenAPI document says exactly what the server accepts: a field the server checks beyond
+its type carries that check as a schema constraint (a message that ``str.strip()`` would
+empty is :data:`NonBlankStr`'s pattern, not a refusal further in), so a generated valid body
+is never refused.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from agentkit.types import ConversationMeta, Message
 
 __all__ = [
     "ID_REGEX",
+    "NON_BLANK_REGEX",
     "AgentInfo",
     "AgentList",
     "AgentSummary",
@@ -29,20 +35,51 @@ __all__ = [
     "Deleted",
     "ForkRequest",
     "Health",
+    "NonBlankStr",
 ]
 
 ID_REGEX = f"^{ID_PATTERN}$"
+
+#: The characters ``str.strip()`` removes: every ``c`` with ``c.isspace()``. Spelled out as
+#: ``\uXXXX`` escapes, which Python's ``re`` and ECMA-262 (the JSON Schema dialect) read alike;
+#: their ``\s`` differ: ECMA's leaves out U+001C-U+001F and U+0085 and adds U+FEFF (pydantic's
+#: Rust regex also leaves out U+001C-U+001F). Tests recompute the set from the running Python.
+_STRIPPED = (
+    r"\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+#: Matches (searched, as JSON Schema does) exactly the strings whose ``.strip()`` is not empty.
+NON_BLANK_REGEX = f"[^{_STRIPPED}]"
+
+
+def _non_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("needs a character that is not whitespace")
+    return value
+
+
+NonBlankStr = Annotated[
+    str,
+    StringConstraints(min_length=1),
+    AfterValidator(_non_blank),
+    Field(json_schema_extra={"pattern": NON_BLANK_REGEX}),
+]
+"""A string with at least one character that is not whitespace as ``str.strip()`` counts it:
+checked with ``str.strip()`` itself (a clear message, not a regex), documented as the pattern."""
+
+
+_ID = StringConstraints(pattern=ID_REGEX, max_length=64)
 
 
 def _conversation_id(value: str) -> str:
     return check_id(value, "conversation")
 
 
-ConversationIdField = Annotated[
-    str,
-    StringConstraints(pattern=ID_REGEX, max_length=64),
-    AfterValidator(_conversation_id),
-]
+def _message_id(value: str) -> str:
+    return check_id(value, "message")
+
+
+ConversationIdField = Annotated[str, _ID, AfterValidator(_conversation_id)]
+MessageIdField = Annotated[str, _ID, AfterValidator(_message_id)]
 
 
 class _Body(BaseModel):
@@ -52,10 +89,8 @@ class _Body(BaseModel):
 class ChatRequest(_Body):
     """One user message; without ``conversationId`` a new conversation is started."""
 
-    message: str = Field(
-        min_length=1,
+    message: NonBlankStr = Field(
         max_length=MAX_MESSAGE_LENGTH,
-        pattern=r"\S",
         description="the user's message; it must contain something besides whitespace",
     )
     conversation_id: ConversationIdField | None = None
@@ -68,7 +103,7 @@ class CreateConversationRequest(_Body):
 class ForkRequest(_Body):
     """``POST …/fork``: the turn to fork at (a message id; none: the last finished turn)."""
 
-    at: str | None = Field(default=None, pattern=ID_REGEX, max_length=64)
+    at: MessageIdField | None = None
     title: str | None = Field(default=None, max_length=MAX_TITLE_LENGTH)
 
 

@@ -2,7 +2,8 @@
 
 Every command takes the data root from ``--data-dir`` (else ``$AGENTKIT_DATA_DIR``, else
 ``./data``). Bad input (an invalid id, an unknown agent or conversation) prints one line on
-stderr and exits with status 2, having written nothing.
+stderr and exits with status 2, having written nothing; so does a command whose extra is not
+installed (``agentkit serve`` without ``agentkit[serve]``), naming the pip command.
 
 The application and what commands share is :mod:`agentkit.cli._app`; each module here adds a
 group of commands: :mod:`~agentkit.cli.agents`, :mod:`~agentkit.cli.conversations`,
@@ -18,6 +19,7 @@ import typer
 # each module registers its commands on ``app`` (the order is the order of --help)
 from agentkit.cli import agents, branches, conversations, serving, tools, turns  # noqa: F401
 from agentkit.cli._app import app
+from agentkit.errors import MissingExtraError
 
 __all__ = ["app", "main"]
 
@@ -34,4 +36,7 @@ def main(argv: list[str] | None = None) -> None:
         format_message = getattr(error, "format_message", error.__str__)
         typer.echo(f"agentkit: error: {format_message()}", err=True)
         code = getattr(error, "exit_code", 2)
+    except MissingExtraError as error:  # raised outside clean_errors(), e.g. by an import
+        typer.echo(f"agentkit: error: {error}", err=True)
+        code = 2
     sys.exit(code if isinstance(code, int) else 0)

@@ -17,6 +17,7 @@ from agentkit.cli._app import (
     open_agent,
 )
 from agentkit.errors import UsageError
+from agentkit.ids import check_id
 
 __all__ = ["fork_command", "replay_command"]
 
@@ -34,6 +35,8 @@ def fork_command(
 ) -> None:
     """Fork a conversation at a turn, with its memory as it stood then; print the new id."""
     with clean_errors():
+        if at is not None:  # an empty --at is a mistake, not the default (the last turn)
+            check_id(at, "message")
         with open_agent(ctx, agent_id) as agent:
             meta = agent.fork(conversation_id, at=at, title=title)
         typer.echo(meta.conversation_id)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from agentkit._extras import require
 from agentkit.cli._app import AgentArg, ModelOption, app, clean_errors, data_root
 from agentkit.errors import UsageError
 from agentkit.workspace import resolve_data_dir
@@ -39,9 +40,9 @@ def serve_command(
     ] = None,
 ) -> None:
     """Serve the agents over HTTP: the /api/agent/… routes, chat as server-sent events."""
-    from agentkit.api import serve  # FastAPI and uvicorn load only for this command
-
     with clean_errors():
+        from agentkit.api import serve  # FastAPI and uvicorn load only for this command
+
         serve(
             data_root(ctx),
             host=host,
@@ -69,9 +70,9 @@ def acp_command(
 
     Only protocol messages go to stdout; logs go to stderr. Runs until the client closes stdin.
     """
-    from agentkit.acp_server import serve_stdio  # the ACP edge loads only for this command
-
     with clean_errors():
+        from agentkit.acp_server import serve_stdio  # the ACP edge loads only for this command
+
         root = resolve_data_dir(data_dir) if data_dir is not None else data_root(ctx)
         serve_stdio(agent_id, data_dir=root, model=model)
 
@@ -132,6 +133,7 @@ def eval_command(
 ) -> None:
     """Run scenarios at every point of a parameter grid; print a summary, write a table."""
     with clean_errors():
+        require("eval", "agentkit eval", "pandas", "yaml", "tqdm")
         from agentkit.eval import (
             check_output_path,
             load_results,

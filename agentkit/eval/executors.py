@@ -19,6 +19,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from agentkit._extras import require
 from agentkit.errors import UsageError
 from agentkit.eval.point import PointTask, run_point
 
@@ -119,12 +120,9 @@ def _local(tasks: Sequence[PointTask], workers: int, done: Callable[[int], objec
 
 @contextmanager
 def _client(address: str) -> Iterator[Any]:
-    try:
-        from distributed import Client
-    except ImportError:
-        raise UsageError(
-            "the Dask executor needs the eval extra: pip install 'agentkit[eval]'"
-        ) from None
+    require("eval", "the Dask executor", "distributed")
+    from distributed import Client
+
     try:
         client = Client(address, timeout="15s", set_as_default=False)  # type: ignore[no-untyped-call]
     except (OSError, TimeoutError) as error:

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from agentkit._extras import require
 from agentkit.errors import ConfigError, UsageError
 from agentkit.events import (
     AgentEvent,
@@ -83,6 +84,7 @@ def _read(path: Path) -> Any:  # noqa: ANN401 - YAML or JSON, validated by the c
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
         return json.loads(text)
+    require("eval", "a YAML first-tool table", "yaml")
     import yaml
 
     return yaml.safe_load(text)

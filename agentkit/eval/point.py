@@ -62,6 +62,7 @@ __all__ = [
     "SCRIPTED",
     "PointTask",
     "TurnScriptedModel",
+    "model_label",
     "run_point",
     "snapshot_agent",
 ]
@@ -84,10 +85,16 @@ class PointTask:
     agent_files: tuple[tuple[str, bytes], ...]
     config: dict[str, Any]
     params: Params
-    model: str
+    #: a spec string, or a model object (runs in this process only: see ``run_eval``)
+    model: str | ChatModel | SessionBackend
     keep_dir: str | None = None
     turn_timeout: float | None = None
     retries: int = 0
+
+
+def model_label(model: str | ChatModel | SessionBackend) -> str:
+    """The results table's ``model`` value: the spec string, or a model object's spec."""
+    return model if isinstance(model, str) else model.spec or type(model).__name__
 
 
 def snapshot_agent(agent_dir: Path) -> tuple[tuple[str, bytes], ...]:
@@ -232,6 +239,8 @@ class _Run:
     def _model(self, scripts: TurnScriptedModel | None) -> ChatModel | SessionBackend:
         if scripts is not None:
             return scripts
+        if not isinstance(self.task.model, str):
+            return self.task.model  # given as an object: shared by the runs of this process
         return create_model(self.task.model, base_dir=self.folder)
 
     # -- observing --
@@ -356,7 +365,7 @@ class _Run:
             "tags": ",".join(scenario.tags),
             "point": task.point,
             **task.params,
-            "model": task.model,
+            "model": model_label(task.model),
             "passed": not error and not failed,
             "checks": len(self.checks),
             "checks_failed": len(failed),

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentkit._extras import require
 from agentkit.errors import UsageError
 from agentkit.eval.expectations import EXPECTATION_KINDS
 
@@ -63,12 +64,7 @@ _NULLABLE_INTS = (
 
 def require_pandas() -> None:
     """Check that pandas can be imported, or say which extra to install."""
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
-        raise UsageError(
-            "agentkit eval needs the eval extra: pip install 'agentkit[eval]'"
-        ) from None
+    require("eval", "agentkit eval", "pandas")
 
 
 def to_frame(rows: Sequence[dict[str, Any]], params: Sequence[str] = ()) -> pd.DataFrame:
@@ -188,12 +184,8 @@ def save_results(frame: pd.DataFrame, path: Path | str) -> Path:
     suffix = _checked_suffix(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".parquet":
-        try:
-            frame.to_parquet(target, index=False)
-        except ImportError:
-            raise UsageError(
-                "writing parquet needs pyarrow (the eval extra): pip install 'agentkit[eval]'"
-            ) from None
+        require("eval", "writing parquet", "pyarrow")
+        frame.to_parquet(target, index=False)
     else:
         frame.to_csv(target, index=False)
     return target

@@ -37,6 +37,7 @@ from pydantic import (
     field_validator,
 )
 
+from agentkit._extras import require
 from agentkit.errors import ConfigError, UsageError
 from agentkit.events import Scenario as SessionScenario
 from agentkit.ids import ID_PATTERN
@@ -309,6 +310,7 @@ def _read(path: Path) -> Any:  # noqa: ANN401 - parsed YAML/JSON, validated by t
             raise ConfigError(
                 path, "", f"is not valid JSON: the key {error.key!r} is given twice"
             ) from None
+    require("eval", "a YAML scenario file", "yaml")
     import yaml
 
     try:

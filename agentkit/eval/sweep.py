@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 from agentkit.errors import AgentNotFoundError, UsageError
 from agentkit.eval.executors import ExecutorSpec, run_tasks
 from agentkit.eval.params import apply_params, grid_points, merge_config, validate_config
-from agentkit.eval.point import SCRIPTED, PointTask, snapshot_agent
+from agentkit.eval.point import SCRIPTED, PointTask, model_label, snapshot_agent
 from agentkit.eval.results import param_columns, require_pandas, to_frame
 from agentkit.eval.scenario import Scenario, check_against_tools, load_scenarios
 from agentkit.ids import check_id
+from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import parse_model_spec
 from agentkit.tools import AgentTools
 from agentkit.workspace import AgentFolder, resolve_data_dir
@@ -78,7 +79,7 @@ def _agent_base(
 def plan_runs(
     scenarios: Sequence[Scenario],
     *,
-    model: str | None = None,
+    model: str | ChatModel | SessionBackend | None = None,
     sets: Mapping[str, object] | None = None,
     grid: Mapping[str, Sequence[object]] | None = None,
     data_dir: Path | str | None = None,
@@ -114,7 +115,11 @@ def plan_runs(
         for number, point in enumerate(points):
             config = apply_params(merge_config(base, scenario.config), point)
             checked = validate_config(config, f"scenario {scenario.id!r}")
-            spec = str(point.get("model") or model or checked.model)
+            spec: str | ChatModel | SessionBackend = (
+                model
+                if model is not None and not isinstance(model, str)
+                else str(point.get("model") or model or checked.model)
+            )
             if spec == SCRIPTED:
                 missing = scenario.missing_scripts()
                 if missing:
@@ -122,7 +127,7 @@ def plan_runs(
                         f"scenario {scenario.id!r} has no script for turn(s) "
                         f"{', '.join(map(str, missing))}: it cannot run with --model scripted"
                     )
-            else:
+            elif isinstance(spec, str):
                 parse_model_spec(spec)  # ModelSpecError (a UsageError) before any run
             tasks.append(
                 PointTask(
@@ -144,7 +149,7 @@ def plan_runs(
 def run_eval(
     scenarios: ScenarioSource,
     *,
-    model: str | None = None,
+    model: str | ChatModel | SessionBackend | None = None,
     sets: Mapping[str, object] | None = None,
     grid: Mapping[str, Sequence[object]] | None = None,
     workers: int = 1,
@@ -160,6 +165,8 @@ def run_eval(
     """Run every scenario at every parameter point; the results table (one row per run).
 
     *scenarios*: files or folders (the scenario files directly in them), or Scenario objects.
+    *model*: a spec string (``scripted`` for each scenario's own script), or a model object
+    such as a :class:`~agentkit.FunctionModel`, shared by every run (in this process only).
     *sets*/*grid*: dotted config keys → a value / a list of values (text is read as on the
     command line). *executor*: ``None``/``"local"`` (with *workers* processes),
     ``"dask://HOST:PORT"``, or a ``distributed.Client``. *data_dir*: the data root whose
@@ -172,6 +179,12 @@ def run_eval(
     missing or errored ones run.
     """
     require_pandas()  # before any run, not after the last one
+    remote = executor is not None and not (isinstance(executor, str) and executor in ("", "local"))
+    if model is not None and not isinstance(model, str) and (workers > 1 or remote):
+        raise UsageError(
+            "a model object runs in this process only (workers=1, the local executor); "
+            "for workers or Dask name it by a spec, e.g. function:my_module:reply"
+        )
     chosen = _scenarios(scenarios, tags)
     tasks = plan_runs(
         chosen,
@@ -203,7 +216,7 @@ def _run_key(task: PointTask) -> RunKey:
     params = tuple(
         sorted((key, str(value)) for key, value in task.params.items() if key != "model")
     )
-    return task.scenario.id, task.model, params
+    return task.scenario.id, model_label(task.model), params
 
 
 def _finished_rows(previous: pd.DataFrame) -> dict[RunKey, dict[str, Any]]:

@@ -42,7 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal, cast
 
+from agentkit._extras import MODEL_ALTERNATIVES, missing
 from agentkit.errors import ModelError, ModelSpecError
+from agentkit.models._requests import check_model_requests
 from agentkit.models.base import (
     Completion,
     ModelEvent,
@@ -75,10 +77,7 @@ try:
         ToolCallUpdate,
     )
 except ImportError as _missing:  # pragma: no cover - depends on the installed extras
-    raise ImportError(
-        "the acp backend needs the 'agent-client-protocol' package: "
-        "pip install 'agent-client-protocol==0.12.1'"
-    ) from _missing
+    raise missing("acp", "the acp: model backend", _missing, hint=MODEL_ALTERNATIVES) from _missing
 
 __all__ = ["AcpBackend", "AcpSession", "PermissionPolicy"]
 
@@ -194,6 +193,8 @@ class AcpBackend(SessionBackend):
     to the child's minimal environment (e.g. the one API key the agent needs).
     """
 
+    real_requests = True
+
     def __init__(
         self,
         argv: Sequence[str],
@@ -224,6 +225,7 @@ class AcpBackend(SessionBackend):
         workdir: Path,
         resume_id: str | None = None,
     ) -> AcpSession:
+        check_model_requests(self.spec)  # before the agent process starts
         cwd = Path(workdir).resolve()
         try:
             process = await asyncio.create_subprocess_exec(

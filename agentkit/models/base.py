@@ -144,6 +144,9 @@ class ChatModel(ABC):
 
     #: the spec string this model was created from, e.g. ``llama`` or ``openai:gpt-4o-mini``
     spec: str = ""
+    #: True for a backend that reaches a real model (llama, openai): ``agentkit.testing`` can
+    #: turn those off; test doubles leave it False
+    real_requests: bool = False
 
     @abstractmethod
     def stream(
@@ -226,6 +229,8 @@ class SessionBackend(ABC):
     """Opens :class:`SessionModel` sessions (one per conversation) for a session backend."""
 
     spec: str = ""
+    #: True for a backend that runs a real agent process (acp, claude-cli); see ChatModel's
+    real_requests: bool = False
 
     @abstractmethod
     async def open(

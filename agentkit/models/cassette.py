@@ -184,6 +184,7 @@ class RecordingModel(ChatModel):
         self.path = path
         self.spec = inner.spec
         self.native_tools = inner.native_tools
+        self.real_requests = inner.real_requests
         self._lock = threading.Lock()
 
     def _append(self, request: CassetteRequest, reply: CassetteReply) -> None:

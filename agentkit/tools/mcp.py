@@ -39,6 +39,7 @@ from typing import Any, Final
 
 from pydantic import JsonValue
 
+from agentkit._extras import missing
 from agentkit.tools.registry import (
     SchemaArgs,
     Tool,
@@ -53,10 +54,8 @@ try:
     import mcp_types
     from mcp.client.session import ClientSession
     from mcp.shared.exceptions import MCPError
-except ImportError as _missing:  # pragma: no cover - depends on the installed packages
-    raise ImportError(
-        "MCP toolsets need the 'mcp' package: pip install 'mcp>=2.3,<3'"
-    ) from _missing
+except ImportError as _missing:  # pragma: no cover - depends on the installed extras
+    raise missing("mcp", "an MCP toolset", _missing) from _missing
 
 from agentkit.tools._mcp_transports import HttpTransport, LoopThread, StdioTransport, Transport
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from agentkit._extras import require
 from agentkit.config import (
     McpToolsetConfig,
     McpUrlToolsetConfig,
@@ -30,7 +31,7 @@ from agentkit.config import (
     ToolFlags,
     ToolsetConfig,
 )
-from agentkit.errors import ConfigError, UsageError
+from agentkit.errors import ConfigError, MissingExtraError, UsageError
 from agentkit.tools.decorator import ToolContext
 from agentkit.tools.registry import (
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -83,6 +84,8 @@ class AgentTools:
                 where = f"toolsets.{index}"
                 try:
                     toolset = _start(spec, context)
+                except MissingExtraError:
+                    raise  # one line naming the pip command, not a config problem
                 except (ToolsetError, UsageError) as error:
                     raise ConfigError(
                         config_path, where, f"cannot load the toolset: {error}"
@@ -180,6 +183,8 @@ class AgentTools:
 def _start(spec: ToolsetConfig, context: ToolContext) -> Toolset:
     if isinstance(spec, PythonToolsetConfig):
         return load_python_toolset(spec.python, context, spec.name)
+    feature = f"the MCP toolset {spec.name!r} of agent {context.agent_id!r}"
+    require("mcp", feature, "mcp")
     from agentkit.tools.mcp import McpToolset  # the mcp package loads only when used
 
     if isinstance(spec, McpToolsetConfig):
