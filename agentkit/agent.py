@@ -193,7 +193,10 @@ class Agent:
     ) -> ConversationMeta:
         """A new conversation: this one's history up to and including turn *at* (a message
         id; None: the last finished turn) and its memory as it stood then; ``forkedFrom`` in
-        its meta.json. This conversation is not written to (see :mod:`agentkit.branches`)."""
+        its meta.json. This conversation is not written to (see :mod:`agentkit.branches`).
+        An empty or blank *at* is an invalid id, not "the last turn"."""
+        if at is not None:
+            check_id(at, "message")
         return fork_conversation(self.runtime, self._key(conversation_id), at=at, title=title)
 
     # -- memory (seed 002: TaskState and ExecutionState) --------------------------------------
@@ -256,7 +259,11 @@ class Agent:
         lock = self.store.hold(key, timeout=0)  # another process's turn: busy at once
         async with self.pool.turn(self.id, conversation_id, lock):
             async for event in engine.run_turn(self.runtime, key, text):
-                if isinstance(event, ResultEvent) and event.message_id:  # finished: checkpoint
+                if (
+                    isinstance(event, ResultEvent)
+                    and event.message_id
+                    and not engine.writes_checkpoints
+                ):  # finished: its checkpoint (a planner turn's final commit carries it)
                     record_turn_checkpoint(self.runtime, key, event.message_id)
                 yield event
 

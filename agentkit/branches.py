@@ -103,9 +103,9 @@ def fork_conversation(
     title: str | None = None,
 ) -> ConversationMeta:
     """Fork *source* at turn *at* (a message id; None: its last finished turn) into a new
-    conversation with that turn's history and memory; returns the fork's metadata. An empty
-    or blank *at* is an invalid id, not "the last turn"."""
-    if at is not None:
+    conversation with that turn's history and memory; returns the fork's metadata (*at*
+    ``FORK_START``: before the first message)."""
+    if at:
         check_id(at, "message")
     if title is not None:
         title = " ".join(title.split())

@@ -257,6 +257,8 @@ class ChatEngine:
     """Engine ``chat`` (:class:`agentkit.engine.Engine`): the conversation goes to the agent's
     model as a session from the pool, with the seed's three context scenarios."""
 
+    writes_checkpoints = False
+
     async def run_turn(
         self, runtime: AgentRuntime, key: ConversationKey, text: str
     ) -> AsyncIterator[AgentEvent]:

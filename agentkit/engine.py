@@ -29,6 +29,7 @@ from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import create_model, resolve_model_spec
 from agentkit.sessions import SessionPool, TurnRegistry
 from agentkit.store import ConfigStore, ConversationKey, ConversationStore, SqliteConfigStore
+from agentkit.telemetry import Telemetry
 from agentkit.tools import AgentTools, ToolRegistry
 from agentkit.workspace import AgentFolder
 
@@ -37,6 +38,9 @@ __all__ = ["AgentRuntime", "Engine", "open_tools"]
 
 class Engine(Protocol):
     """Runs one turn of a conversation (already admitted) over an agent's runtime."""
+
+    #: True when a turn's final commit carries the turn's checkpoint (else the Agent writes it)
+    writes_checkpoints: bool
 
     def run_turn(
         self, runtime: AgentRuntime, key: ConversationKey, text: str
@@ -76,6 +80,8 @@ class AgentRuntime:
         self._extra_tools = tuple(tools)
         self._toolbox: AgentTools | None = None
         self._resources = ExitStack()
+        #: every turn's spans (OpenTelemetry GenAI), kept for the last turns
+        self.telemetry = Telemetry(agent_id=folder.agent_id, agent_name=folder.config.name)
 
     @property
     def agent_id(self) -> str:

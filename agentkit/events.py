@@ -190,6 +190,8 @@ class ResultEvent(_Event):
     text: str = ""
     usage: Usage = Usage()
     latency_ms: float = 0.0
+    #: the turn's trace (its ``invoke_agent`` span's trace id; "" when it was not traced)
+    trace_id: str = ""
 
 
 AgentEvent = Annotated[

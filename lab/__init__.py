@@ -22,6 +22,7 @@ from lab.conversation_browser import ConversationBrowser
 from lab.plan_view import PlanView
 from lab.prompt_lab import PromptLab
 from lab.task_state_editor import TaskStateEditor
+from lab.trace_view import TraceView
 
 __all__ = [
     "BranchView",
@@ -31,4 +32,5 @@ __all__ = [
     "PlanView",
     "PromptLab",
     "TaskStateEditor",
+    "TraceView",
 ]

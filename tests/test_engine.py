@@ -33,13 +33,12 @@ from agentkit.planning import (
     Strategy,
     act_schema,
     plan_schema,
-    recording,
     register_strategy,
     strategies,
     strategy_names,
 )
 from agentkit.planning.schemas import STEP_FIELDS, batch_schema
-from agentkit.planning.state import TurnState
+from agentkit.planning.state import Stage, Then, Turn
 from agentkit.planning.steps import execute
 from agentkit.sessions import TurnRegistry
 from agentkit.tools import Tool, ToolRegistry
@@ -220,11 +219,13 @@ class AnswerAtOnce(Strategy):
 
     name = "answer_at_once"
 
-    async def start(self, turn: TurnState) -> AsyncIterator[AgentEvent]:
-        step = PlanStep(id="answer", type="respond", title="Answer")
-        recording.save(turn, turn.current.with_steps((step,), plan_id="once"))
-        async for event in execute(turn):
-            yield event
+    def start(self, turn: Turn) -> Stage:
+        async def answer(turn: Turn) -> AsyncIterator[AgentEvent | Then]:
+            step = PlanStep(id="answer", type="respond", title="Answer")
+            turn.flow.save(turn.state.with_steps((step,), plan_id="once"))
+            yield Then(execute)
+
+        return answer
 
 
 def test_a_new_strategy_is_a_class_and_one_registration(

@@ -27,6 +27,7 @@ __all__ = [
     "app",
     "clean_errors",
     "data_root",
+    "exporting",
     "open_agent",
     "print_json",
 ]
@@ -91,6 +92,16 @@ def clean_errors() -> Iterator[None]:
     except AgentkitError as error:
         typer.echo(f"agentkit: error: {error}", err=True)
         raise typer.Exit(1) from None
+
+
+@contextmanager
+def exporting() -> Iterator[None]:
+    """The command's spans exported over OTLP when the ``OTEL_*`` variables ask for it and
+    the ``otel`` extra is installed (:mod:`agentkit.telemetry.setup`); flushed at the end."""
+    from agentkit.telemetry.setup import exporting as sdk_exporting
+
+    with sdk_exporting():
+        yield
 
 
 def print_json(value: object) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from agentkit._extras import require
-from agentkit.cli._app import AgentArg, ModelOption, app, clean_errors, data_root
+from agentkit.cli._app import AgentArg, ModelOption, app, clean_errors, data_root, exporting
 from agentkit.errors import UsageError
 from agentkit.workspace import resolve_data_dir
 
@@ -40,7 +40,7 @@ def serve_command(
     ] = None,
 ) -> None:
     """Serve the agents over HTTP: the /api/agent/… routes, chat as server-sent events."""
-    with clean_errors():
+    with clean_errors(), exporting():
         from agentkit.api import serve  # FastAPI and uvicorn load only for this command
 
         serve(
@@ -70,7 +70,7 @@ def acp_command(
 
     Only protocol messages go to stdout; logs go to stderr. Runs until the client closes stdin.
     """
-    with clean_errors():
+    with clean_errors(), exporting():
         from agentkit.acp_server import serve_stdio  # the ACP edge loads only for this command
 
         root = resolve_data_dir(data_dir) if data_dir is not None else data_root(ctx)
@@ -132,7 +132,7 @@ def eval_command(
     ] = False,
 ) -> None:
     """Run scenarios at every point of a parameter grid; print a summary, write a table."""
-    with clean_errors():
+    with clean_errors(), exporting():
         require("eval", "agentkit eval", "pandas", "yaml", "tqdm")
         from agentkit.eval import (
             check_output_path,

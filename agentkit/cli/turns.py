@@ -16,6 +16,7 @@ from agentkit.cli._app import (
     app,
     clean_errors,
     data_root,
+    exporting,
 )
 
 if TYPE_CHECKING:  # the commands import them when they run: `agentkit agents` stays fast
@@ -73,7 +74,7 @@ def send_command(
         if result.status == "failed":
             raise typer.Exit(1)
 
-    with clean_errors():
+    with clean_errors(), exporting():
         _run(run())
 
 
@@ -129,7 +130,7 @@ def chat_command(
             loop.remove_signal_handler(signal.SIGINT)
             await agent.aclose()
 
-    with clean_errors():
+    with clean_errors(), exporting():
         _run(run())
 
 

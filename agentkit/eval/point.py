@@ -14,7 +14,17 @@ Invariants:
 * **one row per run, whatever happens**: a run that cannot finish (a failing out-of-band call,
   a crash, the turn time limit) is a row with ``error`` set and ``passed`` False;
 * rows carry no run-specific paths or ids (errors are scrubbed of the data root), so two
-  executors can be compared row for row.
+  executors can be compared row for row — but for the timings and the trace ids
+  (:data:`~agentkit.eval.results.TIMING_COLUMNS`).
+
+Each attempt is a span ``eval_run {scenario}``, a child of the sweep's
+``invoke_workflow agentkit.eval`` span through the task's W3C ``traceparent`` (so also in a
+worker process or on a Dask worker); it is made current while the turns run, so each turn's
+``invoke_agent`` span is its child, in the same trace. Its outcome is recorded as
+``gen_ai.evaluation.result`` events on it (``passed``, one per expectation kind,
+``fact_retention``), and the row carries its ``trace_id`` and ``span_id``. A worker process
+sets the OpenTelemetry SDK up from the ``OTEL_*`` variables when the sweep is exported
+(:mod:`agentkit.telemetry.setup`) and flushes after each run.
 """
 
 from __future__ import annotations
@@ -56,6 +66,8 @@ from agentkit.models.base import (
 )
 from agentkit.models.scripted import ScriptedModel
 from agentkit.models.spec import create_model
+from agentkit.telemetry import Telemetry, Trace
+from agentkit.telemetry import semconv as sc
 from agentkit.types import Message
 
 __all__ = [
@@ -90,6 +102,8 @@ class PointTask:
     keep_dir: str | None = None
     turn_timeout: float | None = None
     retries: int = 0
+    #: the sweep span's W3C traceparent: each attempt's span is its child (None: a new trace)
+    traceparent: str | None = None
 
 
 def model_label(model: str | ChatModel | SessionBackend) -> str:
@@ -187,12 +201,38 @@ def run_point(task: PointTask) -> dict[str, Any]:
     A run that could not finish (its row has ``error``: a crash, the turn time limit, a failed
     out-of-band call) is tried again from a fresh data root, up to ``task.retries`` more times;
     ``attempts`` says how many it took. Failed *expectations* are outcomes, never retried."""
+    worker = _in_worker()
+    if worker and task.traceparent is not None:
+        _export_from_worker()
     attempts = 0
-    while True:
-        attempts += 1
-        row = _attempt(task)
-        if not row["error"] or attempts > task.retries:
-            return {**row, "attempts": attempts}
+    try:
+        while True:
+            attempts += 1
+            row = _attempt(task)
+            if not row["error"] or attempts > task.retries:
+                return {**row, "attempts": attempts}
+    finally:
+        if worker:
+            from agentkit.telemetry.setup import flush
+
+            flush()  # a pool's worker process may end without its exit handlers
+
+
+def _in_worker() -> bool:
+    import multiprocessing
+
+    return multiprocessing.current_process().name != "MainProcess"
+
+
+_WORKER_SETUP: list[object] = []
+
+
+def _export_from_worker() -> None:
+    """Once per worker process: the SDK from the ``OTEL_*`` variables, when they ask for it."""
+    if not _WORKER_SETUP:
+        from agentkit.telemetry.setup import configure_from_env
+
+        _WORKER_SETUP.append(configure_from_env(warn=False))
 
 
 def _attempt(task: PointTask) -> dict[str, Any]:
@@ -335,18 +375,43 @@ class _Run:
         return events
 
     async def row(self) -> dict[str, Any]:
+        trace = self._trace()
         started = time.perf_counter()
-        error = ""
+        error = error_type = ""
         final: Observed | None = None
         try:
-            self._materialise()
-            final = await self._turns()
+            with trace.root.activate():  # the turns' spans are the run's children
+                self._materialise()
+                final = await self._turns()
         except _RunError as failure:
-            error = str(failure)
+            error, error_type = str(failure), "eval_run_error"
         except Exception as failure:  # one row per run, whatever happens
-            error = f"{type(failure).__name__}: {failure}"
+            error, error_type = f"{type(failure).__name__}: {failure}", type(failure).__qualname__
+        except BaseException as failure:  # cancelled: the span ends, the error goes on
+            trace.end(error_type=type(failure).__qualname__)
+            raise
         wall_ms = (time.perf_counter() - started) * 1000
-        return self._row(final, error.replace(str(self.root), "<run>"), wall_ms)
+        row = self._row(final, error.replace(str(self.root), "<run>"), wall_ms)
+        _evaluated(trace, row)
+        trace.end(error_type=error_type or None, message=row["error"])
+        return {**row, "trace_id": trace.trace_id, "span_id": trace.root.span_id}
+
+    def _trace(self) -> Trace:
+        task, scenario = self.task, self.scenario
+        attributes: dict[str, object] = {
+            "agentkit.eval.scenario": scenario.id,
+            "agentkit.eval.agent": scenario.agent,
+            "agentkit.eval.point": task.point,
+            "agentkit.eval.model": model_label(task.model),
+        }
+        for key, value in task.params.items():
+            if key != "model":
+                attributes[f"agentkit.eval.param.{key}"] = (
+                    value if isinstance(value, str | int | float | bool) else str(value)
+                )
+        return Telemetry().trace(
+            f"eval_run {scenario.id}", attributes=attributes, traceparent=task.traceparent
+        )
 
     def _row(self, final: Observed | None, error: str, wall_ms: float) -> dict[str, Any]:
         task, scenario, facts = self.task, self.scenario, self.facts
@@ -398,3 +463,24 @@ class _Run:
         for kind, passed in summarize_checks(self.checks).items():
             row[f"exp_{kind}"] = passed
         return row
+
+
+def _evaluated(trace: Trace, row: dict[str, Any]) -> None:
+    """The run's outcome as ``gen_ai.evaluation.result`` events on its span."""
+
+    def result(name: str, value: float, label: str | None, explanation: str = "") -> None:
+        trace.event(sc.EVALUATION_EVENT, {
+            sc.EVALUATION_NAME: name,
+            sc.EVALUATION_SCORE_VALUE: value,
+            sc.EVALUATION_SCORE_LABEL: label,
+            sc.EVALUATION_EXPLANATION: explanation[:_ANSWER_CHARS] or None,
+        })  # fmt: skip
+
+    passed = bool(row["passed"])
+    why = row["error"] or row["failures"]
+    result("passed", 1.0 if passed else 0.0, "pass" if passed else "fail", why)
+    for key, value in row.items():
+        if key.startswith("exp_") and isinstance(value, bool):
+            result(key[len("exp_") :], 1.0 if value else 0.0, "pass" if value else "fail")
+    if row.get("fact_retention") is not None:
+        result("fact_retention", float(row["fact_retention"]), None)

@@ -15,8 +15,10 @@ Columns, in order:
   ``facts_total``, ``facts_kept``, ``fact_retention`` (of the scenario's known ``facts``, the
   share TaskState still carries at the end); ``final_status``, ``result_status``, ``answer``,
   ``errors`` (error events), ``attempts`` (1, or more when ``--retries`` re-ran an error);
-* timings last: ``latency_ms`` (the turns' own figures), ``wall_ms`` (the whole run). They are
-  the only columns that differ between two runs of the scripted model (:data:`TIMING_COLUMNS`).
+* timings last: ``latency_ms`` (the turns' own figures), ``wall_ms`` (the whole run), then
+  the run's trace: ``trace_id`` (the sweep's trace, which holds the run's span and its turns'
+  spans) and ``span_id`` (the run's ``eval_run`` span in it). They are the only columns that
+  differ between two runs of the scripted model (:data:`TIMING_COLUMNS`).
 
 pandas is imported inside the functions, never at import time of agentkit.
 """
@@ -50,7 +52,7 @@ __all__ = [
 ]
 
 IDENTITY_COLUMNS: tuple[str, ...] = ("scenario", "title", "language", "agent", "tags", "point")
-TIMING_COLUMNS: tuple[str, ...] = ("latency_ms", "wall_ms")
+TIMING_COLUMNS: tuple[str, ...] = ("latency_ms", "wall_ms", "trace_id", "span_id")
 RESULT_SUFFIXES: tuple[str, ...] = (".parquet", ".csv")
 _NULLABLE_INTS = (
     "messages_before",

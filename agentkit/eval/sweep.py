@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentkit.errors import AgentNotFoundError, UsageError
-from agentkit.eval.executors import ExecutorSpec, run_tasks
+from agentkit.eval.executors import ExecutorSpec, describe_executor, run_tasks
 from agentkit.eval.params import apply_params, grid_points, merge_config, validate_config
 from agentkit.eval.point import SCRIPTED, PointTask, model_label, snapshot_agent
 from agentkit.eval.results import param_columns, require_pandas, to_frame
@@ -31,6 +31,8 @@ from agentkit.eval.scenario import Scenario, check_against_tools, load_scenarios
 from agentkit.ids import check_id
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import parse_model_spec
+from agentkit.telemetry import Telemetry, Trace
+from agentkit.telemetry import semconv as sc
 from agentkit.tools import AgentTools
 from agentkit.workspace import AgentFolder, resolve_data_dir
 
@@ -169,7 +171,9 @@ def run_eval(
     such as a :class:`~agentkit.FunctionModel`, shared by every run (in this process only).
     *sets*/*grid*: dotted config keys → a value / a list of values (text is read as on the
     command line). *executor*: ``None``/``"local"`` (with *workers* processes),
-    ``"dask://HOST:PORT"``, or a ``distributed.Client``. *data_dir*: the data root whose
+    ``"dask://HOST:PORT"``, or a ``distributed.Client``. The sweep is one trace: an
+    ``invoke_workflow agentkit.eval`` span whose children are the runs' spans, each with its
+    turns under it (:mod:`agentkit.eval.point`). *data_dir*: the data root whose
     ``agents/`` hold the scenarios' agents (default: ``$AGENTKIT_DATA_DIR``, else ``./data``).
     *keep_dir*: keep each run's data root there (``{scenario}--p{point}``), to browse its
     conversations and model-call traces. *turn_timeout*: seconds a turn may take (else the
@@ -197,14 +201,38 @@ def run_eval(
         retries=retries,
     )
     done = _finished_rows(previous) if previous is not None else {}
+    sweep = _sweep_trace(executor, workers, len(tasks))
+    parent = sweep.root.trace_context()["traceparent"]  # each run's span is the sweep's child
     todo = [  # re-indexed: executors return rows by task index
-        replace(task, index=number)
+        replace(task, index=number, traceparent=parent)
         for number, task in enumerate(t for t in tasks if _run_key(t) not in done)
     ]
-    fresh = iter(run_tasks(todo, executor=executor, workers=workers, progress=progress))
-    rows = [done.get(_run_key(task)) or next(fresh) for task in tasks]
+    try:
+        fresh = iter(run_tasks(todo, executor=executor, workers=workers, progress=progress))
+        rows = [done.get(_run_key(task)) or next(fresh) for task in tasks]
+    except BaseException as error:
+        sweep.end(error_type=type(error).__qualname__, message=str(error))
+        raise
+    passed = sum(1 for row in rows if row.get("passed"))
+    sweep.root.set("agentkit.eval.passed", passed)
+    sweep.event(sc.EVALUATION_EVENT, {
+        sc.EVALUATION_NAME: "pass_rate",
+        sc.EVALUATION_SCORE_VALUE: passed / len(rows) if rows else 0.0,
+    })  # fmt: skip
+    sweep.end()
     keys = list(tasks[0].params) if tasks else []
     return to_frame(rows, params=[key for key in keys if key != "model"])
+
+
+def _sweep_trace(executor: ExecutorSpec, workers: int, runs: int) -> Trace:
+    """The sweep's span, ``invoke_workflow agentkit.eval`` (its runs are its children)."""
+    return Telemetry().workflow(
+        "agentkit.eval",
+        attributes={
+            "agentkit.eval.runs": runs,
+            "agentkit.eval.executor": describe_executor(executor, workers),
+        },
+    )
 
 
 RunKey = tuple[str, str, tuple[tuple[str, str], ...]]

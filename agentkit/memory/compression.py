@@ -14,6 +14,12 @@ Invariants:
   normalised before it is used;
 * on a model failure nothing changes: the outcome carries the old window and state and the
   error, and nothing is raised. Persisting the new state is the caller's job.
+
+Traced when the caller passes a ``parent`` span (the turn's, :mod:`agentkit.telemetry`): an
+attempt that calls the model is an ``update_memory task_state`` span under it (strategy
+``archive`` for compression, ``update`` for the incremental update; the compression's figures
+as ``agentkit.compression.*``; ``error.type`` on a model failure), with the summarise call
+as its ``chat {model}`` child.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from string import Template
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -34,6 +41,9 @@ from agentkit.memory.task_state import TaskState, TaskStateSummary, summary_sche
 from agentkit.memory.tokens import TokenEstimator, estimate_messages, message_text
 from agentkit.models.base import ChatMessage, ChatModel
 from agentkit.types import Message
+
+if TYPE_CHECKING:
+    from agentkit.telemetry import Span
 
 __all__ = [
     "CompressionOutcome",
@@ -121,37 +131,80 @@ def build_summarize_messages(
 
 
 async def _summarize(
-    messages: list[Message], task_state: TaskState, model: ChatModel, mode: str
+    messages: list[Message],
+    task_state: TaskState,
+    model: ChatModel,
+    mode: str,
+    memory: Span | None = None,
 ) -> TaskState | ModelError:
-    """The merged state, or the model's failure (nothing raised)."""
+    """The merged state, or the model's failure (nothing raised); *memory*: the
+    ``update_memory`` span the summarise call is traced under."""
+    call = None
+    if memory is not None:
+        name = model.spec or type(model).__name__
+        call = memory.trace.model_call(memory, model=name, purpose="summarize")
     try:
         completion = await model.complete(
             build_summarize_messages(messages, task_state, mode=mode),
             purpose="summarize",
             schema=summary_schema(),
         )
+        if call is not None:
+            call.usage(completion.usage.input_tokens, completion.usage.output_tokens)
+            call.finish_reasons([completion.stop_reason])
         summary = TaskStateSummary.model_validate(completion.structured)
     except ValidationError as error:
         problem = error.errors()[0]
         where = "/".join(str(part) for part in problem["loc"]) or "(root)"
-        return StructuredOutputError(
+        failure: ModelError = StructuredOutputError(
             model.spec or type(model).__name__, f"{where}: {problem['msg']}", repr(error)
         )
+        _failed(failure, call, memory)
+        return failure
     except ModelError as error:
+        _failed(error, call, memory)
         return error
+    finally:
+        if call is not None:
+            call.end()
     return task_state.apply_summary(summary)
 
 
+def _memory_span(parent: Span | None, strategy: str) -> Span | None:
+    if parent is None:
+        return None
+    return parent.trace.memory_update(parent, store="task_state", strategy=strategy)
+
+
+def _failed(error: ModelError, *spans: Span | None) -> None:
+    for span in spans:
+        if span is not None:
+            span.fail(type(error).__name__, str(error))
+
+
 async def update_task_state(
-    window: list[Message], task_state: TaskState, model: ChatModel, last: int
+    window: list[Message],
+    task_state: TaskState,
+    model: ChatModel,
+    last: int,
+    *,
+    parent: Span | None = None,
 ) -> TaskState | ModelError:
     """The seed's incremental update: fold the last *last* messages of the window into
     TaskState without removing them (the window is unchanged). Returns the new state, or the
-    model's failure, in which case the caller keeps the old state."""
+    model's failure, in which case the caller keeps the old state. *parent*: the span the
+    ``update_memory`` span goes under (None: not traced)."""
     recent = [m for m in window if m.role in ("user", "assistant")][-last:]
     if len(recent) < 2:
         return task_state
-    return await _summarize(recent, task_state, model, "update")
+    memory = _memory_span(parent, "update")
+    try:
+        if memory is not None:
+            memory.set("agentkit.memory.messages", len(recent))
+        return await _summarize(recent, task_state, model, "update", memory)
+    finally:
+        if memory is not None:
+            memory.end()
 
 
 def should_compress(
@@ -175,8 +228,11 @@ async def maybe_compress(
     model: ChatModel,
     config: CompressionConfig,
     estimate: TokenEstimator,
+    *,
+    parent: Span | None = None,
 ) -> CompressionOutcome | None:
-    """Compress *window* into *task_state* when it is over both thresholds, else None."""
+    """Compress *window* into *task_state* when it is over both thresholds, else None.
+    *parent*: the span an attempt's ``update_memory`` span goes under (None: not traced)."""
     try:
         if not should_compress(window, config, estimate):
             return None
@@ -186,16 +242,30 @@ async def maybe_compress(
     older, kept = window[:cut], window[cut:]
     if not older:
         return None
-    new_state = await _summarize(older, task_state, model, "archive")
-    if isinstance(new_state, ModelError):
-        return CompressionOutcome(task_state, tuple(window), None, new_state)
-    added, removed = _fact_changes(task_state, new_state)
-    event = CompressionEvent(
-        messages_before=len(window),
-        messages_after=len(kept),
-        tokens_before=estimate_messages(window, estimate),
-        tokens_after=estimate_messages(kept, estimate),
-        facts_added=added,
-        facts_removed=removed,
-    )
-    return CompressionOutcome(new_state, tuple(kept), event)
+    memory = _memory_span(parent, "archive")
+    try:
+        new_state = await _summarize(older, task_state, model, "archive", memory)
+        if isinstance(new_state, ModelError):
+            return CompressionOutcome(task_state, tuple(window), None, new_state)
+        added, removed = _fact_changes(task_state, new_state)
+        event = CompressionEvent(
+            messages_before=len(window),
+            messages_after=len(kept),
+            tokens_before=estimate_messages(window, estimate),
+            tokens_after=estimate_messages(kept, estimate),
+            facts_added=added,
+            facts_removed=removed,
+        )
+        if memory is not None:
+            memory.set_many({
+                "agentkit.compression.messages_before": event.messages_before,
+                "agentkit.compression.messages_after": event.messages_after,
+                "agentkit.compression.tokens_before": event.tokens_before,
+                "agentkit.compression.tokens_after": event.tokens_after,
+                "agentkit.compression.facts_added": added,
+                "agentkit.compression.facts_removed": removed,
+            })  # fmt: skip
+        return CompressionOutcome(new_state, tuple(kept), event)
+    finally:
+        if memory is not None:
+            memory.end()

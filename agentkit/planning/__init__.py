@@ -1,6 +1,7 @@
 """The planner engine (seed 002): plans, replans and runs tool steps with the user's consent.
 
-A turn is a set of small stages passing one :class:`~agentkit.planning.state.TurnState`:
+A turn is a frozen context plus one owner per kind of change (:mod:`~agentkit.planning.state`),
+run as a few small stages, each naming the next (:func:`~agentkit.planning.turn.drive`):
 
 =================================  ==========================================================
 :mod:`~agentkit.planning.turn`     intake and the turn's end; :class:`PlannerTurn`,
@@ -9,9 +10,10 @@ A turn is a set of small stages passing one :class:`~agentkit.planning.state.Tur
 :mod:`~agentkit.planning.steps`    the execute loop and the step runners
 :mod:`~agentkit.planning.strategies`  ``plan_replan``, ``next_step``, ``tool_loop``: one
                                    module each behind :class:`Strategy`, a registry by name
-:mod:`~agentkit.planning.calls`    model calls: timeouts, cancel, tracing, the repair round
+:mod:`~agentkit.planning.tracer`   the call tracer: the only way a model call is made
+:mod:`~agentkit.planning.calls`    structured calls and the repair round
 :mod:`~agentkit.planning.context`  what prompts are filled with
-:mod:`~agentkit.planning.recording`  ExecutionState writes (secrets masked), the turn's end
+:mod:`~agentkit.planning.recording`  the flow recorder: the only ExecutionState writer
 :mod:`~agentkit.planning.upkeep`   TaskState updates and compression after a turn
 =================================  ==========================================================
 

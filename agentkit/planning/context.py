@@ -9,9 +9,9 @@ tools' secret values.
 
 from __future__ import annotations
 
-from agentkit.memory import ChatHistory, ExecutionState, TaskState
+from agentkit.memory import ExecutionState, TaskState
 from agentkit.models.base import ChatMessage
-from agentkit.planning.state import TurnState, cut
+from agentkit.planning.state import Turn, cut
 
 __all__ = [
     "conversation",
@@ -25,16 +25,15 @@ __all__ = [
     "task_text",
 ]
 
-_CONVERSATION_LINES = 12
-_CONVERSATION_LINE_CHARS = 500
 _PROMPT_OBSERVATIONS = 16
 
 
-def messages(turn: TurnState, prompt: str) -> list[ChatMessage]:
+def messages(turn: Turn, prompt: str) -> list[ChatMessage]:
     """The system prompt (if any) and the rendered *prompt* as the user's message."""
-    sent = [ChatMessage(role="user", content=turn.scrub(prompt))]
-    if turn.deps.system_prompt:
-        sent.insert(0, ChatMessage(role="system", content=turn.deps.system_prompt))
+    ctx = turn.ctx
+    sent = [ChatMessage(role="user", content=ctx.scrub(prompt))]
+    if ctx.system_prompt:
+        sent.insert(0, ChatMessage(role="system", content=ctx.system_prompt))
     return sent
 
 
@@ -44,9 +43,9 @@ def snapshot(state: ExecutionState) -> str:
     return "\n".join(shown) or "(not refreshed for this request)"
 
 
-def task_text(turn: TurnState, task: TaskState | None = None, live: bool | None = None) -> str:
-    task = turn.task if task is None else task
-    if turn.live if live is None else live:
+def task_text(turn: Turn, task: TaskState | None = None, live: bool | None = None) -> str:
+    task = turn.ctx.task.value if task is None else task
+    if turn.request.live if live is None else live:
         return "(left out: this request is about live configuration)"
     return task.render() if not task.is_empty else "(empty)"
 
@@ -65,21 +64,10 @@ def previous_text(previous: ExecutionState | None) -> str:
     return "\n".join(lines)
 
 
-def conversation(turn: TurnState) -> str:
+def conversation(turn: Turn) -> str:
     """The last lines of the chat window, each cut to a bound (built once per turn: the
     history a turn reads does not change while it runs)."""
-    cached = turn.conversation_text
-    if cached is not None and cached[0] is turn.history:
-        return cached[1]
-    window = ChatHistory.of(turn.history, turn.deps.max_turns).messages
-    lines = [
-        f"{m.role.capitalize()}: {cut(m.content, _CONVERSATION_LINE_CHARS)}"
-        for m in window[-_CONVERSATION_LINES:]
-        if m.role in ("user", "assistant") and m.content
-    ]
-    text = "\n".join(lines) or "(none)"
-    turn.conversation_text = (turn.history, text)
-    return text
+    return turn.ctx.conversation
 
 
 def observations(state: ExecutionState) -> str:
@@ -105,9 +93,9 @@ def fallback_answer(state: ExecutionState) -> str:
     return "Completed:\n" + "\n".join(f"- {step.title or step.tool_name}" for step in done)
 
 
-def status_text(turn: TurnState, task: TaskState) -> str:
+def status_text(turn: Turn, task: TaskState) -> str:
     """The ``/status`` answer: where the flow stands, and TaskState."""
-    state = turn.state
+    state = turn.flow.state
     lines = ["Execution state: none" if state is None else f"Execution state: {state.status}"]
     if state is not None:
         lines.append(f"goal: {state.goal}")
@@ -119,4 +107,4 @@ def status_text(turn: TurnState, task: TaskState) -> str:
         if state.last_error:
             lines.append(f"last error: {state.last_error}")
     lines.append("Task state: " + ("empty" if task.is_empty else "\n" + task.render()))
-    return turn.scrub("\n".join(lines))
+    return turn.ctx.scrub("\n".join(lines))

@@ -22,11 +22,9 @@ Replaying writes nothing; :func:`save_prompt_override` writes an agent's overrid
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import tempfile
-import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -39,11 +37,11 @@ from pydantic import JsonValue
 from agentkit.errors import ModelError, StructuredOutputError, UsageError
 from agentkit.layout import AgentPaths, ConversationPaths
 from agentkit.models.base import ChatMessage, ChatModel, Completion
-from agentkit.planning.calls import read_reply
 from agentkit.planning.plan import PlanFormatError, extract_json, parse_plan
 from agentkit.planning.prompts import PROMPT_NAMES, load_prompt
 from agentkit.planning.state import STAGE_TIMEOUTS
 from agentkit.planning.trace import CallRecord
+from agentkit.planning.tracer import CallTracer, CancelScope
 from agentkit.tools import ToolRegistry
 
 __all__ = [
@@ -302,11 +300,17 @@ class _Replayer:
     ) -> tuple[Completion | None, str, str]:
         """``(completion, raw, error)``: the reply is read once, by :meth:`judge`, as the
         runtime reads it (leniently extracted, then checked against the reply type)."""
-        started = time.perf_counter()
         limit = self.timeouts.get(record.purpose, 36.0)
+        tracer = CallTracer(
+            model=self.model,
+            message_id="replay",
+            timeout=lambda purpose: limit,
+            scrub=lambda text: text,
+            cancel=CancelScope(),
+        )
         try:
-            async with asyncio.timeout(limit):
-                completion = await read_reply(self.model, messages, record.purpose, record.schema_)
+            async with tracer.call(record.purpose, messages, record.schema_) as call:
+                completion = await call.reply()
         except StructuredOutputError as error:  # a backend that checks the schema itself
             return None, error.raw, ""
         except TimeoutError:
@@ -314,7 +318,7 @@ class _Replayer:
         except ModelError as error:
             return None, "", str(error)
         finally:
-            self.elapsed += time.perf_counter() - started
+            self.elapsed += sum(traced.latency_ms for traced in tracer.records) / 1000
         return completion, completion.text, ""
 
     def judge(self, record: CallRecord, template: str, raw: str) -> tuple[JsonValue, str]:

@@ -15,153 +15,172 @@ The order, and why:
 4. A new request: a fresh ``planning`` state, the live-state pre-check (a configuration
    request re-runs the ``live_state`` tools and the prompt carries their fresh results instead
    of TaskState, which may be stale), the ``planning`` event, then the strategy.
+
+The live-state decision (keywords, then the model's classification when configured) is made
+once, here, and carried to the strategy in the turn's :class:`~agentkit.planning.state.Request`.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from agentkit.events import AgentEvent, PlanningEvent, ToolResultEvent
+from agentkit.events import AgentEvent, PlanningEvent
 from agentkit.memory import ExecutionState, Observation
-from agentkit.planning import calls, context, intents, recording
+from agentkit.planning import calls, context, intents
 from agentkit.planning.plan import PlanFormatError, parse_classify
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import classify_schema
-from agentkit.planning.state import TurnState, cut
-from agentkit.planning.steps import refresh_live_state, run_tool
+from agentkit.planning.state import Request, Stage, Then, Turn, cut
+from agentkit.planning.steps import live_state, run_tool
 
 __all__ = ["fast_path", "route"]
 
+Item = AgentEvent | Then
 
-def fast_path(turn: TurnState) -> bool:
+
+def fast_path(turn: Turn) -> bool:
     """``/clear`` and ``/status``: answered without a model call; True when handled."""
-    key, memory = turn.deps.key, turn.deps.memory
-    command = turn.deps.text.strip().lower()
+    ctx = turn.ctx
+    key, memory = ctx.key, ctx.memory
+    command = ctx.text.strip().lower()
     if command == "/clear":
         memory.clear(key.agent_id, key.conversation_id)
-        turn.answer = "🧹 Conversation memory cleared (history window, TaskState, ExecutionState)."
+        turn.outcome.answer = (
+            "🧹 Conversation memory cleared (history window, TaskState, ExecutionState)."
+        )
         return True
     if command == "/status":
-        recording.load_state(turn)
-        task = memory.load_task_state(key.agent_id, key.conversation_id).value
-        turn.answer = context.status_text(turn, task)
+        turn.flow.load(ctx.store.last_checkpoint(key))
+        turn.outcome.answer = context.status_text(turn, ctx.task.value)
         return True
     return False
 
 
-async def route(turn: TurnState) -> AsyncIterator[AgentEvent]:
-    """Everything of a turn between the ``session`` event and its end (see the docstring)."""
+async def route(turn: Turn) -> AsyncIterator[Item]:
+    """What a message is, and the stage that handles it (see the module docstring)."""
     if fast_path(turn):
         return
-    key, text = turn.deps.key, turn.deps.text
-    turn.task = turn.deps.memory.load_task_state(key.agent_id, key.conversation_id).value
-    recording.load_state(turn)
-    state = turn.state
-    if state is not None and state.capability_signature != turn.signature:
-        turn.note("RESET", "capability signature changed: stale execution state discarded")
-        recording.discard(turn)
+    ctx, flow = turn.ctx, turn.flow
+    text = ctx.text
+    state = flow.load(ctx.store.last_checkpoint(ctx.key))
+    if state is not None and state.capability_signature != ctx.signature:
+        ctx.note("RESET", "capability signature changed: stale execution state discarded")
+        flow.discard()
         state = None
-    if state is not None and recording.interrupted(turn, state):
-        return  # its turn was killed after (or while) running a side-effecting tool
+    if state is not None:
+        lost = flow.interrupted(state, ctx.tools, ctx.history)
+        if lost is not None:  # its turn was killed after (or while) running a side effect
+            turn.outcome.answer = lost
+            return
     if state is not None and state.status == "waiting_confirmation":
         if intents.is_confirmation(text):
-            async for event in _confirmed(turn, state):
-                yield event
+            yield Then(_confirmed(state))
             return
         refused = intents.is_refusal(text)
-        recording.cancel_pending(turn, state, answer=refused)
+        what = flow.cancel_pending(state)
         if refused:
+            turn.outcome.answer = f"OK, cancelled — {what}."
             return
         state = None
     elif state is not None and state.status == "waiting_user":
         if not intents.is_switch(text):
-            async for event in _answered(turn, state):
-                yield event
+            yield Then(_answered(state))
             return
-        recording.cancel_pending(turn, state, answer=False)
+        flow.cancel_pending(state)
         state = None
+    live = intents.is_live_state_request(text, ctx.config.live_state_keywords)
     previous = state
     if state is not None and (
-        intents.is_retry(text)
-        or (
-            intents.is_live_state_request(text, turn.deps.config.live_state_keywords)
-            and state.status in ("completed", "failed")
-        )
+        intents.is_retry(text) or (live and state.status in ("completed", "failed"))
     ):
-        turn.note("RESET", "reset rule: retry or config request over a finished flow")
+        ctx.note("RESET", "reset rule: retry or config request over a finished flow")
         previous = None
-    turn.previous = previous
-    async for event in _new_request(turn):
-        yield event
+    yield Then(new_request, turn.with_request(Request(live=live, previous=previous)))
 
 
-async def _confirmed(turn: TurnState, state: ExecutionState) -> AsyncIterator[AgentEvent]:
+def _confirmed(state: ExecutionState) -> Stage:
     """The user confirmed: run exactly the stored tool call, then carry on."""
-    step = state.step(state.current_step_id)
-    reply = Observation(step_id=step.id, kind="user_reply", content=f"confirmed {step.tool_name}")
-    turn.state = state.resume().observe(reply)  # saved with the step's "running" state:
-    async for event in run_tool(turn, step):  # until then a crash leaves the consent pending
-        yield event
-    async for event in turn.deps.strategy.resume(turn, step.id):
-        yield event
+
+    async def confirmed(turn: Turn) -> AsyncIterator[Item]:
+        step = state.step(state.current_step_id)
+        reply = Observation(
+            step_id=step.id, kind="user_reply", content=f"confirmed {step.tool_name}"
+        )
+        # recorded with the step's durable "running" state: until then a crash leaves the
+        # consent pending
+        turn.flow.carry(state.resume().observe(reply))
+        yield Then(run_tool(step))
+
+    return confirmed
 
 
-async def _answered(turn: TurnState, state: ExecutionState) -> AsyncIterator[AgentEvent]:
+def _answered(state: ExecutionState) -> Stage:
     """The message answers the pending question: observed with an explicit resume context."""
-    waiting = state.waiting
-    question = waiting.question if waiting else ""
-    reply = turn.scrub(turn.deps.text)
-    resume_context = f'The user answered the question "{question}": {reply}'
-    state = state.resume().observe(
-        Observation(step_id=state.current_step_id, kind="user_reply", content=cut(resume_context))
-    )
-    step_id = state.current_step_id
-    if step_id:
-        state = state.mark_step_done(step_id, cut(reply, 200))
-    recording.save(turn, turn.deps.strategy.answered(state))
-    # the answer may change what comes next (e.g. fill a tool's arguments)
-    async for event in turn.deps.strategy.resume(turn, step_id):
-        yield event
+
+    async def answered(turn: Turn) -> AsyncIterator[Item]:
+        ctx = turn.ctx
+        waiting = state.waiting
+        question = waiting.question if waiting else ""
+        reply = ctx.scrub(ctx.text)
+        resume_context = f'The user answered the question "{question}": {reply}'
+        resumed = state.resume().observe(
+            Observation(
+                step_id=state.current_step_id, kind="user_reply", content=cut(resume_context)
+            )
+        )
+        step_id = resumed.current_step_id
+        if step_id:
+            resumed = resumed.mark_step_done(step_id, cut(reply, 200))
+        turn.flow.save(ctx.strategy.answered(resumed))
+        # the answer may change what comes next (e.g. fill a tool's arguments)
+        yield Then(ctx.strategy.resume(turn, step_id))
+
+    return answered
 
 
-async def _new_request(turn: TurnState) -> AsyncIterator[AgentEvent]:
+async def new_request(turn: Turn) -> AsyncIterator[Item]:
     """A fresh ``planning`` state, the live-state pre-check, then the strategy."""
-    deps = turn.deps
-    recording.save(
-        turn,
+    ctx = turn.ctx
+    turn.flow.save(
         ExecutionState(
-            session_id=f"sess-{turn.message_id}",
-            conversation_id=deps.key.conversation_id,
-            goal=cut(deps.text, 500),
+            session_id=f"sess-{ctx.message_id}",
+            conversation_id=ctx.key.conversation_id,
+            goal=cut(ctx.text, 500),
             status="planning",
-            capability_signature=turn.signature,
-        ),
+            capability_signature=ctx.signature,
+        )
     )
-    live = intents.is_live_state_request(deps.text, deps.config.live_state_keywords)
-    if not live and deps.config.classify:
-        live = await _classify(turn)
-    turn.live = live
-    refreshed: list[str] = []
-    if live:
-        for event in refresh_live_state(turn):
-            if isinstance(event, ToolResultEvent):
-                refreshed.append(event.name)
-            yield event
-    yield PlanningEvent(live_state=refreshed, task_state_included=not live)
-    async for event in deps.strategy.start(turn):
-        yield event
+    request = turn.request
+    if not request.live and ctx.config.classify and await _classify(turn):
+        request = Request(live=True, previous=request.previous)
+        turn = turn.with_request(request)
+    if request.live:
+        yield Then(live_state(_planning), turn)
+        return
+    yield PlanningEvent(live_state=[], task_state_included=True)
+    yield Then(ctx.strategy.start(turn), turn)
 
 
-async def _classify(turn: TurnState) -> bool:
+async def _planning(turn: Turn) -> AsyncIterator[Item]:
+    """The ``planning`` event after the live-state refresh, then the strategy."""
+    refreshed = [
+        obs.content.partition(":")[0] for obs in turn.state.observations if obs.kind == "live_state"
+    ]
+    yield PlanningEvent(live_state=refreshed, task_state_included=False)
+    yield Then(turn.ctx.strategy.start(turn))
+
+
+async def _classify(turn: Turn) -> bool:
     """Ask the model whether the request is about live configuration; a failed or invalid
     reply leaves the keyword decision (not live) in place."""
-    prompt = render_prompt("classify", turn.deps.agent_dir, request=turn.scrub(turn.deps.text))
+    ctx = turn.ctx
+    prompt = render_prompt("classify", ctx.agent_dir, request=ctx.scrub(ctx.text))
     sent = context.messages(turn, prompt)
-    problem, value = await calls.structured(turn, "classify", sent, classify_schema())
+    problem, value, _ = await calls.structured(turn, "classify", sent, classify_schema())
     if not problem:
         try:
             return parse_classify(value) == "live_state"
         except PlanFormatError as error:
             problem = error.problem
-    turn.note("CLASSIFY", f"no usable classification ({problem}); keywords decide")
+    ctx.note("CLASSIFY", f"no usable classification ({problem}); keywords decide")
     return False

@@ -1,42 +1,60 @@
-"""The one state a planner turn passes along its stages.
+"""What a planner turn is given, and the owners of what it changes.
 
-A turn is a set of stage functions (routing, recording, model calls, prompt context, steps and
-the strategy), each taking the :class:`TurnState`, as pydantic-ai's run graph passes one state
-along its nodes. What a turn is given never changes during it and lives in
-:class:`PlannerDeps`; what the turn has found so far lives in the :class:`TurnState` fields. No
-stage keeps turn state of its own, so a stage can be read (and tested) on its own.
+A turn (:class:`Turn`) is a frozen :class:`TurnContext` — what it was given and what it read
+once at intake (the recent history, TaskState, the capability signature) — plus one owner for
+each kind of change, so no stage keeps or shares a mutable record of its own:
+
+* the flow recorder (:class:`~agentkit.planning.recording.FlowRecorder`), the only writer of
+  ExecutionState;
+* the call tracer (:class:`~agentkit.planning.tracer.CallTracer`), the only way a model call
+  is made (timed, interruptible, traced in ``calls.jsonl`` and as a span);
+* the :class:`Outcome`: the answer, the status, the loop's counters;
+* the :class:`CancelScope`: whether a cancel was asked for, and the call it interrupts.
+
+What routing decides about a new request (:class:`Request`) is a value too: a stage returns a
+new :class:`Turn` carrying it (:class:`Then`) instead of setting a field. Stages are async
+generators of events that end by naming what comes next; :func:`agentkit.planning.turn.drive`
+runs them, so an event climbs two generators between a tool and ``Agent.send_message``.
 """
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal, Protocol
 
 from agentkit.config import CompressionConfig, PlannerConfig
-from agentkit.errors import AgentkitError
-from agentkit.events import PlannedStep
-from agentkit.memory import ExecutionState, MemoryRepository, PlanStep, TaskState
+from agentkit.events import AgentEvent, PlannedStep
+from agentkit.memory import ChatHistory, ExecutionState, MemoryRepository, PlanStep, TaskState
+from agentkit.memory.repository import Versioned
 from agentkit.models.base import ChatModel, SessionBackend
-from agentkit.planning.trace import CallRecord
+from agentkit.planning.errors import TurnCancelledError, TurnFailedError
+from agentkit.planning.recording import FlowRecorder, skip_pending
+from agentkit.planning.tracer import CallTracer, CancelScope
 from agentkit.store import ConversationKey, ConversationStore
+from agentkit.telemetry import TurnTrace
 from agentkit.tools import ToolRegistry, mask_secrets, scrub_text
-from agentkit.types import Message, Usage
-
-if TYPE_CHECKING:
-    from agentkit.planning.strategies.base import Strategy
+from agentkit.types import Message
 
 __all__ = [
     "OBSERVATION_MAX_CHARS",
     "PLANNER_VERSION",
     "STAGE_TIMEOUTS",
-    "PlannerDeps",
+    "CancelScope",
+    "Outcome",
+    "Request",
+    "Scrubber",
+    "Stage",
+    "StrategyLike",
+    "Then",
+    "Turn",
     "TurnCancelledError",
+    "TurnContext",
     "TurnFailedError",
-    "TurnState",
     "TurnStatus",
     "capability_signature",
     "cut",
@@ -56,6 +74,11 @@ STAGE_TIMEOUTS: Mapping[str, float] = {
     "act": 36.0,
     "classify": 12.0,
 }
+#: messages of the conversation a turn reads at intake: the prompt's window (``2 *
+#: max_turns``) and, after the turn, the compression check's (``4 * max_turns + 2``)
+_COMPRESSION_WINDOW = 4
+_CONVERSATION_LINES = 12
+_CONVERSATION_LINE_CHARS = 500
 
 TurnStatus = Literal["completed", "failed", "cancelled"]
 
@@ -66,31 +89,37 @@ def capability_signature(tools: ToolRegistry, strategy: str = "plan_replan") -> 
     return f"{tools.schema_signature()}:{PLANNER_VERSION}:{strategy}"
 
 
-class TurnCancelledError(AgentkitError):
-    """The turn was cancelled: it stops at the next safe point."""
+class Scrubber:
+    """Removes the secret values the tools' domain stores from a text (read once per turn and
+    again after each tool call, which may have stored a new one)."""
 
+    def __init__(self, tools: ToolRegistry) -> None:
+        self._tools = tools
+        self._known: tuple[int, list[str]] | None = None
 
-class TurnFailedError(AgentkitError):
-    """Ends the turn with an ``error`` event (code) and status failed."""
-
-    def __init__(self, code: str, message: str) -> None:
-        self.code = code
-        super().__init__(message)
+    def __call__(self, text: str) -> str:
+        tools = self._tools
+        if tools.secrets is None:
+            return text
+        if self._known is None or self._known[0] != tools.runs:
+            self._known = (tools.runs, list(tools.secrets()))
+        return scrub_text(text, self._known[1])
 
 
 @dataclass(frozen=True, kw_only=True)
-class PlannerDeps:
-    """What one turn is given. ``traces`` is the conversation folder where each turn's
-    ``calls.jsonl`` goes (None keeps the records in :attr:`TurnState.calls` only);
-    ``agent_dir`` is where prompt overrides live."""
+class TurnContext:
+    """What one turn is given, and what it read once at intake. ``traces`` is the
+    conversation folder where each turn's ``calls.jsonl`` goes (None: records in memory
+    only); ``agent_dir`` is where prompt overrides live."""
 
     key: ConversationKey
     text: str
+    message_id: str
     store: ConversationStore
     memory: MemoryRepository
     model: ChatModel | SessionBackend
     tools: ToolRegistry
-    strategy: Strategy
+    strategy: StrategyLike
     config: PlannerConfig
     system_prompt: str = ""
     agent_dir: Path | None = None
@@ -98,84 +127,113 @@ class PlannerDeps:
     max_turns: int = 20
     compression: CompressionConfig | None = None
     stage_timeouts: Mapping[str, float] = field(default_factory=lambda: dict(STAGE_TIMEOUTS))
-
-
-@dataclass
-class TurnState:
-    """What one turn has found and decided so far; every stage reads and updates it."""
-
-    deps: PlannerDeps
-    #: every model call of the turn, in order (also appended to ``calls.jsonl``)
-    calls: list[CallRecord] = field(default_factory=list)
+    #: the conversation before this turn's message (its last ``4 * max_turns + 2``)
+    history: tuple[Message, ...] = ()
+    #: TaskState as stored at intake, with its version (read once per turn)
+    task: Versioned[TaskState] = field(default_factory=lambda: Versioned(TaskState(), 0))
+    signature: str = ""
     started: float = field(default_factory=time.perf_counter)
-    message_id: str = ""
-    answer: str = ""
-    status: TurnStatus = "completed"
-    usage: Usage = field(default_factory=Usage)
-    #: the ExecutionState and the version it was stored at (compare-and-swap); *unsaved*
-    #: while ``state`` is a later, not yet written one (see recording.save)
-    state: ExecutionState | None = None
-    version: int = 0
-    unsaved: bool = False
-    history: list[Message] = field(default_factory=list)
-    #: the prompt's conversation lines, made from ``history`` (see planning.context)
-    conversation_text: tuple[list[Message], str] | None = None
-    task: TaskState = field(default_factory=TaskState)
-    #: the flow before this request, shown to a new plan (None after a reset)
-    previous: ExecutionState | None = None
-    #: the request is about live configuration: TaskState is left out of the prompts
-    live: bool = False
-    #: strategy next_step: an empty batch said the goal is reached
-    goal_reached: bool = False
-    cancel_requested: bool = False
-    inflight: asyncio.Future[Any] | None = None
-    #: real arguments of steps whose stored copy is masked, and the ids of the steps already
-    #: stored (their arguments are masked: never split them again)
-    raw_args: dict[str, dict[str, Any]] = field(default_factory=dict)
-    stored_ids: set[str] = field(default_factory=set)
-    #: the call in progress (its latency and tokens), traced once its reply is read
-    pending_record: CallRecord = field(
-        default_factory=lambda: CallRecord(purpose="chat", messages=[])
-    )
-    #: the domain's secret values, and the tool-call count they were read at (see scrub)
-    known_secrets: tuple[int, list[str]] | None = None
-    #: the capability signature of this turn's tools and strategy (see capability_signature)
-    signature: str = field(init=False)
+    scrub: Scrubber
+    #: the turn's spans (``invoke_agent`` and its children); None: not traced
+    trace: TurnTrace | None = None
 
-    def __post_init__(self) -> None:
-        self.signature = capability_signature(self.deps.tools, self.deps.strategy.name)
+    @cached_property
+    def window(self) -> list[Message]:
+        """The part of the history a prompt may show (its last ``2 * max_turns``)."""
+        return list(self.history[-2 * self.max_turns :])
 
-    @property
-    def current(self) -> ExecutionState:
-        """The ExecutionState as stored, or an empty one."""
-        return self.state if self.state is not None else ExecutionState()
-
-    def state_or(self, fallback: ExecutionState) -> ExecutionState:
-        return self.state if self.state is not None else fallback
-
-    def check_cancel(self) -> None:
-        if self.cancel_requested:
-            raise TurnCancelledError("cancelled by the user")
-
-    def scrub(self, text: str) -> str:
-        """*text* without the secret values the tools' domain stores (read once per turn and
-        again after each tool call, which may have stored a new one)."""
-        tools = self.deps.tools
-        if tools.secrets is None:
-            return text
-        if self.known_secrets is None or self.known_secrets[0] != tools.runs:
-            self.known_secrets = (tools.runs, list(tools.secrets()))
-        return scrub_text(text, self.known_secrets[1])
+    @cached_property
+    def conversation(self) -> str:
+        """The prompt's conversation lines: the chat window's last lines, each cut to a bound."""
+        window = ChatHistory.of(self.window, self.max_turns).messages
+        lines = [
+            f"{m.role.capitalize()}: {cut(m.content, _CONVERSATION_LINE_CHARS)}"
+            for m in window[-_CONVERSATION_LINES:]
+            if m.role in ("user", "assistant") and m.content
+        ]
+        return "\n".join(lines) or "(none)"
 
     def note(self, label: str, text: str) -> None:
         """A ``[LABEL]`` block in the turn's ``messages.log``."""
-        self.deps.store.annotate(self.deps.key, self.message_id, label, self.scrub(text))
+        self.store.annotate(self.key, self.message_id, label, self.scrub(text))
 
-    def add_usage(self, usage: Usage) -> None:
-        self.usage = Usage(
-            input_tokens=self.usage.input_tokens + usage.input_tokens,
-            output_tokens=self.usage.output_tokens + usage.output_tokens,
-        )
+    def timeout(self, purpose: str) -> float:
+        return self.stage_timeouts.get(purpose, 36.0) * self.config.stage_timeout_scale
+
+
+@dataclass(frozen=True)
+class Request:
+    """What routing decided about a new request, for the strategy's prompts."""
+
+    #: the request is about live configuration: TaskState is left out of the prompts
+    live: bool = False
+    #: the flow before this request, shown to a new plan (None after a reset)
+    previous: ExecutionState | None = None
+
+
+@dataclass
+class Outcome:
+    """What the turn ends with, and the execute loop's counters."""
+
+    answer: str = ""
+    status: TurnStatus = "completed"
+    #: steps and actions started by the loop (bounded by ``max_iterations``)
+    iterations: int = 0
+    #: strategy next_step: an empty batch said the goal is reached
+    goal_reached: bool = False
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A turn as its stages see it (see the module docstring)."""
+
+    ctx: TurnContext
+    flow: FlowRecorder
+    calls: CallTracer
+    outcome: Outcome
+    cancel: CancelScope
+    request: Request = Request()
+
+    @property
+    def state(self) -> ExecutionState:
+        """The ExecutionState as recorded now, or an empty one."""
+        return self.flow.current
+
+    def with_request(self, request: Request) -> Turn:
+        return dataclasses.replace(self, request=request)
+
+    def check_cancel(self) -> None:
+        self.cancel.check()
+
+
+@dataclass(frozen=True)
+class Then:
+    """A stage's last item: what runs next (with *turn*, a turn carrying a new value)."""
+
+    stage: Stage
+    turn: Turn | None = None
+
+
+#: one stage of a turn: the events it yields, then at most one :class:`Then`
+Stage = Callable[[Turn], AsyncIterator["AgentEvent | Then"]]
+
+
+class StrategyLike(Protocol):
+    """A strategy as the turn's stages use it (:class:`~agentkit.planning.strategies.Strategy`
+    implements it; see there for what each stage is)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def start(self, turn: Turn) -> Stage: ...
+
+    def after_step(self, turn: Turn, step_id: str) -> Stage: ...
+
+    def more_steps(self, turn: Turn) -> Stage | None: ...
+
+    def resume(self, turn: Turn, step_id: str) -> Stage: ...
+
+    def answered(self, state: ExecutionState) -> ExecutionState: ...
 
 
 def planned(step: PlanStep) -> PlannedStep:
@@ -194,11 +252,6 @@ def cut(text: str, limit: int = OBSERVATION_MAX_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def skip_pending(state: ExecutionState, keep: str = "") -> tuple[PlanStep, ...]:
-    """The steps with every pending (or paused) step other than *keep* marked skipped."""
-    return tuple(
-        step.model_copy(update={"status": "skipped"})
-        if step.status in ("pending", "running") and step.id != keep
-        else step
-        for step in state.steps
-    )
+def intake_limit(max_turns: int) -> int:
+    """How many recent messages a turn reads at intake (see ``TurnContext.history``)."""
+    return _COMPRESSION_WINDOW * max_turns + 2

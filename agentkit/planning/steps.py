@@ -1,8 +1,10 @@
-"""The execute loop and the steps it runs: tool, reason, respond, ask_user.
+"""The execute loop's stages and the steps they run: tool, reason, respond, ask_user.
 
-The loop is bounded by ``max_iterations`` and checks for a cancel before every step; when no
-step is pending the strategy may plan more (``next_step``), and after a tool or reason step it
-may decide again (``plan_replan``). **A side-effecting tool never runs without consent**,
+Each is a stage (:data:`~agentkit.planning.state.Stage`): it yields its events and names what
+comes next, and :func:`agentkit.planning.turn.drive` runs it. :func:`execute` picks the next
+pending step (bounded by ``max_iterations``, a cancel checked first); when none is pending the
+strategy may plan more (``next_step``); after a tool or reason step the strategy decides what
+follows (``plan_replan`` replans). **A side-effecting tool never runs without consent**,
 whatever ``requires_confirmation`` says: the turn ends in waiting_confirmation naming the exact
 tool and arguments, and the stored call runs only after a confirmation. A running tool is never
 interrupted (a write is never cut in half); finished steps are never run again.
@@ -10,254 +12,315 @@ interrupted (a write is never cut in half); finished steps are never run again.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
 
 from agentkit.errors import ModelError
 from agentkit.events import (
     AgentEvent,
     AgentOutputEvent,
     AskUserEvent,
+    PlanEvent,
     StepCompleteEvent,
     StepStartEvent,
     ToolCallEvent,
     ToolResultEvent,
 )
 from agentkit.memory import ExecutionState, Observation, PlanStep, Waiting
-from agentkit.models.base import ChatMessage, Completion, TextDelta
-from agentkit.planning import calls, context, recording
+from agentkit.models.base import ChatMessage, TextDelta
+from agentkit.planning import calls, context
+from agentkit.planning.errors import TurnCancelledError, TurnFailedError
 from agentkit.planning.prompts import render_prompt
-from agentkit.planning.state import (
-    TurnCancelledError,
-    TurnFailedError,
-    TurnState,
-    cut,
-    planned,
-)
-from agentkit.planning.trace import CallRecord
+from agentkit.planning.state import Stage, Then, Turn, cut, planned
+from agentkit.planning.tracer import error_text
+from agentkit.telemetry import semconv
 from agentkit.tools import mask_secrets
 from agentkit.tools.registry import ToolArgumentsError, ToolCrashedError, UnknownToolError
 
-__all__ = ["execute", "refresh_live_state", "respond", "run_plan", "run_step", "run_tool"]
+__all__ = [
+    "execute",
+    "live_state",
+    "plan_event",
+    "run_plan",
+    "run_step",
+    "run_tool",
+    "store_plan",
+]
+
+Item = AgentEvent | Then
 
 
-async def run_plan(turn: TurnState, sent: list[ChatMessage]) -> AsyncIterator[AgentEvent]:
-    """Ask for a whole plan (or a first batch), store and announce it, then execute it."""
-    goal, steps, repaired = await calls.request_plan(turn, sent, "plan")
-    stored = turn.current.with_steps(steps, plan_id=f"plan-{turn.message_id}")
+def plan_event(turn: Turn, goal: str, steps: tuple[PlanStep, ...], repaired: bool) -> PlanEvent:
+    """Note the new steps in the turn log; the ``plan`` event announcing them."""
+    shown = [planned(step) for step in steps]
+    turn.ctx.note("PLAN", json.dumps([p.to_json_dict() for p in shown], ensure_ascii=False))
+    return PlanEvent(goal=goal, steps=shown, repaired=repaired)
+
+
+def store_plan(turn: Turn, goal: str, steps: tuple[PlanStep, ...], plan_id: str) -> ExecutionState:
+    """Record *steps* as the flow's plan (its goal *goal*, or the request)."""
+    stored = turn.state.with_steps(steps, plan_id=plan_id)
     fields = {name: getattr(stored, name) for name in type(stored).model_fields}
-    fields["goal"] = goal or cut(turn.deps.text, 500)
-    state = recording.save(turn, ExecutionState.model_validate(fields))
-    yield recording.plan_event(turn, state.goal, steps, repaired)
-    async for event in execute(turn):
-        yield event
+    fields["goal"] = goal or cut(turn.ctx.text, 500)
+    return turn.flow.save(ExecutionState.model_validate(fields))
 
 
-async def execute(turn: TurnState) -> AsyncIterator[AgentEvent]:
-    """Run pending steps until none is left, the flow pauses, or a bound is reached."""
-    config, strategy = turn.deps.config, turn.deps.strategy
-    iterations = 0
-    while True:
-        step = turn.current.next_pending_step()
-        if step is None:
-            async for event in strategy.more_steps(turn):
-                yield event
-            step = turn.current.next_pending_step()
-        if step is None:
-            state = turn.current
-            turn.answer = context.fallback_answer(state)
-            recording.save(turn, state.complete(turn.answer))
+def run_plan(prompt: Callable[[Turn], list[ChatMessage]]) -> Stage:
+    """Ask for a whole plan (or a first batch) from *prompt*'s messages, store and announce
+    it, then execute it."""
+
+    async def plan(turn: Turn) -> AsyncIterator[Item]:
+        goal, steps, repaired = await calls.request_plan(turn, prompt(turn), "plan")
+        state = store_plan(turn, goal, steps, f"plan-{turn.ctx.message_id}")
+        yield plan_event(turn, state.goal, steps, repaired)
+        yield Then(execute)
+
+    return plan
+
+
+async def execute(turn: Turn) -> AsyncIterator[Item]:
+    """The next pending step, or the strategy's next steps, or the end of the flow."""
+    step = turn.state.next_pending_step()
+    if step is None:
+        more = None if turn.outcome.goal_reached else turn.ctx.strategy.more_steps(turn)
+        if more is not None:
+            yield Then(more)  # it goes on with execute once it has added steps
             return
-        iterations += 1
-        if iterations > config.max_iterations:
-            raise TurnFailedError(
-                "iteration_limit", f"stopped after {config.max_iterations} iterations"
-            )
-        turn.check_cancel()
-        async for event in run_step(turn, step):
-            yield event
-        if turn.state is None or turn.state.status != "running":
-            return  # paused for the user, or finished
+        state = turn.state
+        turn.outcome.answer = context.fallback_answer(state)
+        turn.flow.save(state.complete(turn.outcome.answer))
+        return
+    turn.outcome.iterations += 1
+    bound = turn.ctx.config.max_iterations
+    if turn.outcome.iterations > bound:
+        raise TurnFailedError("iteration_limit", f"stopped after {bound} iterations")
+    turn.check_cancel()
+    yield Then(run_step(step))
 
 
-async def run_step(turn: TurnState, step: PlanStep) -> AsyncIterator[AgentEvent]:
-    """Run one step; a tool or reason step is followed by the strategy's decision."""
+def run_step(step: PlanStep) -> Stage:
+    """The stage that runs *step*: a question, the answer, a consent request, a tool or a
+    reasoning step (the last two followed by the strategy's decision)."""
     if step.type == "ask_user":
-        yield _ask(turn, step)
-        return
+        return _ask(step)
     if step.type == "respond":
-        async for event in respond(turn, step):
-            yield event
-        return
-    if step.type == "tool":
-        tools = turn.deps.tools
+        return respond(step)
+    if step.type == "reason":
+        return _reason(step)
+
+    def dispatch(turn: Turn) -> AsyncIterator[Item]:
+        tools = turn.ctx.tools
         tool = tools.get(step.tool_name) if step.tool_name in tools else None
         if tool is not None and tool.side_effect:
-            yield _ask_consent(turn, step)  # whatever requires_confirmation says
-            return
-        async for event in run_tool(turn, step):
-            yield event
-    else:
-        async for event in _reason(turn, step):
-            yield event
-    async for event in turn.deps.strategy.after_step(turn, step.id):
-        yield event
+            return _ask_consent(step)(turn)  # whatever requires_confirmation says
+        return run_tool(step)(turn)
+
+    return dispatch
 
 
-def _ask_consent(turn: TurnState, step: PlanStep) -> AskUserEvent:
-    args = mask_secrets(dict(step.tool_args))
-    shown = json.dumps(args, ensure_ascii=False, sort_keys=True)
-    question = (
-        f"To continue I need to run {step.tool_name} with {shown}. "
-        "This changes your configuration. Shall I go ahead? (yes / no)"
-    )
-    waiting = Waiting(
-        question=question,
-        intent="confirm_action",
-        confirmation_target=f"{step.tool_name} {shown}",
-    )
-    state = turn.current.mark_step_running(step.id)
-    recording.save(turn, state.pause(waiting, confirmation=True))
-    turn.answer = question
-    return AskUserEvent(
-        question=question,
-        kind="confirmation",
-        tool_name=step.tool_name,
-        tool_args=args if isinstance(args, dict) else {},
-    )
+def _after(turn: Turn, step: PlanStep) -> Then | None:
+    """After a tool or reason step: the strategy's decision, while the flow is running."""
+    if turn.state.status != "running":
+        return None
+    return Then(turn.ctx.strategy.after_step(turn, step.id))
 
 
-def _ask(turn: TurnState, step: PlanStep) -> AskUserEvent:
-    question = step.instruction or step.title
-    state = turn.current.mark_step_running(step.id)
-    waiting = Waiting(question=question, intent="provide_missing_information")
-    recording.save(turn, state.pause(waiting))
-    turn.answer = question
-    return AskUserEvent(question=question)
+def _ask_consent(step: PlanStep) -> Stage:
+    async def ask(turn: Turn) -> AsyncIterator[Item]:
+        args = mask_secrets(dict(step.tool_args))
+        shown = json.dumps(args, ensure_ascii=False, sort_keys=True)
+        question = (
+            f"To continue I need to run {step.tool_name} with {shown}. "
+            "This changes your configuration. Shall I go ahead? (yes / no)"
+        )
+        waiting = Waiting(
+            question=question,
+            intent="confirm_action",
+            confirmation_target=f"{step.tool_name} {shown}",
+        )
+        state = turn.state.mark_step_running(step.id)
+        turn.flow.save(state.pause(waiting, confirmation=True))
+        turn.outcome.answer = question
+        if turn.ctx.trace is not None:
+            turn.ctx.trace.event(
+                semconv.CONSENT_EVENT,
+                {semconv.TOOL_NAME: step.tool_name, semconv.TOOL_CALL_ID: step.id},
+            )
+        yield AskUserEvent(
+            question=question,
+            kind="confirmation",
+            tool_name=step.tool_name,
+            tool_args=args if isinstance(args, dict) else {},
+        )
+
+    return ask
 
 
-async def run_tool(turn: TurnState, step: PlanStep) -> AsyncIterator[AgentEvent]:
+def _ask(step: PlanStep) -> Stage:
+    async def ask(turn: Turn) -> AsyncIterator[Item]:
+        question = step.instruction or step.title
+        state = turn.state.mark_step_running(step.id)
+        waiting = Waiting(question=question, intent="provide_missing_information")
+        turn.flow.save(state.pause(waiting))
+        turn.outcome.answer = question
+        if turn.ctx.trace is not None:
+            turn.ctx.trace.event(semconv.QUESTION_EVENT, {"agentkit.step_id": step.id})
+        yield AskUserEvent(question=question)
+
+    return ask
+
+
+def run_tool(step: PlanStep) -> Stage:
     """Run a tool step (consent, if it needed any, was given); its result is observed.
 
     A side-effecting step is durable as running before its tool runs and as done after, so
     a crash in between is seen on restart and the tool is never run twice."""
-    side_effect = step.tool_name in turn.deps.tools and (
-        turn.deps.tools.get(step.tool_name).side_effect
-    )
-    state = recording.save(turn, turn.current.mark_step_running(step.id), durable=side_effect)
-    yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
-    yield ToolCallEvent(id=step.id, name=step.tool_name, arguments=planned(step).tool_args)
-    try:
-        result = await turn.deps.tools.arun(step.tool_name, recording.tool_args(turn, step))
-        ok, text = result.ok, result.text
-    except (UnknownToolError, ToolArgumentsError, ToolCrashedError) as error:
-        ok, text = False, json.dumps({"error": turn.scrub(str(error))}, ensure_ascii=False)
-    summary = cut(text)
-    state = state.observe(Observation(step_id=step.id, kind="tool_result", content=summary))
-    if ok:
-        state = state.mark_step_done(step.id, cut(text, 300))
-    else:
-        state = state.mark_step_failed(step.id, cut(text, 300))
-    recording.save(turn, state, durable=side_effect)
-    yield ToolResultEvent(id=step.id, name=step.tool_name, output=summary, ok=ok)
-    yield StepCompleteEvent(
-        step_id=step.id, status="done" if ok else "failed", summary=cut(text, 300)
-    )
 
-
-async def _reason(turn: TurnState, step: PlanStep) -> AsyncIterator[AgentEvent]:
-    state = recording.save(turn, turn.current.mark_step_running(step.id))
-    yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
-    prompt = render_prompt(
-        "reason",
-        turn.deps.agent_dir,
-        goal=state.goal,
-        observations=context.observations(state),
-        instruction=step.instruction or step.title,
-    )
-    try:
-        completion = await calls.call(turn, "reason", context.messages(turn, prompt), None)
-        text, ok = completion.text.strip(), True
-    except (ModelError, TimeoutError) as error:
-        text, ok = f"reasoning failed: {calls.error_text(error)}", False
-    state = state.observe(Observation(step_id=step.id, kind="reasoning", content=cut(text)))
-    state = (
-        state.mark_step_done(step.id, cut(text, 300))
-        if ok
-        else state.mark_step_failed(step.id, text)
-    )
-    recording.save(turn, state)
-    yield StepCompleteEvent(
-        step_id=step.id, status="done" if ok else "failed", summary=cut(text, 300)
-    )
-
-
-async def respond(turn: TurnState, step: PlanStep) -> AsyncIterator[AgentEvent]:
-    """The answer, streamed; a cancel keeps what was said so far."""
-    state = recording.save(turn, turn.current.mark_step_running(step.id))
-    yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
-    prompt = render_prompt(
-        "respond",
-        turn.deps.agent_dir,
-        request=turn.scrub(turn.deps.text),
-        goal=state.goal,
-        instruction=step.instruction or step.title,
-        observations=context.observations(state),
-        conversation=context.conversation(turn),
-    )
-    sent = context.messages(turn, prompt)
-    pieces: list[str] = []
-    started = time.perf_counter()
-    call_record = CallRecord(purpose="respond", messages=[m.model_dump() for m in sent])
-    try:
-        model = calls.chat_model(turn)
-        async with asyncio.timeout(calls.timeout(turn, "respond")):
-            async for event in model.stream(sent, purpose="respond"):
-                if turn.cancel_requested:
-                    break  # keep what was said so far
-                if isinstance(event, TextDelta):
-                    pieces.append(event.text)
-                    yield AgentOutputEvent(text=event.text)
-                elif isinstance(event, Completion):
-                    turn.add_usage(event.usage)
-                    call_record = call_record.model_copy(update={
-                        "input_tokens": event.usage.input_tokens,
-                        "output_tokens": event.usage.output_tokens,
-                    })  # fmt: skip
-        answer = turn.scrub("".join(pieces).strip())
-        call_record = call_record.model_copy(update={"raw": answer, "parsed": answer})
-        if turn.cancel_requested:
-            turn.answer = answer
-            calls.record(turn, call_record.model_copy(update={"error": "cancelled by the user"}))
-            raise TurnCancelledError("cancelled by the user")
-    except (ModelError, TimeoutError) as error:
-        answer = context.fallback_answer(state)
-        call_record = call_record.model_copy(update={"error": calls.error_text(error)})
-        if not pieces:
-            yield AgentOutputEvent(text=answer)
-    latency = round((time.perf_counter() - started) * 1000, 3)
-    calls.record(turn, call_record.model_copy(update={"latency_ms": latency}))
-    answer = answer or context.fallback_answer(state)
-    turn.answer = answer
-    state = state.mark_step_done(step.id, cut(answer, 300))
-    recording.save(turn, state.complete(answer))
-    yield StepCompleteEvent(step_id=step.id, status="done", summary=cut(answer, 300))
-
-
-def refresh_live_state(turn: TurnState) -> Iterator[AgentEvent]:
-    """Re-run the argument-free ``live_state`` tools; their results become observations the
-    plan prompt shows instead of (possibly stale) TaskState."""
-    tools = turn.deps.tools
-    for tool in tools.live_state_tools():
+    async def tool(turn: Turn) -> AsyncIterator[Item]:
+        ctx, flow = turn.ctx, turn.flow
+        tools = ctx.tools
+        side_effect = step.tool_name in tools and tools.get(step.tool_name).side_effect
+        state = flow.save(turn.state.mark_step_running(step.id), durable=side_effect)
+        yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
+        yield ToolCallEvent(id=step.id, name=step.tool_name, arguments=planned(step).tool_args)
+        span = (
+            ctx.trace.tool_call(None, name=step.tool_name, call_id=step.id) if ctx.trace else None
+        )
         try:
-            tools.validate(tool.name, {})
-        except ToolArgumentsError:
-            continue  # only argument-free snapshots can be re-run blindly
-        call_id = f"live-{tool.name}"
-        yield ToolCallEvent(id=call_id, name=tool.name, arguments={})
-        result = tools.run(tool.name, {})
-        content = cut(f"{tool.name}: {result.text}")
-        recording.save(turn, turn.current.observe(Observation(kind="live_state", content=content)))
-        yield ToolResultEvent(id=call_id, name=tool.name, output=result.text, ok=result.ok)
+            if span is None:
+                result = await tools.arun(step.tool_name, flow.tool_args(step))
+            else:
+                with span.activate():  # an MCP tool's client call is its child
+                    result = await tools.arun(step.tool_name, flow.tool_args(step))
+            ok, text = result.ok, result.text
+        except (UnknownToolError, ToolArgumentsError, ToolCrashedError) as error:
+            ok, text = False, json.dumps({"error": ctx.scrub(str(error))}, ensure_ascii=False)
+        except BaseException as error:
+            if span is not None:
+                span.fail(type(error).__name__)
+                span.end()
+            raise
+        if span is not None:
+            if not ok:
+                span.fail("tool_error", ctx.scrub(cut(text, 300)))
+            span.end()
+        summary = cut(text)
+        state = state.observe(Observation(step_id=step.id, kind="tool_result", content=summary))
+        if ok:
+            state = state.mark_step_done(step.id, cut(text, 300))
+        else:
+            state = state.mark_step_failed(step.id, cut(text, 300))
+        flow.save(state, durable=side_effect)
+        yield ToolResultEvent(id=step.id, name=step.tool_name, output=summary, ok=ok)
+        yield StepCompleteEvent(
+            step_id=step.id, status="done" if ok else "failed", summary=cut(text, 300)
+        )
+        after = _after(turn, step)
+        if after is not None:
+            yield after
+
+    return tool
+
+
+def _reason(step: PlanStep) -> Stage:
+    async def reason(turn: Turn) -> AsyncIterator[Item]:
+        state = turn.flow.save(turn.state.mark_step_running(step.id))
+        yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
+        prompt = render_prompt(
+            "reason",
+            turn.ctx.agent_dir,
+            goal=state.goal,
+            observations=context.observations(state),
+            instruction=step.instruction or step.title,
+        )
+        try:
+            text = (await calls.text_reply(turn, "reason", context.messages(turn, prompt))).strip()
+            ok = True
+        except (ModelError, TimeoutError) as error:
+            text, ok = f"reasoning failed: {error_text(error)}", False
+        state = state.observe(Observation(step_id=step.id, kind="reasoning", content=cut(text)))
+        state = (
+            state.mark_step_done(step.id, cut(text, 300))
+            if ok
+            else state.mark_step_failed(step.id, text)
+        )
+        turn.flow.save(state)
+        yield StepCompleteEvent(
+            step_id=step.id, status="done" if ok else "failed", summary=cut(text, 300)
+        )
+        after = _after(turn, step)
+        if after is not None:
+            yield after
+
+    return reason
+
+
+def respond(step: PlanStep) -> Stage:
+    """The answer, streamed; a cancel keeps what was said so far."""
+
+    async def answer(turn: Turn) -> AsyncIterator[Item]:
+        ctx = turn.ctx
+        state = turn.flow.save(turn.state.mark_step_running(step.id))
+        yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
+        prompt = render_prompt(
+            "respond",
+            ctx.agent_dir,
+            request=ctx.scrub(ctx.text),
+            goal=state.goal,
+            instruction=step.instruction or step.title,
+            observations=context.observations(state),
+            conversation=context.conversation(turn),
+        )
+        pieces: list[str] = []
+        said = ""
+        try:
+            async with turn.calls.call("respond", context.messages(turn, prompt)) as call:
+                async for event in call.stream():
+                    if turn.cancel.requested:
+                        break  # keep what was said so far
+                    if isinstance(event, TextDelta):
+                        pieces.append(event.text)
+                        yield AgentOutputEvent(text=event.text)
+                said = ctx.scrub("".join(pieces).strip())
+                if turn.cancel.requested:
+                    turn.outcome.answer = said
+                    call.read(raw=said, parsed=said, error="cancelled by the user")
+                    raise TurnCancelledError("cancelled by the user")
+                call.read(raw=said, parsed=said)
+        except (ModelError, TimeoutError):
+            said = context.fallback_answer(state)
+            if not pieces:
+                yield AgentOutputEvent(text=said)
+        said = said or context.fallback_answer(state)
+        turn.outcome.answer = said
+        turn.flow.save(state.mark_step_done(step.id, cut(said, 300)).complete(said))
+        yield StepCompleteEvent(step_id=step.id, status="done", summary=cut(said, 300))
+
+    return answer
+
+
+def live_state(then: Stage) -> Stage:
+    """Re-run the argument-free ``live_state`` tools; their results become observations the
+    plan prompt shows instead of (possibly stale) TaskState. Then *then*."""
+
+    async def refresh(turn: Turn) -> AsyncIterator[Item]:
+        tools, flow, trace = turn.ctx.tools, turn.flow, turn.ctx.trace
+        for tool in tools.live_state_tools():
+            try:
+                tools.validate(tool.name, {})
+            except ToolArgumentsError:
+                continue  # only argument-free snapshots can be re-run blindly
+            call_id = f"live-{tool.name}"
+            yield ToolCallEvent(id=call_id, name=tool.name, arguments={})
+            span = trace.tool_call(None, name=tool.name, call_id=call_id) if trace else None
+            result = tools.run(tool.name, {})
+            if span is not None:
+                if not result.ok:
+                    span.fail("tool_error", turn.ctx.scrub(cut(result.text, 300)))
+                span.end()
+            content = cut(f"{tool.name}: {result.text}")
+            flow.save(turn.state.observe(Observation(kind="live_state", content=content)))
+            yield ToolResultEvent(id=call_id, name=tool.name, output=result.text, ok=result.ok)
+        yield Then(then)
+
+    return refresh

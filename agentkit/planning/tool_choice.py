@@ -36,12 +36,10 @@ strategy asks its own model as it always did.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
@@ -49,12 +47,11 @@ from agentkit.errors import ModelError, StructuredOutputError
 from agentkit.events import AgentEvent
 from agentkit.memory import ExecutionState, PlanStep
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema
-from agentkit.planning import calls, recording
 from agentkit.planning.plan import PlanFormatError, check_tool_call, extract_json
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import _lean
-from agentkit.planning.state import TurnState, cut
-from agentkit.planning.steps import run_step
+from agentkit.planning.state import Stage, Then, Turn, cut
+from agentkit.planning.steps import plan_event, run_step
 from agentkit.planning.tool_ranking import (
     RankedTool,
     asks_for_change,
@@ -63,6 +60,7 @@ from agentkit.planning.tool_ranking import (
     terms,
 )
 from agentkit.planning.trace import CallRecord
+from agentkit.planning.tracer import LikelihoodScorer, ModelCall, error_text
 from agentkit.tools import mask_secrets
 
 __all__ = [
@@ -72,7 +70,7 @@ __all__ = [
     "RouteTrace",
     "RoutedAction",
     "choose",
-    "start_routed",
+    "first_action",
 ]
 
 #: the choice that means "no tool: answer directly"
@@ -86,13 +84,6 @@ _VOTE_WEIGHT = 0.1
 _VOTE_PROMPT = "Task: {description}\nUser request:"
 
 Decision = Literal["tool", "none", "ask", "fallback"]
-
-
-@runtime_checkable
-class LikelihoodScorer(Protocol):
-    """A backend that scores continuations instead of generating (the embedded model)."""
-
-    async def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]: ...
 
 
 class RouteCandidate(BaseModel):
@@ -135,28 +126,28 @@ class RoutedAction:
     question: str = ""
 
 
-def enabled(turn: TurnState) -> bool:
-    deps = turn.deps
+def enabled(turn: Turn) -> bool:
+    ctx = turn.ctx
     return (
-        deps.config.tool_choice == "router"
-        and len(deps.tools) > 0
-        and isinstance(deps.model, ChatModel)
+        ctx.config.tool_choice == "router"
+        and len(ctx.tools) > 0
+        and isinstance(ctx.model, ChatModel)
     )
 
 
-async def choose(turn: TurnState) -> RoutedAction | None:
+async def choose(turn: Turn) -> RoutedAction | None:
     """The first action for ``turn``'s request, or None: the router is off (then the
     strategy asks its own model, as without the router)."""
     if not enabled(turn):
         return None
-    deps = turn.deps
-    ranked = rank_tools(deps.tools, deps.text)
-    best = [item for item in ranked if item.score > 0][: deps.config.router_candidates]
+    ctx = turn.ctx
+    ranked = rank_tools(ctx.tools, ctx.text)
+    best = [item for item in ranked if item.score > 0][: ctx.config.router_candidates]
     candidates = tuple(_candidate(turn, item) for item in best)
     if not candidates:
         _trace(turn, RouteTrace(decision="none", reason="no tool matches the request"))
         return RoutedAction(kind="none")
-    if _reads(deps.text):
+    if _reads(ctx.text):
         reads = tuple(c for c in candidates if not c.side_effect)
         if not reads:
             reason = "a read or a question: only side-effecting tools match"
@@ -165,15 +156,40 @@ async def choose(turn: TurnState) -> RoutedAction | None:
         candidates = reads
     tied = tuple(c for c in candidates if c.score * _NEAR_TIE >= candidates[0].score)
     trace = RouteTrace(candidates=candidates)
-    chosen, choice = candidates[0], ""
-    if len(tied) > 1:
-        chosen, choice, trace = await _vote(turn, candidates, tied, trace)
+    if len(tied) == 1:
+        decided, trace = _decide(turn, candidates[0], "", tied, trace)
+        _trace(turn, trace)
+    else:
+        model = ctx.model
+        scorer = model if isinstance(model, LikelihoodScorer) else None
+        sent, schema, operation = _vote_request(turn, tied, scorer)
+        async with turn.calls.call("route", sent, schema, operation=operation) as call:
+            chosen, choice, trace, raw, problem = await _vote(
+                turn, call, scorer=scorer, candidates=candidates, tied=tied, trace=trace
+            )
+            decided, trace = _decide(turn, chosen, choice, tied, trace)
+            parsed: JsonValue = {"tool": choice} if choice else None
+            call.read(raw=raw, parsed=parsed, route=trace.model_dump(mode="json"), error=problem)
+    if decided.kind != "tool":
+        return decided
+    return await _fill_arguments(turn, decided.tool_name)
+
+
+def _decide(
+    turn: Turn,
+    chosen: RouteCandidate,
+    choice: str,
+    tied: tuple[RouteCandidate, ...],
+    trace: RouteTrace,
+) -> tuple[RoutedAction, RouteTrace]:
+    """The first action from the chosen candidate and the model's choice (if it voted)."""
+    text = turn.ctx.text
     if choice == NO_TOOL:
         decided = RoutedAction(kind="none")
     elif chosen.side_effect and len(tied) > 1 and not choice:
         # the vote failed: unsure between near-ties, and a side-effecting tool is never guessed
         decided = RoutedAction(kind="ask", question=_which_question(turn, tied))
-    elif chosen.side_effect and not asks_for_change(deps.text) and _read_among(tied):
+    elif chosen.side_effect and not asks_for_change(text) and _read_among(tied):
         question = _which_question(turn, tied)
         decided = RoutedAction(kind="ask", question=question)
         trace = trace.model_copy(update={"reason": "a write tied with a read: no change said"})
@@ -182,14 +198,7 @@ async def choose(turn: TurnState) -> RoutedAction | None:
     trace = trace.model_copy(
         update={"choice": choice, "decision": decided.kind, "decided": decided.tool_name}
     )
-    if len(tied) > 1:  # the vote's call waits in turn.pending_record
-        pending = turn.pending_record
-        _record(turn, pending.raw, {"tool": choice} if choice else None, trace, pending.error)
-    else:
-        _trace(turn, trace)
-    if decided.kind != "tool":
-        return decided
-    return await _fill_arguments(turn, decided.tool_name)
+    return decided, trace
 
 
 def _reads(text: str) -> bool:
@@ -203,35 +212,25 @@ def _read_among(candidates: Sequence[RouteCandidate]) -> bool:
     return any(not candidate.side_effect for candidate in candidates)
 
 
-def _candidate(turn: TurnState, item: RankedTool) -> RouteCandidate:
-    tool = turn.deps.tools.get(item.name)
+def _candidate(turn: Turn, item: RankedTool) -> RouteCandidate:
+    tool = turn.ctx.tools.get(item.name)
     return RouteCandidate(
         name=item.name, score=item.score, side_effect=tool.side_effect, matched=item.matched
     )
 
 
-async def _vote(
-    turn: TurnState,
-    candidates: tuple[RouteCandidate, ...],
-    tied: tuple[RouteCandidate, ...],
-    trace: RouteTrace,
-) -> tuple[RouteCandidate, str, RouteTrace]:
-    """The model's vote among near-tied candidates: ``(chosen, the model's choice, trace)``.
-    The call's record waits in ``turn.pending_record``; a failed call leaves the ranking's
-    order and says why in the trace."""
-    model = turn.deps.model
-    if isinstance(model, LikelihoodScorer):
-        votes, problem = await _likelihood(turn, model, tied)
-        if problem:
-            return tied[0], "", trace.model_copy(update={"reason": problem})
-        top = candidates[0].score
-        voted = tuple(
-            c.model_copy(update={"vote": votes[c.name]}) if c.name in votes else c
-            for c in candidates
-        )
-        pool = [c for c in voted if c.name in votes]
-        chosen = max(pool, key=lambda c: c.score / top + _VOTE_WEIGHT * (c.vote or 0.0))
-        return chosen, chosen.name, trace.model_copy(update={"candidates": voted})
+def _vote_request(
+    turn: Turn, tied: tuple[RouteCandidate, ...], scorer: LikelihoodScorer | None
+) -> tuple[list[ChatMessage] | list[dict[str, str]], JsonSchema | None, str]:
+    """What the vote sends: the scored texts (a scoring backend), or the route prompt under
+    a schema choosing among the tied names and ``none``; and the call's operation."""
+    ctx = turn.ctx
+    if scorer is not None:
+        sent = [
+            {"role": "user", "content": ctx.scrub(prompt + text)}
+            for prompt, text in _vote_pairs(turn, tied)
+        ]
+        return sent, None, "text_completion"
     names = [candidate.name for candidate in tied]
     schema: JsonSchema = {
         "type": "object",
@@ -239,63 +238,64 @@ async def _vote(
         "required": ["tool"],
         "additionalProperties": False,
     }
-    sent = [ChatMessage(role="user", content=turn.scrub(_route_prompt(turn, tied)))]
-    raw, problem = await _ask_model(turn, sent, schema)
+    return [ChatMessage(role="user", content=ctx.scrub(_route_prompt(turn, tied)))], schema, "chat"
+
+
+def _vote_pairs(turn: Turn, tied: tuple[RouteCandidate, ...]) -> list[tuple[str, str]]:
+    tools = turn.ctx.tools
+    request = " " + " ".join(turn.ctx.text.split())
+    return [
+        (_VOTE_PROMPT.format(description=_one_line(tools.get(c.name).description)), request)
+        for c in tied
+    ]
+
+
+async def _vote(
+    turn: Turn,
+    call: ModelCall,
+    *,
+    scorer: LikelihoodScorer | None,
+    candidates: tuple[RouteCandidate, ...],
+    tied: tuple[RouteCandidate, ...],
+    trace: RouteTrace,
+) -> tuple[RouteCandidate, str, RouteTrace, str, str]:
+    """The model's vote among near-tied candidates: ``(chosen, the model's choice, trace, raw
+    reply, problem)``. A failed call leaves the ranking's order and says why in the trace."""
+    if scorer is not None:
+        try:
+            scores = await call.score(scorer, _vote_pairs(turn, tied))
+        except (ModelError, TimeoutError, RecursionError) as error:
+            problem = error_text(error)
+            return tied[0], "", trace.model_copy(update={"reason": problem}), "", problem
+        votes = {c.name: round(sum(s), 4) for c, s in zip(tied, scores, strict=True)}
+        top = candidates[0].score
+        voted = tuple(
+            c.model_copy(update={"vote": votes[c.name]}) if c.name in votes else c
+            for c in candidates
+        )
+        pool = [c for c in voted if c.name in votes]
+        chosen = max(pool, key=lambda c: c.score / top + _VOTE_WEIGHT * (c.vote or 0.0))
+        return chosen, chosen.name, trace.model_copy(update={"candidates": voted}), "", ""
+    names = [candidate.name for candidate in tied]
+    raw, problem = await _ask_model(call)
     choice = ""
     if not problem:
         choice, problem = _read_choice(raw, names)
     if problem:
-        turn.pending_record = turn.pending_record.model_copy(update={"raw": raw, "error": problem})
-        return tied[0], "", trace.model_copy(update={"reason": problem})
-    turn.pending_record = turn.pending_record.model_copy(update={"raw": raw})
+        return tied[0], "", trace.model_copy(update={"reason": problem}), raw, problem
     chosen = next((c for c in tied if c.name == choice), tied[0])
-    return chosen, choice, trace
+    return chosen, choice, trace, raw, ""
 
 
-async def _likelihood(
-    turn: TurnState, model: LikelihoodScorer, tied: tuple[RouteCandidate, ...]
-) -> tuple[dict[str, float], str]:
-    """Each tied candidate's vote: the log-probability of the request after its description."""
-    tools = turn.deps.tools
-    request = " " + " ".join(turn.deps.text.split())
-    pairs = [
-        (_VOTE_PROMPT.format(description=_one_line(tools.get(c.name).description)), request)
-        for c in tied
-    ]
-    sent = [{"role": "user", "content": turn.scrub(prompt + text)} for prompt, text in pairs]
-    turn.pending_record = CallRecord(purpose="route", messages=sent)
-    started = time.perf_counter()
-    problem = ""
-    scores: list[list[float]] = []
-    try:
-        timeout = calls.timeout(turn, "route")
-        scores = await calls.interruptible(turn, _within(model.score(pairs), timeout))
-    except (ModelError, TimeoutError, RecursionError) as error:
-        problem = calls.error_text(error)
-    latency = round((time.perf_counter() - started) * 1000, 3)
-    update: dict[str, object] = {"latency_ms": latency}
-    if problem:
-        update["error"] = problem
-    turn.pending_record = turn.pending_record.model_copy(update=update)
-    if problem:
-        return {}, problem
-    return {c.name: round(sum(s), 4) for c, s in zip(tied, scores, strict=True)}, ""
-
-
-async def _within(awaitable: Awaitable[list[list[float]]], seconds: float) -> list[list[float]]:
-    async with asyncio.timeout(seconds):
-        return await awaitable
-
-
-def _route_prompt(turn: TurnState, candidates: Sequence[RouteCandidate]) -> str:
-    tools = turn.deps.tools
+def _route_prompt(turn: Turn, candidates: Sequence[RouteCandidate]) -> str:
+    tools = turn.ctx.tools
     lines = []
     for candidate in candidates:
         tool = tools.get(candidate.name)
         example = f' (e.g. "{tool.examples[0]}")' if tool.examples else ""
         lines.append(f"- {candidate.name}: {_one_line(tool.description)}{example}")
     return render_prompt(
-        "route", turn.deps.agent_dir, candidates="\n".join(lines), request=turn.deps.text
+        "route", turn.ctx.agent_dir, candidates="\n".join(lines), request=turn.ctx.text
     )
 
 
@@ -303,16 +303,14 @@ def _one_line(text: str, limit: int = 160) -> str:
     return cut(" ".join(text.split()), limit)
 
 
-async def _ask_model(
-    turn: TurnState, sent: list[ChatMessage], schema: JsonSchema
-) -> tuple[str, str]:
-    """``(raw reply, problem)``; the call's record waits in ``turn.pending_record``."""
+async def _ask_model(call: ModelCall) -> tuple[str, str]:
+    """``(raw reply, problem)`` of a ``route`` call."""
     try:
-        return (await calls.call(turn, "route", sent, schema, traced=False)).text, ""
+        return (await call.reply()).text, ""
     except StructuredOutputError as error:  # a backend that checks the schema itself
         return error.raw, ""
     except (ModelError, TimeoutError, RecursionError) as error:
-        return "", calls.error_text(error)
+        return "", error_text(error)
 
 
 def _read_choice(raw: str, names: list[str]) -> tuple[str, str]:
@@ -326,8 +324,8 @@ def _read_choice(raw: str, names: list[str]) -> tuple[str, str]:
     return "", f"the choice must be one of {[*names, NO_TOOL]}, not {choice!r}"
 
 
-def _which_question(turn: TurnState, candidates: Sequence[RouteCandidate]) -> str:
-    tools = turn.deps.tools
+def _which_question(turn: Turn, candidates: Sequence[RouteCandidate]) -> str:
+    tools = turn.ctx.tools
     options = "\n".join(
         f"- {_one_line(tools.get(c.name).description, 100)} ({c.name})" for c in candidates
     )
@@ -337,9 +335,10 @@ def _which_question(turn: TurnState, candidates: Sequence[RouteCandidate]) -> st
     )
 
 
-async def _fill_arguments(turn: TurnState, name: str) -> RoutedAction | None:
+async def _fill_arguments(turn: Turn, name: str) -> RoutedAction | None:
     """The chosen tool's arguments: none to fill, or one ``route`` call under its schema."""
-    tool = turn.deps.tools.get(name)
+    ctx = turn.ctx
+    tool = ctx.tools.get(name)
     schema = _lean(tool.json_schema())
     properties = schema.get("properties") if isinstance(schema, dict) else None
     trace = RouteTrace(stage="arguments", choice=name, decision="tool", decided=name)
@@ -347,38 +346,39 @@ async def _fill_arguments(turn: TurnState, name: str) -> RoutedAction | None:
         return RoutedAction(kind="tool", tool_name=name)
     prompt = render_prompt(
         "route_args",
-        turn.deps.agent_dir,
+        ctx.agent_dir,
         tool_name=name,
         description=_one_line(tool.description),
         arguments=json.dumps(properties, ensure_ascii=False, separators=(",", ":")),
-        request=turn.deps.text,
+        request=ctx.text,
     )
-    sent = [ChatMessage(role="user", content=turn.scrub(prompt))]
-    raw, problem = await _ask_model(turn, sent, schema)
-    args: dict[str, JsonValue] = {}
-    if not problem:
-        args, problem = _read_arguments(turn, name, raw)
-    if problem:
-        asked = trace.model_copy(update={"decision": "ask", "reason": problem})
-        _record(turn, raw, None, asked, problem)
-        return RoutedAction(kind="ask", question=_arguments_question(turn, name))
-    _record(turn, raw, mask_secrets(dict(args)), trace, "")
+    sent = [ChatMessage(role="user", content=ctx.scrub(prompt))]
+    async with turn.calls.call("route", sent, schema) as call:
+        raw, problem = await _ask_model(call)
+        args: dict[str, JsonValue] = {}
+        if not problem:
+            args, problem = _read_arguments(turn, name, raw)
+        if problem:
+            asked = trace.model_copy(update={"decision": "ask", "reason": problem})
+            call.read(raw=raw, route=asked.model_dump(mode="json"), error=problem)
+            return RoutedAction(kind="ask", question=_arguments_question(turn, name))
+        call.read(raw=raw, parsed=mask_secrets(dict(args)), route=trace.model_dump(mode="json"))
     return RoutedAction(kind="tool", tool_name=name, tool_args=args)
 
 
-def _read_arguments(turn: TurnState, name: str, raw: str) -> tuple[dict[str, JsonValue], str]:
+def _read_arguments(turn: Turn, name: str, raw: str) -> tuple[dict[str, JsonValue], str]:
     try:
         value = extract_json(raw)
         if not isinstance(value, dict):
             raise PlanFormatError("the arguments must be a JSON object")
-        check_tool_call(turn.deps.tools, name, value)
+        check_tool_call(turn.ctx.tools, name, value)
     except PlanFormatError as error:
         return {}, error.problem
     return dict(value), ""
 
 
-def _arguments_question(turn: TurnState, name: str) -> str:
-    tool = turn.deps.tools.get(name)
+def _arguments_question(turn: Turn, name: str) -> str:
+    tool = turn.ctx.tools.get(name)
     schema = tool.json_schema()
     required = schema.get("required")
     needed = ", ".join(str(item) for item in required) if isinstance(required, list) else ""
@@ -386,21 +386,10 @@ def _arguments_question(turn: TurnState, name: str) -> str:
     return f"To {_one_line(tool.description, 100).rstrip('.').lower()},{what} Can you tell me?"
 
 
-def _record(turn: TurnState, raw: str, parsed: JsonValue, trace: RouteTrace, problem: str) -> None:
-    update: dict[str, object] = {
-        "raw": turn.scrub(raw),
-        "parsed": parsed,
-        "route": trace.model_dump(mode="json"),
-    }
-    if problem:
-        update["error"] = problem
-    calls.record(turn, turn.pending_record.model_copy(update=update))
-
-
-def _trace(turn: TurnState, trace: RouteTrace) -> None:
+def _trace(turn: Turn, trace: RouteTrace) -> None:
     """A decision taken without a model call: a ``route`` record with no messages."""
     record = CallRecord(purpose="route", messages=[], route=trace.model_dump(mode="json"))
-    calls.record(turn, record)
+    turn.calls.note(record)
 
 
 # -- running the routed action -------------------------------------------------------------
@@ -438,44 +427,25 @@ def _first_steps(routed: RoutedAction, then_respond: bool) -> tuple[PlanStep, ..
     return (step, answer)
 
 
-async def first_action(
-    turn: TurnState,
-    rest: Callable[[TurnState], AsyncIterator[AgentEvent]],
-    otherwise: Callable[[], AsyncIterator[AgentEvent]],
-    *,
-    then_respond: bool,
-) -> AsyncIterator[AgentEvent]:
-    """A strategy's start: the router's first action when it decides one (then *rest*),
-    else the strategy's own way (*otherwise*) — the router off or undecided."""
-    routed = await choose(turn)
-    if routed is None:
-        events = otherwise()
-    else:
-        events = start_routed(turn, routed, rest, then_respond=then_respond)
-    async for event in events:
-        yield event
+def first_action(otherwise: Stage, *, then_respond: bool) -> Stage:
+    """A strategy's start: the router's first action when it decides one (stored as the
+    plan, then run; the strategy's own continuation follows the step), else *otherwise* —
+    the router off or undecided. With *then_respond* a tool step is followed by an answer
+    step (for strategies that execute a plan)."""
 
+    async def first(turn: Turn) -> AsyncIterator[AgentEvent | Then]:
+        routed = await choose(turn)
+        if routed is None:
+            yield Then(otherwise)
+            return
+        steps = _first_steps(routed, then_respond)
+        stored = turn.state.with_steps(steps, plan_id=f"route-{turn.ctx.message_id}")
+        fields: Mapping[str, object] = {
+            **{name: getattr(stored, name) for name in type(stored).model_fields},
+            "goal": cut(turn.ctx.text, 500),
+        }
+        state = turn.flow.save(ExecutionState.model_validate(fields))
+        yield plan_event(turn, state.goal, steps, False)
+        yield Then(run_step(steps[0]))
 
-async def start_routed(
-    turn: TurnState,
-    routed: RoutedAction,
-    rest: Callable[[TurnState], AsyncIterator[AgentEvent]],
-    *,
-    then_respond: bool,
-) -> AsyncIterator[AgentEvent]:
-    """Store the routed first step(s) as the plan, run the first, then *rest* (the strategy's
-    own continuation) while the flow is still running. With *then_respond* a tool step is
-    followed by an answer step (for strategies that execute a plan)."""
-    steps = _first_steps(routed, then_respond)
-    stored = turn.current.with_steps(steps, plan_id=f"route-{turn.message_id}")
-    fields: Mapping[str, object] = {
-        **{name: getattr(stored, name) for name in type(stored).model_fields},
-        "goal": cut(turn.deps.text, 500),
-    }
-    state = recording.save(turn, ExecutionState.model_validate(fields))
-    yield recording.plan_event(turn, state.goal, steps, False)
-    async for event in run_step(turn, steps[0]):
-        yield event
-    if turn.current.status == "running":
-        async for event in rest(turn):
-            yield event
+    return first

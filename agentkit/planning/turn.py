@@ -1,58 +1,70 @@
 """One planner turn (engine ``planner``; seed 002): intake, the stages, and the turn's end.
 
-Intake: the user message is persisted first and ``session`` is the first event (as in chat).
-Then :func:`~agentkit.planning.routing.route` decides what the message is (a fast path, an
-answer to what is pending, a new request) and hands over to the stages: the strategy
-(:mod:`agentkit.planning.strategies`), the execute loop and steps
-(:mod:`agentkit.planning.steps`), model calls (:mod:`agentkit.planning.calls`), prompt context
-(:mod:`agentkit.planning.context`) and state recording (:mod:`agentkit.planning.recording`),
-all passing one :class:`~agentkit.planning.state.TurnState`. At the end: the assistant message
-and status are persisted, memory upkeep runs (:mod:`agentkit.planning.upkeep`), and ``result``
-is the last event.
+Intake: the user message is persisted first and ``session`` is the first event (as in chat);
+the turn then reads, once, what its stages share (the recent history, TaskState, the last
+ExecutionState and checkpoint) into a frozen :class:`~agentkit.planning.state.TurnContext`.
+:func:`drive` runs the stages — routing (:mod:`agentkit.planning.routing`), the strategy
+(:mod:`agentkit.planning.strategies`), the steps (:mod:`agentkit.planning.steps`) — one after
+another, each naming the next, and re-yields their events: a tool's events climb two
+generators to ``Agent.send_message``. At the end: the assistant message, the status and the
+turn's checkpoint in one durable commit, memory upkeep (:mod:`agentkit.planning.upkeep`), and
+``result`` as the last event.
 
-No exception escapes :meth:`PlannerTurn.run`: failures become an ``error`` event, status failed
-and a ``result``. Every model call is traced (``{messageId}/calls.jsonl`` in the conversation
-folder).
+No exception escapes :func:`drive`: failures become an ``error`` event, status failed and a
+``result``. Every model call is made by the turn's call tracer
+(:mod:`agentkit.planning.tracer`): ``{messageId}/calls.jsonl`` and a span each.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from agentkit.config import CompressionConfig, PlannerConfig
-from agentkit.events import AgentEvent, ResultEvent, SessionEvent
+from agentkit.errors import AgentkitError
+from agentkit.events import AgentEvent, ErrorEvent, ResultEvent, SessionEvent
 from agentkit.memory import MemoryRepository
 from agentkit.models.base import ChatModel, SessionBackend
-from agentkit.planning import recording, routing, upkeep
+from agentkit.planning import routing, upkeep
+from agentkit.planning.errors import TurnCancelledError, TurnFailedError
+from agentkit.planning.recording import FlowRecorder
 from agentkit.planning.state import (
     PLANNER_VERSION,
     STAGE_TIMEOUTS,
-    PlannerDeps,
-    TurnCancelledError,
-    TurnFailedError,
-    TurnState,
+    Outcome,
+    Scrubber,
+    Stage,
+    Then,
+    Turn,
+    TurnContext,
+    capability_signature,
+    intake_limit,
 )
 from agentkit.planning.strategies import get_strategy
 from agentkit.planning.trace import CallRecord
+from agentkit.planning.tracer import CallTracer, CancelScope
 from agentkit.store import ConversationKey, ConversationStore
+from agentkit.telemetry import Telemetry, TurnTrace
 from agentkit.tools import ToolRegistry
 from agentkit.types import Message
 
 if TYPE_CHECKING:
     from agentkit.engine import AgentRuntime
 
-__all__ = ["PlannerEngine", "PlannerTurn", "run_turn_state"]
+__all__ = ["PlannerEngine", "PlannerTurn", "drive"]
 
 
 class PlannerEngine:
     """Engine ``planner`` (:class:`agentkit.engine.Engine`): one :class:`PlannerTurn` per
     turn, over the agent's runtime (its tools, planner config, memory and traces)."""
 
-    async def run_turn(
+    #: the turn's final commit carries its checkpoint (the Agent need not write one)
+    writes_checkpoints = True
+
+    def run_turn(
         self, runtime: AgentRuntime, key: ConversationKey, text: str
     ) -> AsyncIterator[AgentEvent]:
         config = runtime.config
@@ -69,12 +81,10 @@ class PlannerEngine:
             conversation_dir=runtime.traces(key),
             max_turns=config.max_turns,
             compression=config.compression,
+            telemetry=runtime.telemetry,
         )
         running = runtime.turns.running(key.agent_id, key.conversation_id)
-        if running is not None:
-            await running.on_cancel(turn.cancel)
-        async for event in turn.run():
-            yield event
+        return drive(turn, None if running is None else running.on_cancel)
 
 
 @dataclass
@@ -84,6 +94,7 @@ class PlannerTurn:
 
     ``conversation_dir`` is where ``{messageId}/calls.jsonl`` goes; None keeps the records in
     :attr:`calls` only (in-memory stores, tests). ``agent_dir`` is where prompt overrides live.
+    With ``telemetry`` the turn is a trace (``invoke_agent`` and its children).
     """
 
     key: ConversationKey
@@ -99,84 +110,206 @@ class PlannerTurn:
     max_turns: int = 20
     compression: CompressionConfig | None = None
     stage_timeouts: Mapping[str, float] = field(default_factory=lambda: dict(STAGE_TIMEOUTS))
+    telemetry: Telemetry | None = None
+    #: every model call of the turn, in order (also in ``calls.jsonl``)
     calls: list[CallRecord] = field(default_factory=list)
-    #: the state the turn's stages pass along (built from the fields above)
-    state: TurnState = field(init=False)
-
-    def __post_init__(self) -> None:
-        deps = PlannerDeps(
-            key=self.key,
-            text=self.text,
-            store=self.store,
-            memory=self.memory,
-            model=self.model,
-            tools=self.tools,
-            strategy=get_strategy(self.config.strategy),
-            config=self.config,
-            system_prompt=self.system_prompt,
-            agent_dir=self.agent_dir,
-            traces=self.conversation_dir,
-            max_turns=self.max_turns,
-            compression=self.compression,
-            stage_timeouts=self.stage_timeouts,
-        )
-        self.state = TurnState(deps=deps, calls=self.calls)
+    #: the turn's cancel switch (safe to use from any thread)
+    cancel_scope: CancelScope = field(default_factory=CancelScope)
 
     def run(self) -> AsyncIterator[AgentEvent]:
-        return run_turn_state(self.state)
+        return drive(self)
 
     def cancel(self) -> None:
         """Stop the turn: an in-flight model call is interrupted, no further step starts, and
         the turn ends with status cancelled. A tool that is running finishes first (a write is
         never cut in half); finished steps stay done."""
-        self.state.cancel_requested = True
-        inflight = self.state.inflight
-        if inflight is not None and not inflight.done():  # safe from any thread
-            inflight.get_loop().call_soon_threadsafe(inflight.cancel)
+        self.cancel_scope.cancel()
 
 
-async def run_turn_state(turn: TurnState) -> AsyncIterator[AgentEvent]:
-    """The turn: intake, the routed stages, the end (see the module docstring)."""
-    deps = turn.deps
-    key, store = deps.key, deps.store
-    turn.history = store.recent(key, 2 * deps.max_turns)
-    scenario: Literal["A", "C"] = "C" if turn.history else "A"
-    question = Message.user(deps.text)
-    turn.message_id = question.message_id
+async def drive(
+    plan: PlannerTurn,
+    on_cancel: Callable[[Callable[[], None]], Awaitable[None]] | None = None,
+) -> AsyncIterator[AgentEvent]:
+    """The turn: intake, its stages one after another, the end (see the module docstring)."""
+    if on_cancel is not None:
+        await on_cancel(plan.cancel)
+    key, store = plan.key, plan.store
+    strategy = get_strategy(plan.config.strategy)
+    history = tuple(store.recent(key, intake_limit(plan.max_turns)))
+    scenario: Literal["A", "C"] = "C" if history else "A"
+    question = Message.user(plan.text)
+    message_id = question.message_id
     store.append(key, question, status="running")  # durable before any model call
     injected = f"planner {PLANNER_VERSION}: system prompt + memory layers"
-    store.annotate(key, turn.message_id, "SESSION", f"scenario {scenario}: {injected}")
+    store.annotate(key, message_id, "SESSION", f"scenario {scenario}: {injected}")
     yield SessionEvent(
         agent_id=key.agent_id,
         conversation_id=key.conversation_id,
-        message_id=turn.message_id,
+        message_id=message_id,
         scenario=scenario,
         injected=injected,
-        history_messages=len(turn.history),
-        model=deps.model.spec,
+        history_messages=len(history[-2 * plan.max_turns :]),
+        model=plan.model.spec,
     )
+    turn = _turn(plan, strategy, history, message_id, scenario)
+    ctx = turn.ctx
+    error_type: str | None = None
     try:
-        async for event in routing.route(turn):
-            yield event
+        stage: Stage | None = routing.route
+        while stage is not None:
+            following: Then | None = None
+            async for item in stage(turn):
+                if isinstance(item, Then):
+                    following = item
+                else:
+                    yield item
+            if following is None:
+                break
+            stage, turn = following.stage, following.turn or turn
     except TurnFailedError as failure:
-        for event in recording.failed(turn, failure.code, str(failure)):
-            yield event
+        error_type = failure.code
+        yield _failed(turn, failure.code, str(failure))
     except TurnCancelledError:
-        for event in recording.cancelled(turn):
-            yield event
+        error_type = "cancelled"
+        yield _cancelled(turn)
     except Exception as error:  # the turn boundary: never an exception out of the stream
-        for event in recording.failed(turn, "internal_error", f"{type(error).__name__}: {error}"):
-            yield event
-    recording.persist(turn)
-    if turn.status == "completed":
-        await upkeep.update_task_state_from_window(turn)
-        async for event in upkeep.maybe_compress_window(turn):
-            yield event
+        error_type = type(error).__name__
+        yield _failed(turn, "internal_error", f"{type(error).__name__}: {error}")
+    outcome = turn.outcome
+    answer = _persist(turn)
+    if outcome.status == "completed" and not _fast_path(ctx.text):
+        compressed = await upkeep.upkeep(ctx, (question, *(() if answer is None else (answer,))))
+        if compressed is not None:
+            yield compressed
+    usage = turn.calls.usage
+    if ctx.trace is not None:
+        ctx.trace.end(
+            outcome.status,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            error_type=error_type,
+        )
     yield ResultEvent(
         conversation_id=key.conversation_id,
-        message_id=turn.message_id,
-        status=turn.status,
-        text=turn.answer,
-        usage=turn.usage,
-        latency_ms=round((time.perf_counter() - turn.started) * 1000, 3),
+        message_id=message_id,
+        status=outcome.status,
+        text=outcome.answer,
+        usage=usage,
+        latency_ms=round((time.perf_counter() - ctx.started) * 1000, 3),
+        trace_id=ctx.trace.trace_id if ctx.trace is not None else "",
     )
+
+
+def _turn(
+    plan: PlannerTurn,
+    strategy: object,
+    history: tuple[Message, ...],
+    message_id: str,
+    scenario: str,
+) -> Turn:
+    """The turn's context and owners, after intake."""
+    key = plan.key
+    scrub = Scrubber(plan.tools)
+    trace: TurnTrace | None = None
+    if plan.telemetry is not None:
+        trace = plan.telemetry.turn(
+            conversation_id=key.conversation_id,
+            message_id=message_id,
+            scenario=scenario,
+            provider=_provider(plan.model.spec),
+            model=plan.model.spec,
+            secrets=lambda: list(plan.tools.secrets()) if plan.tools.secrets else [],
+        )
+    ctx = TurnContext(
+        key=key,
+        text=plan.text,
+        message_id=message_id,
+        store=plan.store,
+        memory=plan.memory,
+        model=plan.model,
+        tools=plan.tools,
+        strategy=strategy,  # type: ignore[arg-type]
+        config=plan.config,
+        system_prompt=plan.system_prompt,
+        agent_dir=plan.agent_dir,
+        traces=plan.conversation_dir,
+        max_turns=plan.max_turns,
+        compression=plan.compression,
+        stage_timeouts=plan.stage_timeouts,
+        history=history,
+        task=plan.memory.load_task_state(key.agent_id, key.conversation_id),
+        signature=capability_signature(plan.tools, plan.config.strategy),
+        scrub=scrub,
+        trace=trace,
+    )
+    tracer = CallTracer(
+        model=plan.model,
+        message_id=message_id,
+        timeout=ctx.timeout,
+        scrub=scrub,
+        cancel=plan.cancel_scope,
+        traces=plan.conversation_dir,
+        trace=trace,
+        records=plan.calls,
+    )
+    flow = FlowRecorder(key, plan.memory, ctx.note)
+    return Turn(ctx=ctx, flow=flow, calls=tracer, outcome=Outcome(), cancel=plan.cancel_scope)
+
+
+def _provider(spec: str) -> str:
+    """``gen_ai.provider.name``: the backend kind (a custom value where no standard fits)."""
+    kind = spec.partition(":")[0]
+    return {"llama": "llama_cpp", "claude-cli": "claude_cli"}.get(kind, kind or "unknown")
+
+
+def _fast_path(text: str) -> bool:
+    return text.strip().lower() in ("/clear", "/status")
+
+
+def _failed(turn: Turn, code: str, message: str) -> ErrorEvent:
+    """The turn failed: status failed, the error noted, an active ExecutionState failed."""
+    ctx, outcome, flow = turn.ctx, turn.outcome, turn.flow
+    message = ctx.scrub(message)
+    outcome.status = "failed"
+    outcome.answer = outcome.answer or f"Sorry, I could not finish this: {message}"
+    ctx.store.annotate(ctx.key, ctx.message_id, "ERROR", message)
+    state = flow.state
+    if state is not None and state.is_active:
+        try:
+            flow.save(state.fail(message))
+        except Exception as error:  # already failing: report both
+            message = f"{message} (and the failed state could not be saved: {error})"
+    return ErrorEvent(message=message, code=code)
+
+
+def _cancelled(turn: Turn) -> ErrorEvent:
+    """The turn was cancelled: finished steps stay done, the rest are skipped."""
+    ctx, outcome = turn.ctx, turn.outcome
+    outcome.status = "cancelled"
+    outcome.answer = outcome.answer or "Stopped."
+    ctx.store.annotate(ctx.key, ctx.message_id, "CANCEL", "cancelled by the user")
+    turn.flow.end("cancelled")
+    return ErrorEvent(message="the turn was cancelled", code="cancelled")
+
+
+def _persist(turn: Turn) -> Message | None:
+    """The turn's end in one durable commit before ``result``: the assistant message (if there
+    is an answer), the conversation's status and the turn's checkpoint, which holds the
+    ExecutionState the turn ends in (so that state needs no fsync of its own). Returns the
+    assistant message."""
+    ctx, outcome = turn.ctx, turn.outcome
+    key, store = ctx.key, ctx.store
+    status = "idle" if outcome.status == "cancelled" else outcome.status
+    try:
+        turn.flow.flush()
+        checkpoint = ctx.memory.turn_checkpoint(key.agent_id, key.conversation_id, ctx.message_id)
+    except AgentkitError:  # the answer comes first; the agent writes a checkpoint after it
+        checkpoint = None
+    if outcome.answer:
+        answer = Message.assistant(
+            outcome.answer, message_id=ctx.message_id, usage=turn.calls.usage
+        )
+        store.append(key, answer, status=status, checkpoint=checkpoint)
+        return answer
+    store.set_status(key, status, checkpoint=checkpoint)
+    return None

@@ -6,79 +6,99 @@
   into TaskState, the last K kept, and a marker in the history says where it was cut (the
   chat window, :mod:`agentkit.memory.history`, starts there from then on).
 
-Both are best effort: a failed summary, or a concurrent edit of TaskState (theirs is kept), is
-noted in the turn log and the turn stays completed.
+Both read the conversation and TaskState the turn read at intake (plus its own two
+messages), not the store again. Both are best effort: a failed summary, or a concurrent edit
+of TaskState (theirs is kept), is noted in the turn log and the turn stays completed.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import Sequence
 
 from agentkit.errors import AgentkitError, ModelError
-from agentkit.events import AgentEvent
+from agentkit.events import CompressionEvent
 from agentkit.memory import chat_window, estimator_for, maybe_compress, update_task_state
 from agentkit.memory.history import compression_marker
+from agentkit.memory.repository import Versioned
+from agentkit.memory.task_state import TaskState
 from agentkit.models.base import ChatModel
-from agentkit.planning.state import TurnState
+from agentkit.planning.state import TurnContext
 from agentkit.types import Message, utc_now
 
-__all__ = ["maybe_compress_window", "update_task_state_from_window"]
+__all__ = ["upkeep"]
 
 
-async def update_task_state_from_window(turn: TurnState) -> None:
+async def upkeep(ctx: TurnContext, turn_messages: Sequence[Message]) -> CompressionEvent | None:
+    """The incremental TaskState update, then compression; the ``compression`` event if the
+    window was compressed. *turn_messages*: what this turn added (the user's message and the
+    answer)."""
+    config, model = ctx.compression, ctx.model
+    if config is None or not isinstance(model, ChatModel):
+        return None
+    conversation = [*ctx.history, *turn_messages]
+    task = ctx.task
+    if config.incremental_messages:
+        task = await _update(ctx, model, conversation, task)
+    return await _compress(ctx, model, conversation, task)
+
+
+async def _update(
+    ctx: TurnContext, model: ChatModel, conversation: list[Message], task: Versioned[TaskState]
+) -> Versioned[TaskState]:
     """Fold the latest messages into TaskState (``compression.incremental_messages``)."""
-    deps = turn.deps
-    config, model = deps.compression, deps.model
-    if config is None or not config.incremental_messages or not isinstance(model, ChatModel):
-        return
-    key = deps.key
-    window = chat_window(deps.store.recent(key, config.incremental_messages + 4))
-    task = deps.memory.load_task_state(key.agent_id, key.conversation_id)
-    updated = await update_task_state(window, task.value, model, config.incremental_messages)
+    assert ctx.compression is not None
+    last = ctx.compression.incremental_messages
+    window = chat_window(conversation[-(last + 4) :])
+    parent = ctx.trace.root if ctx.trace is not None else None
+    updated = await update_task_state(window, task.value, model, last, parent=parent)
     if isinstance(updated, ModelError):
-        turn.note("ERROR", f"task state update: {updated}")
-        return
+        ctx.note("ERROR", f"task state update: {updated}")
+        return task
     if updated == task.value:
-        return
+        return task
+    key = ctx.key
     try:
-        deps.memory.save_task_state(
+        saved = ctx.memory.save_task_state(
             key.agent_id, key.conversation_id, updated, expected_version=task.version
         )
     except AgentkitError as error:  # a concurrent edit of TaskState: keep theirs
-        turn.note("ERROR", f"task state update: {error}")
-        return
-    turn.note("MEMORY", "task state updated from the latest messages")
+        ctx.note("ERROR", f"task state update: {error}")
+        return task
+    ctx.note("MEMORY", "task state updated from the latest messages")
+    return saved
 
 
-async def maybe_compress_window(turn: TurnState) -> AsyncIterator[AgentEvent]:
+async def _compress(
+    ctx: TurnContext, model: ChatModel, conversation: list[Message], task: Versioned[TaskState]
+) -> CompressionEvent | None:
     """Summarise the older part of an over-long window into TaskState and mark the cut."""
-    deps = turn.deps
-    config, model, key, store = deps.compression, deps.model, deps.key, deps.store
-    if config is None or not isinstance(model, ChatModel):
-        return
-    recent = store.recent(key, 4 * deps.max_turns + 2)
+    assert ctx.compression is not None
+    config, key, store = ctx.compression, ctx.key, ctx.store
+    recent = conversation[-(4 * ctx.max_turns + 2) :]
     if len(recent) <= config.max_messages:  # under the first threshold (the window is no
-        return  # longer than what it is cut from): nothing more to read
+        return None  # longer than what it is cut from): nothing more to read
     window = chat_window(recent)
     if len(window) <= config.max_messages:
-        return
-    task = deps.memory.load_task_state(key.agent_id, key.conversation_id)
-    outcome = await maybe_compress(window, task.value, model, config, estimator_for(model))
+        return None
+    parent = ctx.trace.root if ctx.trace is not None else None
+    outcome = await maybe_compress(
+        window, task.value, model, config, estimator_for(model), parent=parent
+    )
     if outcome is None:
-        return
+        return None
     if not outcome.compressed or outcome.event is None:
-        problem = turn.scrub(str(outcome.error))
-        store.annotate(key, turn.message_id, "ERROR", f"compression: {problem}")
-        return
+        problem = ctx.scrub(str(outcome.error))
+        store.annotate(key, ctx.message_id, "ERROR", f"compression: {problem}")
+        return None
     try:
-        deps.memory.save_task_state(
+        ctx.memory.save_task_state(
             key.agent_id, key.conversation_id, outcome.task_state, expected_version=task.version
         )
     except AgentkitError as error:  # e.g. a concurrent edit of TaskState: keep theirs
-        store.annotate(key, turn.message_id, "ERROR", f"compression: {error}")
-        return
+        store.annotate(key, ctx.message_id, "ERROR", f"compression: {error}")
+        return None
     marker = compression_marker(len(window) - len(outcome.window), len(outcome.window))
     store.append(
-        key, Message(role="system", content=marker, message_id=turn.message_id, timestamp=utc_now())
+        key, Message(role="system", content=marker, message_id=ctx.message_id, timestamp=utc_now())
     )
-    yield outcome.event
+    return outcome.event

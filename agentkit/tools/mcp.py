@@ -23,6 +23,14 @@ Invariants, and why:
 * **One loop per toolset.** The connection lives on the toolset's own event-loop thread, so
   it outlives any one turn and any caller's loop (scripts, Jupyter, the HTTP server); a call
   from another loop waits without blocking it.
+* **Traced as the caller's child.** A call made while a span is active
+  (:meth:`agentkit.telemetry.Telemetry.current`, the planner's ``execute_tool`` span) is a
+  ``tools/call {tool}`` CLIENT span under it (``mcp.method.name``, ``gen_ai.tool.name``,
+  ``network.transport``, ``mcp.protocol.version``; ``error.type`` ``tool_error`` for an
+  ``isError`` result), and its W3C context goes to the server in ``params._meta``
+  (``traceparent``). The span is started on the caller's loop (whose context holds the
+  active span) and made current on the toolset's loop for the call, so the ``mcp`` package's
+  own OpenTelemetry span, when an SDK is set up, nests under it.
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ from typing import Any, Final
 from pydantic import JsonValue
 
 from agentkit._extras import missing
+from agentkit.telemetry import Span, Telemetry
+from agentkit.telemetry import semconv as sc
 from agentkit.tools.registry import (
     SchemaArgs,
     Tool,
@@ -66,6 +76,15 @@ _STOP_GRACE: Final = 2.0  # seconds between the steps of closing: EOF, SIGTERM, 
 _STDERR_TAIL: Final = 2000
 
 
+class _McpCallError(ToolFailedError):
+    """A failed call, with the ``error.type`` its span gets (``tool_error``, ``timeout``, a
+    JSON-RPC error code, ``connection_closed``)."""
+
+    def __init__(self, message: str, error_type: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
 class _Connection:
     """One connected session with a server, held open by a task of its own (anyio scopes
     must be left by the task that entered them)."""
@@ -74,6 +93,7 @@ class _Connection:
         self.transport = transport
         self.session: ClientSession | None = None
         self.listing: list[mcp_types.Tool] = []
+        self.protocol_version = ""
         self.process: asyncio.subprocess.Process | None = None
         self.gone = asyncio.Event()  # the server exited or the session ended
         self._stop = asyncio.Event()
@@ -141,7 +161,8 @@ class _Connection:
                         client_info=mcp_types.Implementation(name="agentkit", version=__version__),
                     )
                 )
-                await session.initialize()
+                initialized = await session.initialize()
+                self.protocol_version = str(getattr(initialized, "protocol_version", "") or "")
                 self.listing = await _list_tools(session)
                 self.session = session
                 ready.set_result(None)
@@ -157,11 +178,22 @@ class _Connection:
         finally:
             self.gone.set()
 
-    async def call(self, name: str, arguments: dict[str, JsonValue], timeout: float) -> Any:  # noqa: ANN401 - the server's CallToolResult
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, JsonValue],
+        timeout: float,
+        meta: dict[str, str] | None = None,
+    ) -> Any:  # noqa: ANN401 - the server's CallToolResult
         session = self.session
         assert session is not None
         request = asyncio.ensure_future(
-            session.call_tool(name, arguments, read_timeout_seconds=timeout)
+            session.call_tool(
+                name,
+                arguments,
+                read_timeout_seconds=timeout,
+                meta=mcp_types.RequestParamsMeta(**meta) if meta else None,  # type: ignore[typeddict-item]
+            )
         )
         ended = asyncio.ensure_future(self.gone.wait())
         try:
@@ -177,7 +209,7 @@ class _Connection:
         if request not in done or request.cancelled():
             if self.gone.is_set():
                 raise self._died()
-            raise ToolFailedError(f"the MCP server did not answer within {timeout:g}s")
+            raise _McpCallError(f"the MCP server did not answer within {timeout:g}s", "timeout")
         error = request.exception()
         if error is None:
             return request.result()
@@ -187,14 +219,16 @@ class _Connection:
             if self.process is not None:  # for the exit code in the message
                 await _exited(self.process, _STOP_GRACE)
             raise self._died()
-        raise ToolFailedError(f"the MCP call failed: {_describe(error)}")
+        kind = str(error.code) if isinstance(error, MCPError) else type(error).__qualname__
+        raise _McpCallError(f"the MCP call failed: {_describe(error)}", kind)
 
     def _died(self) -> ToolFailedError:
         code = self.process.returncode if self.process is not None else None
         how = f"exited with code {code}" if code is not None else "closed the connection"
-        return ToolFailedError(
+        return _McpCallError(
             f"the MCP server {how} during the call{self.stderr_tail()}; "
-            "it is started again on the next call"
+            "it is started again on the next call",
+            "connection_closed",
         )
 
     async def close(self) -> None:
@@ -366,11 +400,21 @@ class McpToolset(Toolset):
             self.restarts += 1
             return fresh
 
-    async def _invoke(self, name: str, arguments: dict[str, JsonValue]) -> object:
+    async def _invoke(
+        self, name: str, arguments: dict[str, JsonValue], span: Span | None = None
+    ) -> object:
         connection = await self._connected()
-        result = await connection.call(name, arguments, self.timeout)
+        if span is None:
+            result = await connection.call(name, arguments, self.timeout)
+        else:
+            span.set(sc.MCP_PROTOCOL_VERSION, connection.protocol_version or None)
+            with span.activate():  # the mcp package's own span (with an SDK) nests under it
+                result = await connection.call(
+                    name, arguments, self.timeout, meta=span.trace_context()
+                )
         if result.is_error:
-            raise ToolFailedError(_error_text(result) or f"the tool {name!r} reported an error")
+            message = _error_text(result) or f"the tool {name!r} reported an error"
+            raise _McpCallError(message, "tool_error")
         return _output(result)
 
     async def _disconnect(self) -> None:
@@ -384,12 +428,39 @@ class McpToolset(Toolset):
         thread = self._thread
         if self._closed or thread is None:
             raise ToolFailedError(f"the MCP toolset {self.name!r} is closed")
-        future = thread.submit(self._invoke(name, arguments))
+        span = self._span(name)
+        future = thread.submit(self._invoke(name, arguments, span))
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
             future.cancel()
+            if span is not None:
+                span.fail("cancelled")
             raise
+        except ToolFailedError as error:
+            if span is not None:
+                span.fail(getattr(error, "error_type", type(error).__qualname__), str(error))
+            raise
+        finally:
+            if span is not None:
+                span.end()
+
+    def _span(self, name: str) -> Span | None:
+        """The call's ``tools/call {name}`` span, child of the active span (None: none)."""
+        parent = Telemetry.current()
+        if parent is None:
+            return None
+        stdio = isinstance(self._transport, StdioTransport)
+        return parent.child(
+            f"tools/call {name}",
+            kind="client",
+            attributes={
+                sc.MCP_METHOD_NAME: "tools/call",
+                sc.TOOL_NAME: name,
+                sc.NETWORK_TRANSPORT: "pipe" if stdio else "tcp",
+                "agentkit.mcp.server": self.name,
+            },
+        )
 
     def _tool(self, spec: mcp_types.Tool) -> Tool[Any]:
         read_only = bool(spec.annotations is not None and spec.annotations.read_only_hint)

@@ -6,7 +6,9 @@ server itself (tests run it in-process on a loopback port).
 
 Tools: ``list_notes`` (read-only), ``add_note`` (writes), ``fail`` (answers ``isError``),
 ``slow`` (read-only; writes ``started`` to the file ``$MCP_MARKER`` then sleeps, so a test can
-kill the server mid-call), ``whoami`` (read-only; the server's pid and environment keys).
+kill the server mid-call), ``whoami`` (read-only; the server's pid and environment keys),
+and, with ``--trace`` after the transport, ``trace_context`` (read-only; the W3C keys of the
+request's ``params._meta``, as received).
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import sys
 from pathlib import Path
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import ToolAnnotations
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 
 
-def build_server() -> MCPServer:
+def build_server(*, trace: bool = False) -> MCPServer:
     server = MCPServer("notes")
     notes: list[str] = []
 
@@ -56,11 +59,19 @@ def build_server() -> MCPServer:
         """The server's process id and the names of its environment variables."""
         return {"pid": os.getpid(), "env": sorted(os.environ)}
 
+    if trace:
+
+        @server.tool(annotations=READ_ONLY)
+        def trace_context(ctx: Context) -> dict[str, object]:
+            """The trace context keys the request carried in params._meta."""
+            meta = dict(ctx.request_context.meta or {})
+            return {key: meta.get(key) for key in ("traceparent", "tracestate", "baggage")}
+
     return server
 
 
 def main() -> None:
-    server = build_server()
+    server = build_server(trace="--trace" in sys.argv)
     if sys.argv[1:2] == ["http"]:
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

@@ -19,7 +19,7 @@ import re
 
 from agentkit.config import add_strategy_name
 from agentkit.errors import UsageError
-from agentkit.planning.strategies.base import Strategy, no_events
+from agentkit.planning.strategies.base import Strategy
 from agentkit.planning.strategies.next_step import NextStep
 from agentkit.planning.strategies.plan_replan import PlanReplan
 from agentkit.planning.strategies.tool_loop import ToolLoop
@@ -28,7 +28,6 @@ __all__ = [
     "Strategy",
     "UnknownStrategyError",
     "get_strategy",
-    "no_events",
     "register",
     "strategy_names",
 ]

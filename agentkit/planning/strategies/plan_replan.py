@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator
 from agentkit.events import AgentEvent, ReplanEvent
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage
-from agentkit.planning import calls, context, recording, tool_choice
+from agentkit.planning import calls, context, tool_choice
 from agentkit.planning.plan import PlanFormatError, parse_replan
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import replan_schema
-from agentkit.planning.state import TurnState, planned, skip_pending
+from agentkit.planning.state import Stage, Then, Turn, planned, skip_pending
 from agentkit.planning.steps import execute, run_plan
 from agentkit.planning.strategies.base import Strategy
 
@@ -27,42 +27,46 @@ __all__ = ["PlanReplan"]
 class PlanReplan(Strategy):
     name = "plan_replan"
 
-    async def start(self, turn: TurnState) -> AsyncIterator[AgentEvent]:
-        first = tool_choice.first_action(
-            turn, execute, lambda: run_plan(turn, _plan_messages(turn)), then_respond=True
-        )
-        async for event in first:
-            yield event
+    def start(self, turn: Turn) -> Stage:
+        return tool_choice.first_action(run_plan(_plan_messages), then_respond=True)
 
-    async def after_step(self, turn: TurnState, step_id: str) -> AsyncIterator[AgentEvent]:
-        async for event in _replan(turn, step_id):
-            yield event
+    def after_step(self, turn: Turn, step_id: str) -> Stage:
+        async def replan(turn: Turn) -> AsyncIterator[AgentEvent | Then]:
+            decided = await _replan(turn, step_id)
+            if decided is not None:
+                yield decided
+            if turn.state.status == "running":
+                yield Then(execute)
+
+        return replan
 
 
-def _plan_messages(turn: TurnState) -> list[ChatMessage]:
-    state, deps = turn.current, turn.deps
+def _plan_messages(turn: Turn) -> list[ChatMessage]:
+    state, ctx = turn.state, turn.ctx
     prompt = render_prompt(
         "plan",
-        deps.agent_dir,
-        max_steps=str(deps.config.max_steps),
-        tools=deps.tools.render() or "(no tools)",
+        ctx.agent_dir,
+        max_steps=str(ctx.config.max_steps),
+        tools=ctx.tools.render() or "(no tools)",
         live_state=context.snapshot(state),
         task_state=context.task_text(turn),
-        previous=context.previous_text(turn.previous),
+        previous=context.previous_text(turn.request.previous),
         conversation=context.conversation(turn),
-        request=deps.text,
+        request=ctx.text,
     )
     return context.messages(turn, prompt)
 
 
-async def _replan(turn: TurnState, step_id: str) -> AsyncIterator[AgentEvent]:
-    state, deps = turn.current, turn.deps
+async def _replan(turn: Turn, step_id: str) -> ReplanEvent | None:
+    """The replan decision after *step_id*, recorded; its event (None: the flow is not
+    running)."""
+    state, ctx = turn.state, turn.ctx
     if state.status != "running":
-        return
-    tools, max_steps = deps.tools, deps.config.max_steps
+        return None
+    tools, max_steps = ctx.tools, ctx.config.max_steps
     prompt = render_prompt(
         "replan",
-        deps.agent_dir,
+        ctx.agent_dir,
         tools=tools.render(),
         goal=state.goal,
         steps=context.steps_text(state),
@@ -71,20 +75,23 @@ async def _replan(turn: TurnState, step_id: str) -> AsyncIterator[AgentEvent]:
     )
     taken = frozenset(step.id for step in state.steps)
     sent = context.messages(turn, prompt)
-    problem, value = await calls.structured(turn, "replan", sent, replan_schema(tools, max_steps))
+    span = ctx.trace.plan() if ctx.trace is not None else None
+    try:
+        schema = replan_schema(tools, max_steps)
+        problem, value, _ = await calls.structured(turn, "replan", sent, schema, span)
+    finally:
+        if span is not None:
+            span.end()
     if value is None:
-        yield ReplanEvent(action="continue", note=f"invalid decision taken as continue: {problem}")
-        return
+        return ReplanEvent(action="continue", note=f"invalid decision taken as continue: {problem}")
     try:
         decision, new_steps = parse_replan(value, tools, max_steps, taken)
     except PlanFormatError as error:
-        yield ReplanEvent(
+        return ReplanEvent(
             action="continue", note=f"invalid decision taken as continue: {error.problem}"
         )
-        return
     if decision.action == "continue":
-        yield ReplanEvent(action="continue", reason=decision.reason)
-        return
+        return ReplanEvent(action="continue", reason=decision.reason)
     suffix = len(state.steps) + 1
     if decision.action == "finish":
         new_steps = (
@@ -101,13 +108,10 @@ async def _replan(turn: TurnState, step_id: str) -> AsyncIterator[AgentEvent]:
     pending = sum(1 for step in state.steps if step.status == "pending")
     kept = skip_pending(state, keep=state.current_step_id)
     if len(new_steps) > max_steps:
-        yield ReplanEvent(action="continue", note="too many new steps; taken as continue")
-        return
-    recording.save(turn, state.with_steps((*kept, *new_steps), plan_id=state.plan_id))
-    turn.note(
-        "REPLAN", f"{decision.action}: {pending} pending step(s) replaced by {len(new_steps)}"
-    )
-    yield ReplanEvent(
+        return ReplanEvent(action="continue", note="too many new steps; taken as continue")
+    turn.flow.save(state.with_steps((*kept, *new_steps), plan_id=state.plan_id))
+    ctx.note("REPLAN", f"{decision.action}: {pending} pending step(s) replaced by {len(new_steps)}")
+    return ReplanEvent(
         action=decision.action,
         reason=decision.reason,
         steps=[planned(step) for step in new_steps],

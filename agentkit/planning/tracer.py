@@ -1,0 +1,337 @@
+"""The call tracer: the only way a planner turn calls its model.
+
+::
+
+    async with turn.calls.call("plan", messages, schema) as call:
+        completion = await call.reply()          # or call.stream(), call.with_tools(), call.score()
+        call.read(raw=text, parsed=value)        # what the caller made of it (default: the text)
+
+Leaving the block times the call, counts its usage into the turn's, writes one
+:class:`~agentkit.planning.trace.CallRecord` (in memory and in the turn's ``calls.jsonl``,
+secrets scrubbed) and ends its ``{operation} {model}`` span — whether the call succeeded,
+failed, timed out or was cancelled. The block runs under the stage's timeout, and the model's
+reply is awaited as a task of its own so that a cancel interrupts it (:class:`CancelScope`).
+No other code times or records a model call, so every record has a span and every model span
+a record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from pydantic import JsonValue
+
+from agentkit.errors import ModelError
+from agentkit.models.base import (
+    ChatMessage,
+    ChatModel,
+    Completion,
+    JsonSchema,
+    ModelEvent,
+    Purpose,
+    SessionBackend,
+    ToolSpec,
+)
+from agentkit.planning.errors import TurnCancelledError, TurnFailedError
+from agentkit.planning.trace import CallRecord, append_call_record
+from agentkit.telemetry import ModelCallSpan, Span, TurnTrace
+from agentkit.types import Usage
+
+__all__ = ["CallTracer", "CancelScope", "LikelihoodScorer", "ModelCall", "error_text"]
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class LikelihoodScorer(Protocol):
+    """A backend that scores continuations instead of generating (the embedded model)."""
+
+    async def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]: ...
+
+
+def error_text(error: BaseException) -> str:
+    return str(error) or ("timed out" if isinstance(error, TimeoutError) else type(error).__name__)
+
+
+class CancelScope:
+    """Whether the user asked the turn to stop, and the model call a cancel interrupts."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._inflight: asyncio.Future[Any] | None = None
+
+    def check(self) -> None:
+        if self.requested:
+            raise TurnCancelledError("cancelled by the user")
+
+    def cancel(self) -> None:
+        """Ask the turn to stop (safe from any thread): an in-flight call is interrupted."""
+        self.requested = True
+        inflight = self._inflight
+        if inflight is not None and not inflight.done():
+            inflight.get_loop().call_soon_threadsafe(inflight.cancel)
+
+    async def run(self, awaitable: Awaitable[T]) -> T:
+        """Await *awaitable* as a task of its own, so that :meth:`cancel` interrupts it (a
+        cancellation of the whole turn from outside still propagates as CancelledError)."""
+        self.check()
+        task = asyncio.ensure_future(awaitable)
+        self._inflight = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if self.requested and task.cancelled():
+                raise TurnCancelledError("cancelled by the user") from None
+            raise
+        finally:
+            self._inflight = None
+
+
+class CallTracer:
+    """Makes, times and traces every model call of one turn (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        model: ChatModel | SessionBackend,
+        message_id: str,
+        timeout: Callable[[str], float],
+        scrub: Callable[[str], str],
+        cancel: CancelScope,
+        traces: Path | None = None,
+        trace: TurnTrace | None = None,
+        records: list[CallRecord] | None = None,
+    ) -> None:
+        self.model = model
+        self.message_id = message_id
+        self.timeout = timeout
+        self.scrub = scrub
+        self.cancel = cancel
+        self.traces = traces
+        self.trace = trace
+        #: every model call of the turn, in order (also appended to ``calls.jsonl``)
+        self.records: list[CallRecord] = [] if records is None else records
+        self.usage = Usage()
+
+    def chat_model(self) -> ChatModel:
+        """The turn's model; the planner needs a stateless chat model."""
+        model = self.model
+        if not isinstance(model, ChatModel):
+            raise TurnFailedError(
+                "unsupported_model", f"the planner needs a chat model, not {model.spec!r}"
+            )
+        return model
+
+    def call(
+        self,
+        purpose: Purpose,
+        messages: Sequence[ChatMessage] | Sequence[dict[str, str]],
+        schema: JsonSchema | None = None,
+        *,
+        parent: Span | None = None,
+        operation: str = "chat",
+    ) -> ModelCall:
+        """One model call of *purpose* sending *messages*; use it as ``async with``.
+        *operation* names the span (``chat``; ``text_completion`` for likelihood scoring)."""
+        return ModelCall(
+            self,
+            purpose=purpose,
+            messages=messages,
+            schema=schema,
+            parent=parent,
+            operation=operation,
+        )
+
+    def note(self, record: CallRecord) -> None:
+        """A record that is no model call (a routing decision taken without one)."""
+        self._keep(record)
+
+    def _keep(self, record: CallRecord) -> None:
+        self.records.append(record)
+        if self.traces is not None:
+            append_call_record(self.traces, self.message_id, record)
+
+
+class ModelCall:
+    """One model call in progress (made by :meth:`CallTracer.call`)."""
+
+    def __init__(
+        self,
+        tracer: CallTracer,
+        *,
+        purpose: Purpose,
+        messages: Sequence[ChatMessage] | Sequence[dict[str, str]],
+        schema: JsonSchema | None,
+        parent: Span | None,
+        operation: str,
+    ) -> None:
+        self.tracer = tracer
+        self.operation = operation
+        self.purpose = purpose
+        self.messages = messages
+        self.schema = schema
+        self.completion: Completion | None = None
+        self._read: dict[str, Any] | None = None
+        self._parent = parent
+        self._span: ModelCallSpan | None = None
+        self._deadline = 0.0
+        #: the failure of the model call, even when the caller handled it
+        self._failure: BaseException | None = None
+        self._started = 0.0
+
+    @property
+    def model(self) -> ChatModel:
+        return self.tracer.chat_model()
+
+    # -- the call ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ModelCall:
+        tracer = self.tracer
+        tracer.cancel.check()
+        trace = tracer.trace
+        if trace is not None:
+            self._span = trace.model_call(
+                self._parent,
+                operation=self.operation,
+                model=tracer.model.spec,
+                purpose=self.purpose,
+                stream=self.purpose == "respond",
+            )
+        self._deadline = asyncio.get_running_loop().time() + tracer.timeout(self.purpose)
+        self._started = time.perf_counter()
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        latency = round((time.perf_counter() - self._started) * 1000, 3)
+        self._finish(latency, error if error is not None else self._failure)
+
+    def _finish(self, latency: float, error: BaseException | None) -> None:
+        tracer, completion = self.tracer, self.completion
+        usage = completion.usage if completion is not None else Usage()
+        if completion is not None:
+            tracer.usage = Usage(
+                input_tokens=tracer.usage.input_tokens + usage.input_tokens,
+                output_tokens=tracer.usage.output_tokens + usage.output_tokens,
+            )
+        read = self._read  # what the caller made of the reply, when it said
+        if read is None:
+            text = tracer.scrub(completion.text) if completion is not None else ""
+            read = {"raw": text, "parsed": text} if completion is not None else {}
+            if error is not None and not isinstance(error, GeneratorExit):
+                cancelled = isinstance(error, TurnCancelledError | asyncio.CancelledError)
+                read["error"] = "cancelled by the user" if cancelled else error_text(error)
+        problem = read.get("error", "")
+        messages = [
+            m.model_dump() if isinstance(m, ChatMessage) else dict(m) for m in self.messages
+        ]
+        # built from our own values (not validated again: the schema stays the agent's object,
+        # whose JSON the trace writes once, see CallRecord.to_json_line)
+        record = CallRecord.model_construct(
+            purpose=self.purpose,
+            messages=messages,
+            schema_=self.schema,
+            raw=read.get("raw", ""),
+            parsed=read.get("parsed"),
+            error=problem,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            latency_ms=latency,
+            route=read.get("route"),
+        )
+        tracer._keep(record)
+        span = self._span
+        if span is not None:
+            span.usage(usage.input_tokens, usage.output_tokens)
+            if completion is not None:
+                span.finish_reasons([completion.stop_reason])
+            if problem:
+                kind = type(error).__name__ if error is not None else "InvalidReply"
+                span.fail(kind, problem)
+            span.end()
+
+    def read(
+        self,
+        *,
+        raw: str = "",
+        parsed: JsonValue = None,
+        error: str = "",
+        route: JsonValue = None,
+    ) -> None:
+        """What the caller made of the reply, for the record (*raw* is scrubbed here)."""
+        self._read = {
+            "raw": self.tracer.scrub(raw),
+            "parsed": parsed,
+            "error": error,
+            "route": route,
+        }
+
+    # -- the ways to call --------------------------------------------------------------------
+
+    async def reply(self) -> Completion:
+        """The whole reply, its text not yet validated (the caller reads it once)."""
+        model = self.model
+        whole = _whole(model, self._chat_messages(), self.purpose, self.schema)
+        self.completion = await self._run(whole)
+        return self.completion
+
+    async def stream(self) -> AsyncIterator[ModelEvent]:
+        """The reply's events as they come, under the stage's time (the caller stops
+        reading on a cancel)."""
+        model = self.model
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                async for event in model.stream(self._chat_messages(), purpose=self.purpose):
+                    if isinstance(event, Completion):
+                        self.completion = event
+                    yield event
+        except (ModelError, TimeoutError) as error:
+            self._failure = error
+            raise
+
+    async def with_tools(self, tools: Sequence[ToolSpec]) -> Completion:
+        """One call offering *tools* natively: text or tool calls (not yet run)."""
+        model = self.model
+        call = model.complete_with_tools(self._chat_messages(), tools=tools, purpose=self.purpose)
+        self.completion = await self._run(call)
+        return self.completion
+
+    async def score(
+        self, scorer: LikelihoodScorer, pairs: Sequence[tuple[str, str]]
+    ) -> list[list[float]]:
+        """Likelihood scores of *pairs* (a scoring backend: nothing is generated)."""
+        return await self._run(scorer.score(pairs))
+
+    async def _run(self, awaitable: Awaitable[T]) -> T:
+        """*awaitable* under the stage's time, interruptible by a cancel; a failure is
+        remembered for the record even when the caller handles it."""
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                return await self.tracer.cancel.run(awaitable)
+        except (ModelError, TimeoutError, RecursionError) as error:
+            self._failure = error
+            raise
+
+    def _chat_messages(self) -> list[ChatMessage]:
+        return [m if isinstance(m, ChatMessage) else ChatMessage(**m) for m in self.messages]  # type: ignore[arg-type]
+
+
+async def _whole(
+    model: ChatModel, messages: Sequence[ChatMessage], purpose: Purpose, schema: JsonSchema | None
+) -> Completion:
+    final: Completion | None = None
+    async for event in model.stream(messages, purpose=purpose, schema=schema):
+        if isinstance(event, Completion):
+            final = event
+    if final is None:
+        raise ModelError(model.spec or type(model).__name__, "the stream ended without a result")
+    return final
