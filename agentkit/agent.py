@@ -28,7 +28,9 @@ from agentkit.models._requests import check_model_requests
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning import PlannerEngine
 from agentkit.sessions import SessionPool
-from agentkit.store import ConfigStore, ConversationKey, ConversationStore, FileConversationStore
+from agentkit.store import ConfigStore, ConversationKey, ConversationStore
+from agentkit.store.choice import open_stores
+from agentkit.telemetry import Telemetry
 from agentkit.tools import ToolRegistry
 from agentkit.types import Conversation, ConversationMeta, Message
 from agentkit.workspace import AgentFolder, resolve_data_dir
@@ -96,13 +98,17 @@ class Agent:
         agent_id: str,
         *,
         data_dir: Path | str | None = None,
-        store: ConversationStore | None = None,
+        store: ConversationStore | str | None = None,
         model: ChatModel | SessionBackend | str | None = None,
         pool: SessionPool | None = None,
         config_store: ConfigStore | None = None,
         tools: Iterable[object] = (),
     ) -> Agent:
         """Load ``{data_dir}/agents/{agent_id}``; the store defaults to the file store there.
+
+        *store* is a store object, or a spec: a ``postgresql://…`` URL puts conversations and
+        memory (unless *config_store* is given) in that database, opened here and closed with
+        the agent; without one, ``$AGENTKIT_STORE`` names it (:mod:`agentkit.store.choice`).
 
         Opening recovers the agent's conversations that a crash left inconsistent (a cheap
         size check per conversation; only damaged ones are rebuilt), and loads the toolsets
@@ -111,10 +117,23 @@ class Agent:
         """
         root = resolve_data_dir(data_dir)
         folder = AgentFolder.load(root, agent_id)
-        store = store if store is not None else FileConversationStore(root)
-        store.recover(folder.agent_id)
-        agent = cls(folder, store, model=model, pool=pool, config_store=config_store, tools=tools)
-        agent.runtime.load_tools()
+        opened = None
+        if not isinstance(store, ConversationStore):
+            opened = open_stores(store, root)
+            store = opened.conversations
+            config_store = config_store if config_store is not None else opened.config
+        try:
+            store.recover(folder.agent_id)
+            agent = cls(
+                folder, store, model=model, pool=pool, config_store=config_store, tools=tools
+            )
+            if opened is not None:
+                agent.runtime.close_with(opened.close)
+            agent.runtime.load_tools()
+        except BaseException:
+            if opened is not None:
+                opened.close()
+            raise
         return agent
 
     @property
@@ -127,6 +146,12 @@ class Agent:
 
     def system_prompt(self) -> str:
         return self.folder.system_prompt()
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """The agent's traces: each turn's spans (``invoke_agent`` and its children), kept for
+        its last turns — ``agent.telemetry.recorded(result.trace_id)``."""
+        return self.runtime.telemetry
 
     @property
     def model(self) -> ChatModel | SessionBackend:

@@ -49,6 +49,7 @@ from agentkit.models.base import (
 from agentkit.sessions import SessionPool, TranscriptSession, summarize_history
 from agentkit.sessions.context import HISTORY_LIMIT
 from agentkit.store import ConversationKey, ConversationStore
+from agentkit.telemetry import Telemetry, TurnTrace, provider_name
 from agentkit.types import ConversationStatus, Message, ToolCallRecord, Usage
 
 if TYPE_CHECKING:
@@ -110,10 +111,13 @@ class ChatTurn:
     system_prompt: str
     workdir: Path
     max_messages: int = 40
+    #: with telemetry the turn is a trace: ``invoke_agent`` and its model call
+    telemetry: Telemetry | None = None
 
     def __post_init__(self) -> None:
         self._started = time.perf_counter()
         self._message_id = ""
+        self._trace: TurnTrace | None = None
 
     async def _open(self, scenario: Scenario) -> SessionModel:
         if isinstance(self.model, ChatModel):
@@ -137,6 +141,15 @@ class ChatTurn:
         )
 
     def _result(self, status: TurnStatus, text: str, usage: Usage) -> ResultEvent:
+        trace = self._trace
+        if trace is not None:
+            error = None if status != "failed" else "model_error"
+            trace.end(
+                status,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                error_type=error,
+            )
         return ResultEvent(
             conversation_id=self.key.conversation_id,
             message_id=self._message_id,
@@ -144,6 +157,7 @@ class ChatTurn:
             text=text,
             usage=usage,
             latency_ms=round((time.perf_counter() - self._started) * 1000, 3),
+            trace_id=trace.trace_id if trace is not None else "",
         )
 
     async def run(self) -> AsyncIterator[AgentEvent]:
@@ -155,6 +169,7 @@ class ChatTurn:
         question = Message.user(self.text)
         self._message_id = question.message_id
         self.store.append(self.key, question, status="running")  # durable before the model
+        self._trace = self._start_trace(scenario)
 
         if entry is None:
             try:
@@ -173,7 +188,7 @@ class ChatTurn:
 
         reply = _Reply()
         # a cancel that came before the session was known ends the turn before it is sent
-        events = _stopped_before_sending() if stopped else session.send(prompt)
+        events = _stopped_before_sending() if stopped else self._traced(session.send(prompt))
         try:
             async for model_event in events:
                 agent_event = reply.take(model_event)
@@ -209,6 +224,32 @@ class ChatTurn:
         cancelled = reply.final.stop_reason == "cancelled"
         self._persist_reply(reply, reply.final.usage, "idle" if cancelled else "completed")
         yield self._result("cancelled" if cancelled else "completed", reply.text, reply.final.usage)
+
+    def _start_trace(self, scenario: Scenario) -> TurnTrace | None:
+        if self.telemetry is None:
+            return None
+        return self.telemetry.turn(
+            conversation_id=self.key.conversation_id,
+            message_id=self._message_id,
+            scenario=scenario,
+            provider=provider_name(self.model.spec),
+            model=self.model.spec,
+        )
+
+    async def _traced(self, events: AsyncIterator[ModelEvent]) -> AsyncIterator[ModelEvent]:
+        """The session's reply, as the span of the turn's one model call when traced."""
+        trace = self._trace
+        if trace is None:
+            async for event in events:
+                yield event
+            return
+        span = trace.model_call(None, model=self.model.spec, purpose="chat", stream=True)
+        with span:  # a failure (raised on) sets error.type and ends it
+            async for event in events:
+                if isinstance(event, Completion):
+                    span.usage(event.usage.input_tokens, event.usage.output_tokens)
+                    span.finish_reasons([event.stop_reason])
+                yield event
 
     async def _stop_with(self, session: SessionModel) -> bool:
         """A cancel of this turn (``Agent.cancel``) stops the session's reply from now on;
@@ -271,6 +312,7 @@ class ChatEngine:
             system_prompt=runtime.system_prompt(),
             workdir=runtime.folder.files.workspace,
             max_messages=2 * runtime.config.max_turns,
+            telemetry=runtime.telemetry,
         )
         async for event in turn.run():
             yield event

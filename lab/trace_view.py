@@ -1,7 +1,7 @@
 """``TraceView``: a turn's spans as a waterfall, and the attributes of the one selected.
 
 A thin view over :class:`agentkit.telemetry.SpanRecord` values — what a turn recorded
-(``trace.spans``, ``agent.telemetry.recorded(trace_id)``, ``turn_records(message_id)``), the
+(``agent.telemetry.recorded(result.trace_id)``, ``turn_records(message_id)``), the
 same tree whether or not an OpenTelemetry exporter is configured. Rendering is plain
 functions (:func:`span_rows`, :func:`waterfall_html`, :func:`details_html`), testable without a
 kernel; the widget adds a picker for the selected span. Every name and value is escaped

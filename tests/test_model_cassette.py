@@ -73,7 +73,8 @@ _IDS = re.compile(r"\b(conv|msg|sess|plan)-[A-Za-z0-9]+")
 
 
 def normalised(events: list[AgentEvent]) -> list[dict[str, Any]]:
-    """Events as JSON with generated ids numbered by first appearance and timings zeroed."""
+    """Events as JSON with generated ids numbered by first appearance, timings zeroed and
+    trace ids (random per run) blanked."""
     text = json.dumps([event.to_json_dict() for event in events], ensure_ascii=False)
     names: dict[str, str] = {}
     text = _IDS.sub(lambda m: names.setdefault(m.group(0), f"{m.group(1)}-{len(names)}"), text)
@@ -82,6 +83,8 @@ def normalised(events: list[AgentEvent]) -> list[dict[str, Any]]:
         for field in ("latencyMs", "elapsedMs", "durationMs"):
             if field in event:
                 event[field] = 0
+        if event.get("traceId"):
+            event["traceId"] = "trace"
     return shown
 
 

@@ -118,7 +118,7 @@ def otel_env(endpoint: str | None, **extra: str) -> dict[str, str]:
     return env
 
 
-#: a process that makes a turn's spans by hand under the CLI's setup (until the agent's own)
+#: a process that makes a turn's spans by hand under the CLI's setup
 SCRIPT = """
 from agentkit.telemetry import Telemetry
 from agentkit.telemetry.setup import exporting
@@ -196,9 +196,6 @@ def test_nothing_is_sent_unless_asked(
     assert received.paths == []
 
 
-@pytest.mark.xfail(
-    reason="needs the turn's invoke_agent span hook (issue 23, deliverable 1)", strict=False
-)
 def test_agentkit_send_exports_the_turn(
     receiver: tuple[str, Received], data_dir: Path, tmp_path: Path
 ) -> None:

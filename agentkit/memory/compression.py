@@ -25,6 +25,7 @@ as its ``chat {model}`` child.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -39,11 +40,15 @@ from agentkit.events import CompressionEvent
 from agentkit.memory.history import tool_safe_cut
 from agentkit.memory.task_state import TaskState, TaskStateSummary, summary_schema
 from agentkit.memory.tokens import TokenEstimator, estimate_messages, message_text
-from agentkit.models.base import ChatMessage, ChatModel
+from agentkit.models.base import ChatMessage, ChatModel, Completion, JsonSchema
 from agentkit.types import Message
 
 if TYPE_CHECKING:
     from agentkit.telemetry import Span
+
+#: how a caller makes the summarise call itself: ``(messages, schema, span) -> Completion``
+#: with ``structured`` set (a planner turn passes its call tracer's, which records it)
+Summarize = Callable[[list[ChatMessage], JsonSchema, "Span | None"], Awaitable[Completion]]
 
 __all__ = [
     "CompressionOutcome",
@@ -135,20 +140,24 @@ async def _summarize(
     task_state: TaskState,
     model: ChatModel,
     mode: str,
+    *,
     memory: Span | None = None,
+    summarize: Summarize | None = None,
 ) -> TaskState | ModelError:
     """The merged state, or the model's failure (nothing raised); *memory*: the
-    ``update_memory`` span the summarise call is traced under."""
+    ``update_memory`` span the summarise call is traced under. *summarize*: the caller's way
+    of making the call (a planner turn's call tracer, which traces it itself); else
+    ``model.complete``, traced here."""
     call = None
-    if memory is not None:
+    if memory is not None and summarize is None:
         name = model.spec or type(model).__name__
         call = memory.trace.model_call(memory, model=name, purpose="summarize")
+    sent = build_summarize_messages(messages, task_state, mode=mode)
     try:
-        completion = await model.complete(
-            build_summarize_messages(messages, task_state, mode=mode),
-            purpose="summarize",
-            schema=summary_schema(),
-        )
+        if summarize is not None:
+            completion = await summarize(sent, summary_schema(), memory)
+        else:
+            completion = await model.complete(sent, purpose="summarize", schema=summary_schema())
         if call is not None:
             call.usage(completion.usage.input_tokens, completion.usage.output_tokens)
             call.finish_reasons([completion.stop_reason])
@@ -189,6 +198,7 @@ async def update_task_state(
     last: int,
     *,
     parent: Span | None = None,
+    summarize: Summarize | None = None,
 ) -> TaskState | ModelError:
     """The seed's incremental update: fold the last *last* messages of the window into
     TaskState without removing them (the window is unchanged). Returns the new state, or the
@@ -201,7 +211,9 @@ async def update_task_state(
     try:
         if memory is not None:
             memory.set("agentkit.memory.messages", len(recent))
-        return await _summarize(recent, task_state, model, "update", memory)
+        return await _summarize(
+            recent, task_state, model, "update", memory=memory, summarize=summarize
+        )
     finally:
         if memory is not None:
             memory.end()
@@ -230,6 +242,7 @@ async def maybe_compress(
     estimate: TokenEstimator,
     *,
     parent: Span | None = None,
+    summarize: Summarize | None = None,
 ) -> CompressionOutcome | None:
     """Compress *window* into *task_state* when it is over both thresholds, else None.
     *parent*: the span an attempt's ``update_memory`` span goes under (None: not traced)."""
@@ -244,7 +257,9 @@ async def maybe_compress(
         return None
     memory = _memory_span(parent, "archive")
     try:
-        new_state = await _summarize(older, task_state, model, "archive", memory)
+        new_state = await _summarize(
+            older, task_state, model, "archive", memory=memory, summarize=summarize
+        )
         if isinstance(new_state, ModelError):
             return CompressionOutcome(task_state, tuple(window), None, new_state)
         added, removed = _fact_changes(task_state, new_state)

@@ -90,20 +90,19 @@ def capability_signature(tools: ToolRegistry, strategy: str = "plan_replan") -> 
 
 
 class Scrubber:
-    """Removes the secret values the tools' domain stores from a text (read once per turn and
-    again after each tool call, which may have stored a new one)."""
+    """Removes the secret values the tools' domain stores from a text (as the registry knows
+    them now: read again after a tool run that may have stored one)."""
 
     def __init__(self, tools: ToolRegistry) -> None:
         self._tools = tools
-        self._known: tuple[int, list[str]] | None = None
+
+    def known(self) -> list[str]:
+        return self._tools.current_secrets()
 
     def __call__(self, text: str) -> str:
-        tools = self._tools
-        if tools.secrets is None:
+        if self._tools.secrets is None:
             return text
-        if self._known is None or self._known[0] != tools.runs:
-            self._known = (tools.runs, list(tools.secrets()))
-        return scrub_text(text, self._known[1])
+        return scrub_text(text, self._tools.current_secrets())
 
 
 @dataclass(frozen=True, kw_only=True)

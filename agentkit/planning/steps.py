@@ -183,9 +183,8 @@ def run_tool(step: PlanStep) -> Stage:
         state = flow.save(turn.state.mark_step_running(step.id), durable=side_effect)
         yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
         yield ToolCallEvent(id=step.id, name=step.tool_name, arguments=planned(step).tool_args)
-        span = (
-            ctx.trace.tool_call(None, name=step.tool_name, call_id=step.id) if ctx.trace else None
-        )
+        trace = ctx.trace
+        span = trace.tool_call(None, name=step.tool_name, call_id=step.id) if trace else None
         try:
             if span is None:
                 result = await tools.arun(step.tool_name, flow.tool_args(step))
@@ -201,6 +200,9 @@ def run_tool(step: PlanStep) -> Stage:
                 span.end()
             raise
         if span is not None:
+            if trace is not None and trace.capture:
+                trace.content(span, semconv.TOOL_CALL_ARGUMENTS, planned(step).tool_args)
+                trace.content(span, semconv.TOOL_CALL_RESULT, ctx.scrub(cut(text)))
             if not ok:
                 span.fail("tool_error", ctx.scrub(cut(text, 300)))
             span.end()

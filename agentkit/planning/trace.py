@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from agentkit.layout import ConversationPaths
 from agentkit.models.base import JsonSchema, Purpose
 
-__all__ = ["CallRecord", "append_call_record"]
+__all__ = ["CallRecord", "CallsFile", "append_call_record"]
 
 #: id(schema) -> (the schema, kept alive so the id stays its own; its JSON)
 _SCHEMA_JSON: dict[int, tuple[JsonSchema, str]] = {}
@@ -76,17 +76,35 @@ class CallRecord(BaseModel):
 def append_call_record(conversation_dir: Path, message_id: str, record: CallRecord) -> None:
     """Append *record* to the ``calls.jsonl`` of turn *message_id* in *conversation_dir*
     (one ``O_APPEND`` write of the whole line; the turn's folder is made if it is missing)."""
-    path = ConversationPaths(conversation_dir).calls(message_id)
-    line = (record.to_json_line() + "\n").encode()
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    calls = CallsFile(conversation_dir, message_id)
     try:
-        fd = os.open(path, flags, 0o644)
-    except FileNotFoundError:  # the turn's folder is made by its first journal commit
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, flags, 0o644)
-    try:
+        calls.append(record)
+    finally:
+        calls.close()
+
+
+class CallsFile:
+    """A turn's ``calls.jsonl``, opened on the first record and kept open until :meth:`close`
+    (one ``O_APPEND`` write per record: a reader sees whole lines)."""
+
+    def __init__(self, conversation_dir: Path, message_id: str) -> None:
+        self.path = ConversationPaths(conversation_dir).calls(message_id)
+        self._fd: int | None = None
+
+    def append(self, record: CallRecord) -> None:
+        line = (record.to_json_line() + "\n").encode()
+        if self._fd is None:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+            try:
+                self._fd = os.open(self.path, flags, 0o644)
+            except FileNotFoundError:  # the turn's folder is made by its first journal commit
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(self.path, flags, 0o644)
         view = memoryview(line)
         while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
+            view = view[os.write(self._fd, view) :]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

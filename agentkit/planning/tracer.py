@@ -38,8 +38,8 @@ from agentkit.models.base import (
     ToolSpec,
 )
 from agentkit.planning.errors import TurnCancelledError, TurnFailedError
-from agentkit.planning.trace import CallRecord, append_call_record
-from agentkit.telemetry import ModelCallSpan, Span, TurnTrace
+from agentkit.planning.trace import CallRecord, CallsFile
+from agentkit.telemetry import ModelCallSpan, Span, TurnTrace, semconv
 from agentkit.types import Usage
 
 __all__ = ["CallTracer", "CancelScope", "LikelihoodScorer", "ModelCall", "error_text"]
@@ -117,6 +117,7 @@ class CallTracer:
         #: every model call of the turn, in order (also appended to ``calls.jsonl``)
         self.records: list[CallRecord] = [] if records is None else records
         self.usage = Usage()
+        self._file = CallsFile(traces, message_id) if traces is not None else None
 
     def chat_model(self) -> ChatModel:
         """The turn's model; the planner needs a stateless chat model."""
@@ -153,8 +154,13 @@ class CallTracer:
 
     def _keep(self, record: CallRecord) -> None:
         self.records.append(record)
-        if self.traces is not None:
-            append_call_record(self.traces, self.message_id, record)
+        if self._file is not None:
+            self._file.append(record)
+
+    def close(self) -> None:
+        """The turn is over: its ``calls.jsonl`` is closed (a later record opens it again)."""
+        if self._file is not None:
+            self._file.close()
 
 
 class ModelCall:
@@ -202,6 +208,9 @@ class ModelCall:
                 purpose=self.purpose,
                 stream=self.purpose == "respond",
             )
+            if trace.capture:  # contents only when asked for (secrets masked even then)
+                sent: list[JsonValue] = [dict(m) for m in self._message_dicts()]
+                trace.content(self._span, semconv.INPUT_MESSAGES, sent)
         self._deadline = asyncio.get_running_loop().time() + tracer.timeout(self.purpose)
         self._started = time.perf_counter()
         return self
@@ -231,9 +240,7 @@ class ModelCall:
                 cancelled = isinstance(error, TurnCancelledError | asyncio.CancelledError)
                 read["error"] = "cancelled by the user" if cancelled else error_text(error)
         problem = read.get("error", "")
-        messages = [
-            m.model_dump() if isinstance(m, ChatMessage) else dict(m) for m in self.messages
-        ]
+        messages = self._message_dicts()
         # built from our own values (not validated again: the schema stays the agent's object,
         # whose JSON the trace writes once, see CallRecord.to_json_line)
         record = CallRecord.model_construct(
@@ -251,6 +258,10 @@ class ModelCall:
         tracer._keep(record)
         span = self._span
         if span is not None:
+            trace = tracer.trace
+            if trace is not None and trace.capture:
+                output: JsonValue = [{"role": "assistant", "content": str(read.get("raw", ""))}]
+                trace.content(span, semconv.OUTPUT_MESSAGES, output)
             span.usage(usage.input_tokens, usage.output_tokens)
             if completion is not None:
                 span.finish_reasons([completion.stop_reason])
@@ -320,6 +331,9 @@ class ModelCall:
         except (ModelError, TimeoutError, RecursionError) as error:
             self._failure = error
             raise
+
+    def _message_dicts(self) -> list[dict[str, str]]:
+        return [m.model_dump() if isinstance(m, ChatMessage) else dict(m) for m in self.messages]
 
     def _chat_messages(self) -> list[ChatMessage]:
         return [m if isinstance(m, ChatMessage) else ChatMessage(**m) for m in self.messages]  # type: ignore[arg-type]

@@ -47,7 +47,7 @@ from agentkit.planning.strategies import get_strategy
 from agentkit.planning.trace import CallRecord
 from agentkit.planning.tracer import CallTracer, CancelScope
 from agentkit.store import ConversationKey, ConversationStore
-from agentkit.telemetry import Telemetry, TurnTrace
+from agentkit.telemetry import Telemetry, TurnTrace, provider_name
 from agentkit.tools import ToolRegistry
 from agentkit.types import Message
 
@@ -176,9 +176,12 @@ async def drive(
         error_type = type(error).__name__
         yield _failed(turn, "internal_error", f"{type(error).__name__}: {error}")
     outcome = turn.outcome
+    turn.calls.close()
     answer = _persist(turn)
     if outcome.status == "completed" and not _fast_path(ctx.text):
-        compressed = await upkeep.upkeep(ctx, (question, *(() if answer is None else (answer,))))
+        added = (question,) if answer is None else (question, answer)
+        compressed = await upkeep.upkeep(ctx, turn.calls, added)
+        turn.calls.close()
         if compressed is not None:
             yield compressed
     usage = turn.calls.usage
@@ -216,9 +219,9 @@ def _turn(
             conversation_id=key.conversation_id,
             message_id=message_id,
             scenario=scenario,
-            provider=_provider(plan.model.spec),
+            provider=provider_name(plan.model.spec),
             model=plan.model.spec,
-            secrets=lambda: list(plan.tools.secrets()) if plan.tools.secrets else [],
+            secrets=scrub.known,
         )
     ctx = TurnContext(
         key=key,
@@ -254,12 +257,6 @@ def _turn(
     )
     flow = FlowRecorder(key, plan.memory, ctx.note)
     return Turn(ctx=ctx, flow=flow, calls=tracer, outcome=Outcome(), cancel=plan.cancel_scope)
-
-
-def _provider(spec: str) -> str:
-    """``gen_ai.provider.name``: the backend kind (a custom value where no standard fits)."""
-    kind = spec.partition(":")[0]
-    return {"llama": "llama_cpp", "claude-cli": "claude_cli"}.get(kind, kind or "unknown")
 
 
 def _fast_path(text: str) -> bool:

@@ -18,39 +18,59 @@ from collections.abc import Sequence
 from agentkit.errors import AgentkitError, ModelError
 from agentkit.events import CompressionEvent
 from agentkit.memory import chat_window, estimator_for, maybe_compress, update_task_state
+from agentkit.memory.compression import Summarize
 from agentkit.memory.history import compression_marker
 from agentkit.memory.repository import Versioned
 from agentkit.memory.task_state import TaskState
-from agentkit.models.base import ChatModel
+from agentkit.models.base import ChatMessage, ChatModel, Completion, JsonSchema, validate_structured
 from agentkit.planning.state import TurnContext
+from agentkit.planning.tracer import CallTracer
+from agentkit.telemetry import Span
 from agentkit.types import Message, utc_now
 
 __all__ = ["upkeep"]
 
 
-async def upkeep(ctx: TurnContext, turn_messages: Sequence[Message]) -> CompressionEvent | None:
+async def upkeep(
+    ctx: TurnContext, calls: CallTracer, turn_messages: Sequence[Message]
+) -> CompressionEvent | None:
     """The incremental TaskState update, then compression; the ``compression`` event if the
     window was compressed. *turn_messages*: what this turn added (the user's message and the
-    answer)."""
+    answer). The summarise calls go through the turn's call tracer."""
     config, model = ctx.compression, ctx.model
     if config is None or not isinstance(model, ChatModel):
         return None
     conversation = [*ctx.history, *turn_messages]
     task = ctx.task
+
+    async def summarize(
+        messages: list[ChatMessage], schema: JsonSchema, span: Span | None
+    ) -> Completion:
+        async with calls.call("summarize", messages, schema, parent=span) as call:
+            completion = await call.reply()
+            value = validate_structured(model.spec, completion.text, schema)
+            return completion.model_copy(update={"structured": value})
+
     if config.incremental_messages:
-        task = await _update(ctx, model, conversation, task)
-    return await _compress(ctx, model, conversation, task)
+        task = await _update(ctx, model, conversation, task, summarize)
+    return await _compress(ctx, model, conversation, task, summarize)
 
 
 async def _update(
-    ctx: TurnContext, model: ChatModel, conversation: list[Message], task: Versioned[TaskState]
+    ctx: TurnContext,
+    model: ChatModel,
+    conversation: list[Message],
+    task: Versioned[TaskState],
+    summarize: Summarize,
 ) -> Versioned[TaskState]:
     """Fold the latest messages into TaskState (``compression.incremental_messages``)."""
     assert ctx.compression is not None
     last = ctx.compression.incremental_messages
     window = chat_window(conversation[-(last + 4) :])
     parent = ctx.trace.root if ctx.trace is not None else None
-    updated = await update_task_state(window, task.value, model, last, parent=parent)
+    updated = await update_task_state(
+        window, task.value, model, last, parent=parent, summarize=summarize
+    )
     if isinstance(updated, ModelError):
         ctx.note("ERROR", f"task state update: {updated}")
         return task
@@ -69,7 +89,11 @@ async def _update(
 
 
 async def _compress(
-    ctx: TurnContext, model: ChatModel, conversation: list[Message], task: Versioned[TaskState]
+    ctx: TurnContext,
+    model: ChatModel,
+    conversation: list[Message],
+    task: Versioned[TaskState],
+    summarize: Summarize,
 ) -> CompressionEvent | None:
     """Summarise the older part of an over-long window into TaskState and mark the cut."""
     assert ctx.compression is not None
@@ -82,8 +106,9 @@ async def _compress(
         return None
     parent = ctx.trace.root if ctx.trace is not None else None
     outcome = await maybe_compress(
-        window, task.value, model, config, estimator_for(model), parent=parent
-    )
+        window, task.value, model, config, estimator_for(model), parent=parent,
+        summarize=summarize,
+    )  # fmt: skip
     if outcome is None:
         return None
     if not outcome.compressed or outcome.event is None:

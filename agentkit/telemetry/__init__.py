@@ -4,11 +4,13 @@ shape — kept by agentkit itself and, when OpenTelemetry is set up, exported th
 Usage. An agent runtime holds one ``tel = Telemetry(agent_id=…, agent_name=…)``. A turn is
 ``trace = tel.turn(conversation_id=…, message_id=…, scenario="A", provider="scripted",
 model="scripted:inline")``, which starts the root ``invoke_agent {agent id}``; inside it,
-``trace.span("plan desk-001", parent=None)`` (None: the root), ``trace.model_call(parent,
-model=…, purpose="plan")`` (``chat {model}``, then ``.usage(in, out)``, ``.finish_reasons``)
-and ``trace.tool_call(parent, name=…, call_id=…)`` (``execute_tool {name}``) start child
-spans, each ended by ``.end()`` or by leaving its ``with`` block (an exception sets
-``error.type``); ``span.fail(type, message)`` marks a failure without one.
+``trace.plan()`` (``plan {agent id}``; ``trace.span(name, parent=None)`` for any other, None
+meaning the root), ``trace.model_call(parent, model=…, purpose="plan")`` (``chat {model}``,
+then ``.usage(in, out)``, ``.finish_reasons``), ``trace.tool_call(parent, name=…,
+call_id=…)`` (``execute_tool {name}``) and ``trace.memory_update(parent, store=…)``
+(``update_memory {store}``) start child spans, each ended by ``.end()`` or by leaving its
+``with`` block (an exception sets ``error.type``); ``span.fail(type, message)`` marks a
+failure without one.
 ``trace.event(CONSENT_EVENT, {...})`` puts an event on the root, ``trace.content(span,
 "gen_ai.input.messages", messages)`` records contents only when
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` (secrets masked even then), and
@@ -27,6 +29,7 @@ called; ``import agentkit.telemetry`` never imports it. Names: :mod:`agentkit.te
 """
 
 from agentkit.telemetry import semconv
+from agentkit.telemetry._provider import provider_name
 from agentkit.telemetry._records import (
     Attributes,
     AttributeValue,
@@ -64,5 +67,6 @@ __all__ = [
     "capture_content",
     "format_traceparent",
     "parse_traceparent",
+    "provider_name",
     "semconv",
 ]

@@ -125,6 +125,6 @@ PROVIDERS: Final = {
     "claude-cli": "claude_cli",
     "scripted": "scripted",
     "function": "function",
-    "record": "record",
+    "record": "recorded",
     "replay": "replay",
 }

@@ -310,6 +310,8 @@ class ToolRegistry:
         #: tool calls started so far: a tool may store a new secret, so a list of the
         #: domain's secrets is current only while this count is unchanged
         self.runs = 0
+        #: the domain's secrets as last read, and the run count they were read at
+        self._read_at: tuple[int, list[str]] | None = None
         self._tools: dict[str, Tool[Any]] = {}
         self._signature: str | None = None
         self._rendered: str | None = None
@@ -415,8 +417,7 @@ class ToolRegistry:
         other handler exception raises :class:`ToolCrashedError`.
         """
         args = self.validate(name, raw_args)
-        known = self._known_secrets(raw_args)
-        self.runs += 1
+        known = self._started(raw_args)
         try:
             output = self._tools[name].handler(args)
             if inspect.isawaitable(output):
@@ -430,8 +431,7 @@ class ToolRegistry:
     async def arun(self, name: str, raw_args: Mapping[str, object]) -> ToolResult:
         """:meth:`run` for async callers: an awaitable result is awaited on this loop."""
         args = self.validate(name, raw_args)
-        known = self._known_secrets(raw_args)
-        self.runs += 1
+        known = self._started(raw_args)
         try:
             output = self._tools[name].handler(args)
             if inspect.isawaitable(output):
@@ -461,16 +461,29 @@ class ToolRegistry:
     def _crashed(self, name: str, error: Exception, known: list[str]) -> ToolCrashedError:
         return ToolCrashedError(name, scrub_text(f"{type(error).__name__}: {error}", known))
 
-    def _known_secrets(self, raw_args: Mapping[str, object]) -> list[str]:
-        """Secret values to scrub: the call's own secret arguments and the domain's."""
+    def _started(self, raw_args: Mapping[str, object]) -> list[str]:
+        """A run starts: the secret values to scrub from it (the call's own secret arguments
+        and the domain's, read now)."""
         known = [
             value
             for key, value in raw_args.items()
             if isinstance(value, str) and is_secret_key(str(key))
         ]
-        if self.secrets is not None:
-            known.extend(self.secrets())
-        return known
+        domain = list(self.secrets()) if self.secrets is not None else []
+        self.runs += 1
+        return known + domain
+
+    def current_secrets(self) -> list[str]:
+        """The domain's secret values now: read once after each tool run (any tool may store
+        one, whatever it declares), else the last read's."""
+        if self.secrets is None:
+            return []
+        last = self._read_at
+        if last is not None and last[0] == self.runs:
+            return last[1]
+        values = list(self.secrets())
+        self._read_at = (self.runs, values)
+        return values
 
 
 def _wait(awaitable: Awaitable[T]) -> T:
