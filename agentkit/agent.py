@@ -10,23 +10,40 @@ argument, so several agents and data roots can live in one process.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Literal
 
 from agentkit.branches import fork_conversation, record_turn_checkpoint
 from agentkit.chat import ChatEngine
 from agentkit.config import AgentConfig
 from agentkit.engine import AgentRuntime, Engine
-from agentkit.errors import ConversationNotFoundError, UsageError
+from agentkit.errors import (
+    ApprovalNotFoundError,
+    ConversationBusyError,
+    ConversationNotFoundError,
+    UsageError,
+)
 from agentkit.events import AgentEvent, ResultEvent, SessionEvent
 from agentkit.ids import check_id, new_conversation_id
 from agentkit.loop import BackgroundLoop
-from agentkit.memory import ExecutionState, MemoryRepository, TaskState, Versioned
+from agentkit.memory import (
+    ApprovalDecision,
+    DecisionSource,
+    ExecutionState,
+    MemoryRepository,
+    PendingApproval,
+    TaskState,
+    Versioned,
+)
 from agentkit.models._requests import check_model_requests
 from agentkit.models.base import ChatModel, SessionBackend
-from agentkit.planning import PlannerEngine
+from agentkit.planning import PlannerEngine, approvals
+from agentkit.planning.approvals import Decision
 from agentkit.sessions import SessionPool
 from agentkit.store import ConfigStore, ConversationKey, ConversationStore
 from agentkit.store.choice import open_stores
@@ -41,6 +58,9 @@ DEFAULT_TITLE = "New conversation"
 MAX_TITLE_LENGTH = 200
 MAX_MESSAGE_LENGTH = 32_000
 #: the engines by the name an agent's ``config.json`` gives (``engine``)
+#: how long a decision waits for a turn in progress on its conversation (e.g. the decision
+#: that won), before it is refused as busy
+DECISION_WAIT_SECONDS = 30.0
 ENGINES: Mapping[str, Engine] = {"chat": ChatEngine(), "planner": PlannerEngine()}
 
 
@@ -291,6 +311,104 @@ class Agent:
                 ):  # finished: its checkpoint (a planner turn's final commit carries it)
                     record_turn_checkpoint(self.runtime, key, event.message_id)
                 yield event
+
+    # -- approvals --------------------------------------------------------------------------
+
+    def pending_approvals(self, conversation_id: str) -> list[PendingApproval]:
+        """The side-effecting calls of the conversation waiting for a decision (at most one:
+        a flow pauses on one consent at a time)."""
+        stored = self.execution_state(conversation_id)
+        pending = stored.value.pending_approval if stored is not None else None
+        return [] if pending is None else [pending]
+
+    def approval_decisions(self, conversation_id: str) -> list[ApprovalDecision]:
+        """How the flow's approvals were decided, oldest first (the last ones kept)."""
+        stored = self.execution_state(conversation_id)
+        return list(stored.value.decisions) if stored is not None else []
+
+    async def adecide(
+        self,
+        conversation_id: str,
+        approval_id: str,
+        decision: Literal["approve", "reject"],
+        args: Mapping[str, Any] | None = None,
+        note: str = "",
+        *,
+        source: DecisionSource = "python",
+    ) -> AsyncIterator[AgentEvent]:
+        """Decide on a pending approval and continue the turn; stream its events as
+        :meth:`send_message` does. *args* replaces the planned arguments of that one call
+        (validated against the tool's schema first: an invalid edit raises
+        :class:`InvalidApprovalArgsError` and runs nothing).
+
+        Exactly once, whoever answers first: the decision is checked before anything is
+        written, waits for a turn in progress on the conversation (another decision,
+        perhaps), is checked again under the writer lock and is consumed with the step's
+        durable ``running`` point; a second decision raises :class:`ApprovalDecidedError`
+        (saying what was decided and when), an unknown id :class:`ApprovalNotFoundError`."""
+        if decision not in ("approve", "reject"):
+            raise UsageError(f"a decision is 'approve' or 'reject', not {decision!r}")
+        check_id(approval_id, "approval")
+        key = self._key(self._existing(conversation_id))
+        if self.config.engine != "planner":  # a chat turn never asks for one
+            raise ApprovalNotFoundError(conversation_id, approval_id)
+        chosen = Decision(
+            approval_id, decision, source, dict(args) if args is not None else None, note
+        )
+        tools = self.runtime.tools
+        approvals.check(self._flow(conversation_id), chosen, tools, conversation_id)
+        model = self.runtime.model
+        if model.real_requests:
+            check_model_requests(model.spec)
+        engine = ENGINES[self.config.engine]
+        text = ("yes" if decision == "approve" else "no") + (f" — {note}" if note else "")
+        deadline = time.monotonic() + DECISION_WAIT_SECONDS
+        while True:  # wait for a turn in progress (e.g. the decision that won) to end
+            try:
+                lock = self.store.hold(key, timeout=0)
+                admitted = self.pool.turn(self.id, conversation_id, lock)
+                await admitted.__aenter__()
+            except ConversationBusyError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.02)
+                continue
+            break
+        try:
+            self.memory.unstage_execution_state(self.id, conversation_id)
+            approvals.check(self._flow(conversation_id), chosen, tools, conversation_id)
+            async for event in engine.run_turn(self.runtime, key, text, chosen):
+                yield event
+        except BaseException as error:
+            if not await admitted.__aexit__(type(error), error, error.__traceback__):
+                raise
+        else:
+            await admitted.__aexit__(None, None, None)
+
+    def decide(
+        self,
+        conversation_id: str,
+        approval_id: str,
+        decision: Literal["approve", "reject"],
+        args: Mapping[str, Any] | None = None,
+        note: str = "",
+        *,
+        source: DecisionSource = "python",
+    ) -> TurnResult:
+        """:meth:`adecide`, synchronously (as :meth:`send` is to :meth:`send_message`)."""
+
+        async def collect() -> TurnResult:
+            result = TurnResult()
+            events = self.adecide(conversation_id, approval_id, decision, args, note, source=source)
+            async for event in events:
+                result.events.append(event)
+            return result
+
+        return self.loop.run(collect())
+
+    def _flow(self, conversation_id: str) -> ExecutionState | None:
+        stored = self.memory.load_execution_state(self.id, conversation_id)
+        return stored.value if stored is not None else None
 
     async def cancel(self, conversation_id: str) -> bool:
         """Ask the running turn of a conversation to stop; False when none is running.

@@ -46,6 +46,7 @@ from agentkit.models.base import (
     ThinkingDelta,
     ToolCallRequest,
 )
+from agentkit.planning.approvals import Decision
 from agentkit.sessions import SessionPool, TranscriptSession, summarize_history
 from agentkit.sessions.context import HISTORY_LIMIT
 from agentkit.store import ConversationKey, ConversationStore
@@ -301,7 +302,11 @@ class ChatEngine:
     writes_checkpoints = False
 
     async def run_turn(
-        self, runtime: AgentRuntime, key: ConversationKey, text: str
+        self,
+        runtime: AgentRuntime,
+        key: ConversationKey,
+        text: str,
+        decision: Decision | None = None,
     ) -> AsyncIterator[AgentEvent]:
         turn = ChatTurn(
             key=key,

@@ -107,6 +107,8 @@ class PlannerConfig(_Config):
     tool_choice: Literal["model", "router"] = "model"
     #: how many ranked tools the router keeps as candidates (the model votes among the near-tied)
     router_candidates: int = Field(default=3, ge=1, le=16)
+    #: seconds a pending approval stays valid (None: no limit); an expired one is rejected
+    approval_ttl_seconds: float | None = Field(default=None, gt=0)
 
 
 _ToolsetName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]

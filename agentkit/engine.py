@@ -16,7 +16,7 @@ so opening an agent loads no weights. Both are closed with the runtime.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Protocol
@@ -27,6 +27,7 @@ from agentkit.layout import DataLayout
 from agentkit.memory import MemoryRepository
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import create_model, resolve_model_spec
+from agentkit.planning.approvals import Decision
 from agentkit.sessions import SessionPool, TurnRegistry
 from agentkit.store import ConfigStore, ConversationKey, ConversationStore, SqliteConfigStore
 from agentkit.telemetry import Telemetry
@@ -43,8 +44,15 @@ class Engine(Protocol):
     writes_checkpoints: bool
 
     def run_turn(
-        self, runtime: AgentRuntime, key: ConversationKey, text: str
-    ) -> AsyncIterator[AgentEvent]: ...
+        self,
+        runtime: AgentRuntime,
+        key: ConversationKey,
+        text: str,
+        decision: Decision | None = None,
+    ) -> AsyncIterator[AgentEvent]:
+        """The turn's events; *decision*: a decision on a pending approval the turn carries
+        (engines without approvals refuse one before the turn starts, see Agent.adecide)."""
+        ...
 
 
 def open_tools(
@@ -151,6 +159,10 @@ class AgentRuntime:
         """The conversation folder that holds each turn's ``calls.jsonl``; None when the
         store keeps no files."""
         return self.store.folder(key)
+
+    def close_with(self, close: Callable[[], object]) -> None:
+        """Call *close* when the runtime's resources are closed (a store the agent opened)."""
+        self._resources.callback(close)
 
     def close_resources(self) -> None:
         """Close the tools and the memory store this runtime opened (not the model)."""

@@ -11,6 +11,9 @@
     │   ├── TurnNotFinishedError   a turn with no checkpoint (still running, or cut short)
     │   ├── ConfigError            an agent's config.json is invalid (names file and field)
     │   ├── ModelSpecError         a model spec string that names no usable backend
+    │   ├── ApprovalNotFoundError  an approval id that names no pending approval
+    │   ├── ApprovalDecidedError   a decision on an approval that was decided already
+    │   ├── InvalidApprovalArgsError  edited arguments the tool's schema refuses (nothing ran)
     │   ├── MissingExtraError      a feature whose extra is not installed (names the pip
     │   │                          command); also an ImportError
     │   └── ModelRequestsBlockedError  a real model backend used while agentkit.testing has
@@ -33,11 +36,14 @@ from pathlib import Path
 __all__ = [
     "AgentNotFoundError",
     "AgentkitError",
+    "ApprovalDecidedError",
+    "ApprovalNotFoundError",
     "ConfigError",
     "ConversationBusyError",
     "ConversationNotFoundError",
     "CorruptJournalError",
     "CorruptStateError",
+    "InvalidApprovalArgsError",
     "InvalidIdError",
     "MissingExtraError",
     "ModelError",
@@ -196,6 +202,38 @@ class MissingExtraError(UsageError, ImportError):
 
 def _missing_extra(extra: str, feature: str, module: str, hint: str) -> MissingExtraError:
     return MissingExtraError(extra, feature, module=module, hint=hint)
+
+
+class ApprovalNotFoundError(UsageError, LookupError):
+    """No pending approval of that id in the conversation (and none was ever decided)."""
+
+    def __init__(self, conversation_id: str, approval_id: str) -> None:
+        self.conversation_id = conversation_id
+        self.approval_id = approval_id
+        super().__init__(f"conversation {conversation_id!r} has no approval {approval_id!r}")
+
+
+class ApprovalDecidedError(UsageError):
+    """The approval was decided already: a decision is single-use, whoever answers first."""
+
+    def __init__(self, approval_id: str, decision: str, source: str, at: str) -> None:
+        self.approval_id = approval_id
+        self.decision = decision
+        self.source = source
+        self.at = at
+        super().__init__(
+            f"approval {approval_id!r} was already decided: {decision} ({source}, at {at})"
+        )
+
+
+class InvalidApprovalArgsError(UsageError):
+    """Edited arguments for an approval that the tool's schema refuses; nothing was run."""
+
+    def __init__(self, approval_id: str, tool_name: str, problem: str) -> None:
+        self.approval_id = approval_id
+        self.tool_name = tool_name
+        self.problem = problem
+        super().__init__(f"approval {approval_id!r}: invalid arguments for {tool_name}: {problem}")
 
 
 class ModelRequestsBlockedError(UsageError):

@@ -178,6 +178,8 @@ class AskUserEvent(_Event):
     kind: Literal["question", "confirmation"] = "question"
     tool_name: str = ""
     tool_args: dict[str, Any] = Field(default_factory=dict)
+    #: a confirmation's pending approval, to decide on by id (``Agent.decide``, HTTP, ACP)
+    approval_id: str = ""
 
 
 class ResultEvent(_Event):

@@ -29,7 +29,7 @@ ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
 _ID_RE = re.compile(ID_PATTERN, re.ASCII)
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 
-IdKind = Literal["agent", "conversation", "message"]
+IdKind = Literal["agent", "conversation", "message", "approval"]
 
 
 def is_valid_id(value: object) -> bool:

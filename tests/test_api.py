@@ -260,6 +260,9 @@ def test_openapi_documents_every_route_with_status_codes_and_sse(
         ("POST", "/api/agent/{agentId}/conversations/{convId}/cancel"),
         ("POST", "/api/agent/{agentId}/conversations/{convId}/fork"),
         ("POST", "/api/agent/{agentId}/chat"),
+        ("GET", "/api/agent/{agentId}/conversations/{convId}/turns/{messageId}/events"),
+        ("GET", "/api/agent/{agentId}/conversations/{convId}/approvals"),
+        ("POST", "/api/agent/{agentId}/conversations/{convId}/approvals/{approvalId}"),
     }
     for path, item in paths.items():
         for method, operation in item.items():

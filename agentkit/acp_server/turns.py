@@ -30,7 +30,7 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, cast
 
 import acp
 from acp.interfaces import Client
@@ -165,15 +165,26 @@ class PromptTurn:
             if answer is None:
                 await self._show_question(outcome)
                 return "cancelled" if self.cancelled else "end_turn"
-            outcome = await self._follow_up("yes" if answer == ALLOW else "no")
+            outcome = await self._follow_up(outcome, "approve" if answer == ALLOW else "reject")
             await self._close_consent("Not run.")  # still open: the allowed tool never ran
         if outcome.consent is not None:
             await self._show_question(outcome)
         return "cancelled" if self.cancelled else "end_turn"
 
-    async def _follow_up(self, text: str) -> _Outcome:
-        """The turn that carries the client's permission answer to the planner."""
-        stream = self.agent.send_message(self.session_id, text)
+    async def _follow_up(
+        self, paused: _Outcome, decision: Literal["approve", "reject"]
+    ) -> _Outcome:
+        """The turn that carries the client's permission answer to the planner: a decision
+        on the pending approval by its id (the same path as Python's and HTTP's)."""
+        consent = paused.consent
+        if consent is not None and consent.approval_id:
+            stream = self.agent.adecide(
+                self.session_id, consent.approval_id, decision, source="acp"
+            )
+        else:  # no id to decide on: the seed's text path
+            stream = self.agent.send_message(
+                self.session_id, "yes" if decision == "approve" else "no"
+            )
         try:
             first = await anext(aiter(stream))
         except (AgentkitError, StopAsyncIteration) as error:

@@ -22,9 +22,12 @@ from starlette.routing import Match
 from agentkit.errors import (
     AgentkitError,
     AgentNotFoundError,
+    ApprovalDecidedError,
+    ApprovalNotFoundError,
     ConfigError,
     ConversationBusyError,
     ConversationNotFoundError,
+    InvalidApprovalArgsError,
     InvalidIdError,
     MissingExtraError,
     ModelError,
@@ -34,7 +37,7 @@ from agentkit.errors import (
     TurnNotFoundError,
     UsageError,
 )
-from agentkit.store import VersionConflictError
+from agentkit.store import StoreUnavailableError, VersionConflictError
 
 __all__ = [
     "ApiError",
@@ -90,12 +93,16 @@ _TABLE: tuple[tuple[type[BaseException], int, str], ...] = (
     (ConversationNotFoundError, 404, "conversation_not_found"),
     (TurnNotFoundError, 404, "turn_not_found"),
     (TurnNotFinishedError, 422, "turn_not_finished"),
+    (ApprovalNotFoundError, 404, "approval_not_found"),
+    (ApprovalDecidedError, 409, "approval_decided"),
+    (InvalidApprovalArgsError, 422, "invalid_approval_args"),
     (ConfigError, 500, "agent_config_invalid"),
     (ModelSpecError, 503, "model_unavailable"),
     (MissingExtraError, 503, "extra_missing"),
     (UsageError, 422, "invalid_request"),
     (ConversationBusyError, 409, "conversation_busy"),
     (VersionConflictError, 409, "version_conflict"),
+    (StoreUnavailableError, 503, "store_unavailable"),
     (StoreError, 500, "store_error"),
     (ModelError, 502, "model_error"),
     (AgentkitError, 500, "agentkit_error"),

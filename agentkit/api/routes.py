@@ -25,11 +25,15 @@ from agentkit.api.schemas import (
     AgentInfo,
     AgentList,
     AgentSummary,
+    ApprovalBody,
+    ApprovalList,
     CancelResult,
     ChatRequest,
     ConversationDetail,
     ConversationList,
     CreateConversationRequest,
+    DecisionBody,
+    DecisionRequest,
     Deleted,
     ForkRequest,
     Health,
@@ -143,6 +147,16 @@ ConversationId = Annotated[
         max_length=64,
         description="A conversation id (same rule as agent ids)",
         examples=["conv-mn3e4k1a7x2p9q0w3e"],
+    ),
+]
+ApprovalId = Annotated[
+    str,
+    Path(
+        alias="approvalId",
+        pattern=ID_REGEX,
+        max_length=64,
+        description="A pending approval's id (an ask_user event's approvalId)",
+        examples=["appr-3f9c2a1b7d4e5f60"],
     ),
 ]
 
@@ -314,6 +328,14 @@ async def cancel_turn(
     if not agent.store.exists(ConversationKey(agent.id, conversation_id)):
         raise ConversationNotFoundError(agent.id, conversation_id)
     result = {"agent_id": agent.id, "conversation_id": conversation_id}
+    key = ConversationKey(agent.id, conversation_id)
+    if await served.running_elsewhere(key):  # on another replica: ask it (PostgreSQL NOTIFY)
+        await asyncio.to_thread(served.events.request_cancel, key)
+        return CancelResult(
+            **result,
+            cancelled=True,
+            message="the turn runs on another replica; it was asked to stop there",
+        )
     if not served.pool.turns.is_running(agent.id, conversation_id):
         return CancelResult(
             **result, cancelled=False, message="no turn is running in this conversation"
@@ -365,6 +387,72 @@ async def chat(agent_id: AgentId, body: ChatRequest, served: Served, turns: Turn
         first = await turn.first_event()
     except asyncio.CancelledError:
         turn.detached = True  # the client left before the first event; the turn goes on
+        raise
+    return SseResponse(
+        _frames(first, turn),
+        ping=SSE_PING_SECONDS,
+        send_timeout=SSE_SEND_TIMEOUT,
+        shutdown_grace_period=SSE_SHUTDOWN_GRACE,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+@router.get(
+    "/agent/{agentId}/conversations/{convId}/approvals",
+    operation_id="listApprovals",
+    response_model=ApprovalList,
+    responses=_responses(404, 422, 500),
+)
+async def list_approvals(
+    agent_id: AgentId, conversation_id: ConversationId, served: Served
+) -> ApprovalList:
+    """The side-effecting calls waiting for a decision (by id), and the decisions made."""
+    agent = await served.get(agent_id)
+    pending = await asyncio.to_thread(agent.pending_approvals, conversation_id)
+    decided = await asyncio.to_thread(agent.approval_decisions, conversation_id)
+    return ApprovalList(
+        agent_id=agent.id,
+        conversation_id=conversation_id,
+        approvals=[ApprovalBody.of(approval) for approval in pending],
+        decisions=[DecisionBody.of(decision) for decision in decided],
+    )
+
+
+@router.post(
+    "/agent/{agentId}/conversations/{convId}/approvals/{approvalId}",
+    operation_id="decideApproval",
+    response_class=SseResponse,
+    description="Approve (as planned, or with edited `args`, checked against the tool's "
+    "schema first) or reject a pending call; the continuation streams as chat does. A "
+    "decision is single-use: whoever answers first wins, a second one is 409 (naming the "
+    "first), an unknown approval 404, invalid arguments 422 (nothing runs). " + _SSE_DOC,
+    responses={
+        200: {
+            "description": "The continued turn's events as a server-sent event stream",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        **_responses(404, 409, 422, 500, 503, streaming=True),
+    },
+)
+async def decide_approval(
+    agent_id: AgentId,
+    conversation_id: ConversationId,
+    approval_id: ApprovalId,
+    *,
+    body: DecisionRequest,
+    served: Served,
+    turns: Turns,
+) -> SseResponse:
+    """Decide on a pending approval and stream the continuation."""
+    agent = await served.get(agent_id)
+    events = agent.adecide(
+        conversation_id, approval_id, body.decision, body.args, body.note, source="http"
+    )
+    turn = turns.start(agent, conversation_id, "", events)
+    try:
+        first = await turn.first_event()
+    except asyncio.CancelledError:
+        turn.detached = True
         raise
     return SseResponse(
         _frames(first, turn),

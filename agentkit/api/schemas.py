@@ -19,6 +19,7 @@ from pydantic.alias_generators import to_camel
 
 from agentkit.agent import MAX_MESSAGE_LENGTH, MAX_TITLE_LENGTH
 from agentkit.ids import ID_PATTERN, check_id
+from agentkit.memory import ApprovalDecision, PendingApproval
 from agentkit.types import ConversationMeta, Message
 
 __all__ = [
@@ -36,6 +37,10 @@ __all__ = [
     "ForkRequest",
     "Health",
     "NonBlankStr",
+    "ApprovalBody",
+    "ApprovalList",
+    "DecisionBody",
+    "DecisionRequest",
 ]
 
 ID_REGEX = f"^{ID_PATTERN}$"
@@ -153,3 +158,55 @@ class Health(_Body):
     version: str
     agents: int
     running_turns: int
+
+
+class ApprovalBody(_Body):
+    """A pending approval (:class:`agentkit.memory.PendingApproval`), in camelCase."""
+
+    approval_id: str
+    tool_name: str
+    tool_args: dict[str, Any]
+    step_id: str
+    question: str
+    created_at: str
+    args_schema: dict[str, Any]
+
+    @classmethod
+    def of(cls, approval: PendingApproval) -> ApprovalBody:
+        return cls(**approval.model_dump(mode="json", exclude={"kind"}))
+
+
+class DecisionBody(_Body):
+    """A decision made (:class:`agentkit.memory.ApprovalDecision`), in camelCase."""
+
+    approval_id: str
+    tool_name: str
+    decision: str
+    source: str
+    args: dict[str, Any] | None = None
+    note: str = ""
+    at: str
+
+    @classmethod
+    def of(cls, decision: ApprovalDecision) -> DecisionBody:
+        return cls(**decision.model_dump(mode="json", exclude={"kind"}))
+
+
+class ApprovalList(_Body):
+    """``GET …/approvals``: what waits for a decision, and how earlier ones were decided."""
+
+    agent_id: str
+    conversation_id: str
+    approvals: list[ApprovalBody]
+    decisions: list[DecisionBody]
+
+
+class DecisionRequest(_Body):
+    """``POST …/approvals/{approvalId}``: approve (the call as planned, or with ``args``
+    instead, checked against the tool's schema) or reject."""
+
+    decision: Literal["approve", "reject"]
+    args: dict[str, Any] | None = Field(
+        default=None, description="the arguments to run instead of the planned ones (approve)"
+    )
+    note: str = Field(default="", max_length=2000)

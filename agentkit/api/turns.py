@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from agentkit.agent import Agent
 from agentkit.api.errors import status_for
@@ -48,12 +48,13 @@ class TurnTask:
         self.dropped = 0
         self.task: asyncio.Task[None] | None = None
 
-    def start(self, text: str) -> None:
-        self.task = asyncio.create_task(self._run(text), name=f"turn {self.agent.id}")
+    def start(self, events: AsyncIterator[AgentEvent]) -> None:
+        """Run the turn whose events are *events* (``send_message``, ``adecide``)."""
+        self.task = asyncio.create_task(self._run(events), name=f"turn {self.agent.id}")
 
-    async def _run(self, text: str) -> None:
+    async def _run(self, events: AsyncIterator[AgentEvent]) -> None:
         try:
-            async for event in self.agent.send_message(self.conversation_id, text):
+            async for event in events:
                 if isinstance(event, SessionEvent):
                     self.conversation_id = event.conversation_id
                 self._push(event)
@@ -124,9 +125,17 @@ class TurnTasks:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def start(self, agent: Agent, conversation_id: str | None, text: str) -> TurnTask:
+    def start(
+        self,
+        agent: Agent,
+        conversation_id: str | None,
+        text: str,
+        events: AsyncIterator[AgentEvent] | None = None,
+    ) -> TurnTask:
+        """A turn task of *agent*: the message *text*, or the turn *events* stands for (a
+        decision on an approval)."""
         turn = TurnTask(agent, conversation_id)
-        turn.start(text)
+        turn.start(events if events is not None else agent.send_message(conversation_id, text))
         assert turn.task is not None
         self._tasks.add(turn.task)
         turn.task.add_done_callback(self._tasks.discard)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
@@ -12,6 +13,7 @@ from agentkit.cli._app import (
     AgentArg,
     ConversationArg,
     JsonFlag,
+    StoreOption,
     app,
     clean_errors,
     data_root,
@@ -19,7 +21,6 @@ from agentkit.cli._app import (
     print_json,
 )
 from agentkit.errors import ConversationNotFoundError
-from agentkit.layout import DataLayout
 from agentkit.types import format_timestamp
 from agentkit.workspace import AgentFolder
 
@@ -93,19 +94,24 @@ def verify_command(
         bool,
         typer.Option("--repair", help="First rebuild every view file from its journal."),
     ] = False,
+    store_spec: StoreOption = None,
 ) -> None:
     """Check conversations for inconsistencies; exit 1 when any are found."""
     with clean_errors():
         root = data_root(ctx)
         if agent_id is not None:
             AgentFolder.load(root, agent_id)  # an unknown agent is an error, not "0 checked"
-        from agentkit.store import FileConversationStore
+        from agentkit.store.choice import open_stores
 
-        store = FileConversationStore(root)
-        if repair:
-            for key in store.recover(agent_id, full=True):
-                typer.echo(f"recovered {key}")
-        report = store.verify(agent_id)
+        opened = open_stores(store_spec, root)
+        try:
+            store = opened.conversations
+            if repair:
+                for key in store.recover(agent_id, full=True):
+                    typer.echo(f"recovered {key}")
+            report = store.verify(agent_id)
+        finally:
+            opened.close()
         for problem in report.problems:
             typer.echo(str(problem))
         typer.echo(f"{report.conversations} conversations checked, {len(report.problems)} problems")
@@ -117,18 +123,17 @@ def verify_command(
 def _memory_of(
     ctx: typer.Context, agent_id: str, conversation_id: str
 ) -> Iterator[MemoryRepository]:
-    """The memory repository, once the agent and the conversation are known to exist."""
-    from agentkit.memory import MemoryRepository
-    from agentkit.store import ConversationKey, SqliteConfigStore
+    """The memory repository, once the agent and the conversation are known to exist (the
+    agent's: ``agentkit.db`` under the data root, or the PostgreSQL store it was opened on)."""
+    from agentkit.store import ConversationKey
 
     agent = open_agent(ctx, agent_id)
-    if not agent.store.exists(ConversationKey(agent.id, conversation_id)):
-        raise ConversationNotFoundError(agent.id, conversation_id)
-    store = SqliteConfigStore(DataLayout(data_root(ctx)).config_db)
     try:
-        yield MemoryRepository(store)
+        if not agent.store.exists(ConversationKey(agent.id, conversation_id)):
+            raise ConversationNotFoundError(agent.id, conversation_id)
+        yield agent.memory
     finally:
-        store.close()
+        agent.close()
 
 
 @app.command("state")
@@ -175,3 +180,39 @@ def clear_command(ctx: typer.Context, agent_id: AgentArg, conversation_id: Conve
         with _memory_of(ctx, agent_id, conversation_id) as memory:
             memory.clear(agent_id, conversation_id)
         typer.echo(f"cleared the memory of {agent_id}/{conversation_id}")
+
+
+@app.command("approvals")
+def approvals_command(
+    ctx: typer.Context,
+    agent_id: AgentArg,
+    conversation_id: ConversationArg,
+    as_json: JsonFlag = False,
+) -> None:
+    """List a conversation's pending approvals (by id) and how earlier ones were decided."""
+    with clean_errors():
+        agent = open_agent(ctx, agent_id)
+        try:
+            pending = agent.pending_approvals(conversation_id)
+            decided = agent.approval_decisions(conversation_id)
+        finally:
+            agent.close()
+        if as_json:
+            print_json(
+                {
+                    "pending": [approval.model_dump(mode="json") for approval in pending],
+                    "decided": [decision.model_dump(mode="json") for decision in decided],
+                }
+            )
+            return
+        if not pending and not decided:
+            typer.echo("no approvals")
+        for approval in pending:
+            args = json.dumps(approval.tool_args, ensure_ascii=False, sort_keys=True)
+            typer.echo(f"{approval.approval_id}  pending  {approval.tool_name} {args}")
+        for decision in decided:
+            edited = " (edited arguments)" if decision.args is not None else ""
+            typer.echo(
+                f"{decision.approval_id}  {decision.decision} via {decision.source}{edited}  "
+                f"{decision.tool_name}  {decision.at:%Y-%m-%d %H:%M:%S}"
+            )

@@ -18,9 +18,12 @@ from agentkit.memory.compression import (
     update_task_state,
 )
 from agentkit.memory.execution_state import (
+    ApprovalDecision,
+    DecisionSource,
     ExecutionState,
     ExecutionStatus,
     Observation,
+    PendingApproval,
     PlanStep,
     StepStatus,
     StepType,
@@ -46,6 +49,9 @@ from agentkit.memory.tokens import (
 )
 
 __all__ = [
+    "ApprovalDecision",
+    "DecisionSource",
+    "PendingApproval",
     "MESSAGE_OVERHEAD_TOKENS",
     "ChatHistory",
     "CompressionOutcome",

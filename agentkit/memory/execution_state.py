@@ -23,12 +23,17 @@ from agentkit.errors import UsageError
 from agentkit.types import Timestamp, utc_now
 
 __all__ = [
+    "MAX_DECISIONS",
+    "ApprovalDecision",
+    "DecisionSource",
     "ExecutionState",
     "ExecutionStatus",
     "Observation",
+    "PendingApproval",
     "PlanStep",
     "StepStatus",
     "StepType",
+    "Verdict",
     "Waiting",
 ]
 
@@ -72,6 +77,46 @@ class Observation(_Value):
     at: Timestamp = Field(default_factory=utc_now)
 
 
+#: approval decisions an ExecutionState remembers
+MAX_DECISIONS = 20
+
+
+class PendingApproval(_Value):
+    """A side-effecting tool call waiting for the user's decision: the value every edge
+    (text, Python, HTTP, ACP, widgets, eval) decides on, by its id."""
+
+    kind: Literal["approval"] = "approval"
+    approval_id: str
+    tool_name: str
+    #: the planned arguments, secret-named ones masked
+    tool_args: dict[str, JsonValue] = Field(default_factory=dict)
+    step_id: str
+    #: the question shown to the user
+    question: str = ""
+    created_at: Timestamp = Field(default_factory=utc_now)
+    #: the tool's argument schema (JSON Schema), for an edit before approving
+    args_schema: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+Verdict = Literal["approve", "reject", "expired"]
+DecisionSource = Literal["text", "python", "http", "acp", "widget", "eval", "ttl"]
+
+
+class ApprovalDecision(_Value):
+    """How a pending approval was decided (kept in the flow: a second decision on the same
+    approval is refused, naming this one)."""
+
+    kind: Literal["decision"] = "decision"
+    approval_id: str
+    tool_name: str
+    decision: Verdict
+    source: DecisionSource
+    #: the arguments the approved call ran with (masked), when they were edited
+    args: dict[str, JsonValue] | None = None
+    note: str = ""
+    at: Timestamp = Field(default_factory=utc_now)
+
+
 class Waiting(_Value):
     """What a paused flow waits for: an answer (``waiting_user``) or a confirmation."""
 
@@ -80,6 +125,8 @@ class Waiting(_Value):
     pending_fields: tuple[str, ...] = ()
     confirmation_target: str = ""
     created_at: Timestamp = Field(default_factory=utc_now)
+    #: the pending approval of a ``waiting_confirmation`` pause
+    approval: PendingApproval | None = None
 
 
 class ExecutionState(_Value):
@@ -97,6 +144,8 @@ class ExecutionState(_Value):
     waiting: Waiting | None = None
     final_answer: str = ""
     last_error: str = ""
+    #: the flow's approval decisions, the latest last (at most ``MAX_DECISIONS``)
+    decisions: tuple[ApprovalDecision, ...] = ()
     capability_signature: str = Field(
         default="", description="fingerprint of the tools the plan was made with"
     )
@@ -139,6 +188,18 @@ class ExecutionState(_Value):
     def next_pending_step(self) -> PlanStep | None:
         """The first step still ``pending``, in plan order."""
         return next((step for step in self.steps if step.status == "pending"), None)
+
+    @property
+    def pending_approval(self) -> PendingApproval | None:
+        """The approval the flow waits for, if it waits for one."""
+        if self.status != "waiting_confirmation" or self.waiting is None:
+            return None
+        return self.waiting.approval
+
+    def decided(self, decision: ApprovalDecision) -> ExecutionState:
+        """The same state with *decision* recorded (the last ``MAX_DECISIONS`` kept)."""
+        kept = (*self.decisions, decision)[-MAX_DECISIONS:]
+        return self._updated(decisions=kept)
 
     def _updated(self, **changes: object) -> ExecutionState:
         # A copy checked by the same invariants as a load; the changed fields' types are the

@@ -131,6 +131,22 @@ class FlowRecorder:
         step's durable "running" point) writes it with its own change."""
         self.state = state
 
+    def replace_args(
+        self, state: ExecutionState, step_id: str, args: dict[str, Any]
+    ) -> ExecutionState:
+        """*state* with step *step_id*'s arguments replaced by *args* (an approved edit): the
+        stored copy masked, the real values kept beside it as for a planned step."""
+        masked = mask_secrets(dict(args))
+        if masked != args:
+            self.raw_args = {**self.raw_args, step_id: dict(args)}
+        else:
+            self.raw_args = {k: v for k, v in self.raw_args.items() if k != step_id}
+        steps = tuple(
+            step.model_copy(update={"tool_args": masked}) if step.id == step_id else step
+            for step in state.steps
+        )
+        return state.model_copy(update={"steps": steps})
+
     def flush(self) -> None:
         """Write the ExecutionState :meth:`save` staged, if any (not durable)."""
         if self.unsaved and self.state is not None:

@@ -22,11 +22,14 @@ once, here, and carried to the strategy in the turn's :class:`~agentkit.planning
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from typing import Literal
 
 from agentkit.events import AgentEvent, PlanningEvent
-from agentkit.memory import ExecutionState, Observation
-from agentkit.planning import calls, context, intents
+from agentkit.memory import ExecutionState, Observation, PendingApproval
+from agentkit.planning import approvals, calls, context, intents
+from agentkit.planning.approvals import Decision
 from agentkit.planning.plan import PlanFormatError, parse_classify
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import classify_schema
@@ -73,13 +76,10 @@ async def route(turn: Turn) -> AsyncIterator[Item]:
             turn.outcome.answer = lost
             return
     if state is not None and state.status == "waiting_confirmation":
-        if intents.is_confirmation(text):
-            yield Then(_confirmed(state))
-            return
-        refused = intents.is_refusal(text)
-        what = flow.cancel_pending(state)
-        if refused:
-            turn.outcome.answer = f"OK, cancelled — {what}."
+        decided = _decide(turn, state)
+        if isinstance(decided, Then):
+            yield decided
+        if decided is not None:
             return
         state = None
     elif state is not None and state.status == "waiting_user":
@@ -98,17 +98,67 @@ async def route(turn: Turn) -> AsyncIterator[Item]:
     yield Then(new_request, turn.with_request(Request(live=live, previous=previous)))
 
 
-def _confirmed(state: ExecutionState) -> Stage:
-    """The user confirmed: run exactly the stored tool call, then carry on."""
+def _decide(turn: Turn, state: ExecutionState) -> Then | Literal["answered"] | None:
+    """A pending approval meets this turn: its decision (given, or the user's "yes"/"no"),
+    its expiry, or a new request that cancels it. The stage that runs the approved call,
+    ``answered`` (the answer is set), or None (route the text as a new request)."""
+    ctx, flow = turn.ctx, turn.flow
+    approval = state.pending_approval
+    decision = ctx.decision if ctx.decision is not None else approvals.from_text(state, ctx.text)
+    if approval is not None and approvals.is_expired(approval, ctx.config.approval_ttl_seconds):
+        expired = Decision(approval.approval_id, "reject", "ttl", note="expired")
+        what = flow.cancel_pending(state.decided(expired.record(approval, "expired")))
+        ctx.note("CONSENT", f"{approval.approval_id} expired: {what}")
+        turn.outcome.answer = (
+            f"The request to run {approval.tool_name} expired before it was approved; "
+            "nothing was run. Ask again if it is still needed."
+        )
+        return None if decision is None else "answered"
+    if decision is None:  # another request: the pending call is withdrawn, not run
+        if approval is not None:
+            state = state.decided(
+                Decision(approval.approval_id, "reject", "text", note="a new request").record(
+                    approval
+                )
+            )
+        flow.cancel_pending(state)
+        return None
+    if approval is None:  # a flow paused before approvals were values: decide by the step
+        approval = PendingApproval(
+            approval_id=decision.approval_id,
+            tool_name=state.step(state.current_step_id).tool_name,
+            step_id=state.current_step_id,
+        )
+    if decision.decision == "approve":
+        return Then(_confirmed(state, approval, decision))
+    what = flow.cancel_pending(state.decided(decision.record(approval)))
+    ctx.note("CONSENT", f"{approval.approval_id} rejected via {decision.source}: {what}")
+    turn.outcome.answer = f"OK, cancelled — {what}."
+    return "answered"
+
+
+def _confirmed(state: ExecutionState, approval: PendingApproval, decision: Decision) -> Stage:
+    """The user approved: run exactly the stored tool call (or the approved edit of it),
+    then carry on."""
 
     async def confirmed(turn: Turn) -> AsyncIterator[Item]:
-        step = state.step(state.current_step_id)
+        step = state.step(approval.step_id or state.current_step_id)
+        resumed = state.decided(decision.record(approval)).resume()
+        if decision.args is not None:
+            resumed = turn.flow.replace_args(resumed, step.id, decision.args)
+            step = resumed.step(step.id)
         reply = Observation(
             step_id=step.id, kind="user_reply", content=f"confirmed {step.tool_name}"
         )
-        # recorded with the step's durable "running" state: until then a crash leaves the
-        # consent pending
-        turn.flow.carry(state.resume().observe(reply))
+        edited = " with edited arguments" if decision.args is not None else ""
+        turn.ctx.note(
+            "CONSENT",
+            f"{approval.approval_id} approved via {decision.source}{edited}: {step.tool_name} "
+            f"{json.dumps(step.tool_args, ensure_ascii=False, sort_keys=True)}",
+        )
+        # recorded with the step's durable "running" state: the decision is consumed there
+        # (until then a crash leaves the approval pending; after it, never run again)
+        turn.flow.carry(resumed.observe(reply))
         yield Then(run_tool(step))
 
     return confirmed
@@ -148,6 +198,7 @@ async def new_request(turn: Turn) -> AsyncIterator[Item]:
             goal=cut(ctx.text, 500),
             status="planning",
             capability_signature=ctx.signature,
+            decisions=turn.state.decisions,  # a decided approval stays decided
         )
     )
     request = turn.request

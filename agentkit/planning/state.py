@@ -32,6 +32,7 @@ from agentkit.events import AgentEvent, PlannedStep
 from agentkit.memory import ChatHistory, ExecutionState, MemoryRepository, PlanStep, TaskState
 from agentkit.memory.repository import Versioned
 from agentkit.models.base import ChatModel, SessionBackend
+from agentkit.planning.approvals import Decision
 from agentkit.planning.errors import TurnCancelledError, TurnFailedError
 from agentkit.planning.recording import FlowRecorder, skip_pending
 from agentkit.planning.tracer import CallTracer, CancelScope
@@ -135,6 +136,8 @@ class TurnContext:
     scrub: Scrubber
     #: the turn's spans (``invoke_agent`` and its children); None: not traced
     trace: TurnTrace | None = None
+    #: a decision on a pending approval this turn carries (None: the text decides)
+    decision: Decision | None = None
 
     @cached_property
     def window(self) -> list[Message]:

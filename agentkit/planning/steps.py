@@ -29,6 +29,7 @@ from agentkit.events import (
 from agentkit.memory import ExecutionState, Observation, PlanStep, Waiting
 from agentkit.models.base import ChatMessage, TextDelta
 from agentkit.planning import calls, context
+from agentkit.planning.approvals import new_approval
 from agentkit.planning.errors import TurnCancelledError, TurnFailedError
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.state import Stage, Then, Turn, cut, planned
@@ -133,10 +134,12 @@ def _ask_consent(step: PlanStep) -> Stage:
             f"To continue I need to run {step.tool_name} with {shown}. "
             "This changes your configuration. Shall I go ahead? (yes / no)"
         )
+        approval = new_approval(step, turn.ctx.tools, question)
         waiting = Waiting(
             question=question,
             intent="confirm_action",
             confirmation_target=f"{step.tool_name} {shown}",
+            approval=approval,
         )
         state = turn.state.mark_step_running(step.id)
         turn.flow.save(state.pause(waiting, confirmation=True))
@@ -144,13 +147,18 @@ def _ask_consent(step: PlanStep) -> Stage:
         if turn.ctx.trace is not None:
             turn.ctx.trace.event(
                 semconv.CONSENT_EVENT,
-                {semconv.TOOL_NAME: step.tool_name, semconv.TOOL_CALL_ID: step.id},
+                {
+                    semconv.TOOL_NAME: step.tool_name,
+                    semconv.TOOL_CALL_ID: step.id,
+                    "agentkit.approval_id": approval.approval_id,
+                },
             )
         yield AskUserEvent(
             question=question,
             kind="confirmation",
             tool_name=step.tool_name,
             tool_args=args if isinstance(args, dict) else {},
+            approval_id=approval.approval_id,
         )
 
     return ask

@@ -29,6 +29,7 @@ from agentkit.events import AgentEvent, ErrorEvent, ResultEvent, SessionEvent
 from agentkit.memory import MemoryRepository
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning import routing, upkeep
+from agentkit.planning.approvals import Decision
 from agentkit.planning.errors import TurnCancelledError, TurnFailedError
 from agentkit.planning.recording import FlowRecorder
 from agentkit.planning.state import (
@@ -65,7 +66,11 @@ class PlannerEngine:
     writes_checkpoints = True
 
     def run_turn(
-        self, runtime: AgentRuntime, key: ConversationKey, text: str
+        self,
+        runtime: AgentRuntime,
+        key: ConversationKey,
+        text: str,
+        decision: Decision | None = None,
     ) -> AsyncIterator[AgentEvent]:
         config = runtime.config
         turn = PlannerTurn(
@@ -82,6 +87,7 @@ class PlannerEngine:
             max_turns=config.max_turns,
             compression=config.compression,
             telemetry=runtime.telemetry,
+            decision=decision,
         )
         running = runtime.turns.running(key.agent_id, key.conversation_id)
         return drive(turn, None if running is None else running.on_cancel)
@@ -111,6 +117,8 @@ class PlannerTurn:
     compression: CompressionConfig | None = None
     stage_timeouts: Mapping[str, float] = field(default_factory=lambda: dict(STAGE_TIMEOUTS))
     telemetry: Telemetry | None = None
+    #: a decision on the conversation's pending approval (None: the text is the message)
+    decision: Decision | None = None
     #: every model call of the turn, in order (also in ``calls.jsonl``)
     calls: list[CallRecord] = field(default_factory=list)
     #: the turn's cancel switch (safe to use from any thread)
@@ -244,6 +252,7 @@ def _turn(
         signature=capability_signature(plan.tools, plan.config.strategy),
         scrub=scrub,
         trace=trace,
+        decision=plan.decision,
     )
     tracer = CallTracer(
         model=plan.model,
