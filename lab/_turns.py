@@ -18,12 +18,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from agentkit import Agent
 from agentkit.events import AgentEvent
 
-__all__ = ["run_on_agent_loop", "start_turn", "then"]
+__all__ = ["run_on_agent_loop", "start_decision", "start_turn", "then"]
 
 T = TypeVar("T")
 
@@ -104,3 +104,33 @@ def then(future: Future[T], after: Callable[[Future[T]], None]) -> Future[T]:
 
     future.add_done_callback(settle)
     return chained
+
+
+def start_decision(
+    agent: Agent,
+    conversation_id: str,
+    approval_id: str,
+    decision: Literal["approve", "reject"],
+    on_event: Callable[[AgentEvent], None],
+    *,
+    args: dict[str, Any] | None = None,
+) -> Future[list[AgentEvent]]:
+    """Decide on a pending approval by its id (``agent.adecide``, from the widget) and
+    continue the turn; like :func:`start_turn`, errors before the turn come out of the
+    future (already decided, unknown, invalid arguments: nothing was run)."""
+
+    async def consume() -> list[AgentEvent]:
+        events: list[AgentEvent] = []
+        callback_error: Exception | None = None
+        stream = agent.adecide(conversation_id, approval_id, decision, args, source="widget")
+        async for event in stream:
+            events.append(event)
+            try:
+                on_event(event)
+            except Exception as error:  # a view problem must not cut the turn short
+                callback_error = callback_error or error
+        if callback_error is not None:
+            raise callback_error
+        return events
+
+    return run_on_agent_loop(agent, consume, name="agentkit-lab-decision")

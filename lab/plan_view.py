@@ -2,23 +2,26 @@
 
 A thin view: the table and the pending request come from :mod:`lab.plan_table` (plain
 functions over the stored state); the buttons call the agent. Answering a question sends the
-answer as the next message; approving a consent request sends "yes", rejecting sends "no"
-(the planner's own confirmation words). Before sending, the stored state is read again: a
-pause that was answered elsewhere meanwhile is not answered twice.
+answer as the next message; Approve and Reject decide on the pending approval by its id
+(``Agent.adecide``, source ``widget``), and "Edit arguments" opens a form built from the
+tool's schema (:mod:`lab.approval_form`) whose values replace the planned ones for that one
+call. A decision is single-use: one made elsewhere first (another tab, a typed "yes") makes
+this one "already decided", shown as a notice, and nothing runs twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Literal
+from typing import Any, Literal
 
 import ipywidgets as widgets
 from agentkit import Agent, AgentkitError, ExecutionState
 from agentkit.events import AgentEvent
 
 from lab._html import frame_html, message_html, notice_html
-from lab._turns import start_turn, then
+from lab._turns import start_decision, start_turn, then
+from lab.approval_form import ApprovalForm
 from lab.chat_state import TurnView, message_problem
 from lab.plan_table import PendingRequest, pending_request, plan_frame, plan_summary
 
@@ -65,14 +68,24 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         self.approve_button.add_class("agentkit-plan-approve")
         self.reject_button = widgets.Button(description="Reject", button_style="danger")
         self.reject_button.add_class("agentkit-plan-reject")
+        self.edit_button = widgets.Button(description="Edit arguments", icon="edit")
+        self.edit_button.add_class("agentkit-plan-edit")
+        self.approve_edit_button = widgets.Button(
+            description="Approve edited", button_style="success"
+        )
+        self.approve_edit_button.add_class("agentkit-plan-approve-edited")
+        self.form: ApprovalForm | None = None
+        self.form_box = widgets.VBox([])
         self.answer_row = widgets.HBox([self.answer_box, self.answer_button])
-        self.consent_row = widgets.HBox([self.approve_button, self.reject_button])
+        self.consent_row = widgets.HBox([self.approve_button, self.reject_button, self.edit_button])
         self.pending_box = widgets.VBox([])
 
         self.refresh_button.on_click(lambda _: self.refresh())
         self.answer_button.on_click(lambda _: self.answer())
         self.approve_button.on_click(lambda _: self.approve())
         self.reject_button.on_click(lambda _: self.reject())
+        self.edit_button.on_click(lambda _: self.edit())
+        self.approve_edit_button.on_click(lambda _: self.approve_edited())
 
         header = widgets.HBox([widgets.HTML("<b>Plan</b>"), self.refresh_button])
         super().__init__(
@@ -115,15 +128,23 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
     def _draw_pending(self) -> None:
         pending = self.pending
         busy = self._running
-        for button in (self.answer_button, self.approve_button, self.reject_button):
+        for button in (
+            self.answer_button,
+            self.approve_button,
+            self.reject_button,
+            self.edit_button,
+            self.approve_edit_button,
+        ):
             button.disabled = busy
         if pending is None:
             self.pending_box.children = []
             return
         label = "Question" if pending.kind == "question" else "Consent needed"
         self.question.value = f"<b>{label}:</b> " + message_html("assistant", pending.text)
-        row = self.answer_row if pending.kind == "question" else self.consent_row
-        self.pending_box.children = [self.question, row]
+        if pending.kind == "question":
+            self.pending_box.children = [self.question, self.answer_row]
+        else:
+            self.pending_box.children = [self.question, self.consent_row, self.form_box]
 
     # -- answering -----------------------------------------------------------------------------
 
@@ -140,12 +161,65 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         return future
 
     def approve(self) -> Future[list[AgentEvent]] | None:
-        """Consent to the pending tool call (sends "yes")."""
-        return self._respond("confirmation", APPROVE_TEXT)
+        """Approve the pending tool call as planned (by its approval id)."""
+        return self._decide("approve")
 
     def reject(self) -> Future[list[AgentEvent]] | None:
-        """Refuse the pending tool call (sends "no"); the flow is cancelled."""
-        return self._respond("confirmation", REJECT_TEXT)
+        """Reject the pending tool call; the flow is cancelled."""
+        return self._decide("reject")
+
+    def edit(self) -> None:
+        """Open the form of the pending call's arguments (from the tool's schema)."""
+        approval = self.state.pending_approval if self.state is not None else None
+        if approval is None:
+            self.notice.value = notice_html("Nothing is waiting for your consent.", "warn")
+            return
+        self.form = ApprovalForm(approval)
+        buttons = [self.approve_edit_button] if self.form.fields is not None else []
+        self.form_box.children = [self.form, *buttons]
+
+    def approve_edited(self) -> Future[list[AgentEvent]] | None:
+        """Approve the pending call with the form's arguments instead of the planned ones."""
+        if self.form is None:
+            return None
+        try:
+            args = self.form.args()
+        except ValueError as error:
+            self.notice.value = notice_html(f"Not sent: {error}", "warn")
+            return None
+        return self._decide("approve", args)
+
+    def _decide(
+        self, decision: Literal["approve", "reject"], args: dict[str, Any] | None = None
+    ) -> Future[list[AgentEvent]] | None:
+        if self._running:
+            self.notice.value = notice_html("A turn is still running; wait for it.", "warn")
+            return None
+        self.refresh()  # the approval may have been decided elsewhere meanwhile
+        approval = self.state.pending_approval if self.state is not None else None
+        if approval is None or self.conversation_id is None:
+            status = self.state.status if self.state is not None else "no plan"
+            self.notice.value = notice_html(
+                f"Nothing is waiting for your consent any more (status: {status}); "
+                "nothing was sent.",
+                "warn",
+            )
+            return None
+        self.notice.value = ""
+        self.form_box.children = []
+        self._own_turn = TurnView(user_text=APPROVE_TEXT if decision == "approve" else REJECT_TEXT)
+        future = start_decision(
+            self.agent,
+            self.conversation_id,
+            approval.approval_id,
+            decision,
+            self._on_event,
+            args=args,
+        )
+        self._running = True
+        self._draw_pending()
+        self.turn = then(future, self._after_turn)
+        return self.turn
 
     def _respond(
         self, kind: Literal["question", "confirmation"], text: str

@@ -284,3 +284,93 @@ def test_the_cli_lists_pending_and_decided_approvals(data_dir: Path) -> None:
     assert listed.exit_code == 0, listed.stderr
     assert approval_id in listed.stdout and "pending" in listed.stdout
     assert run_cli("--data-dir", str(data_dir), "approvals", "desk-001", "no such").exit_code == 2
+
+
+# -- the widgets ------------------------------------------------------------------------------
+
+
+def test_the_plan_view_approves_by_id_and_a_second_tab_gets_already_decided(
+    data_dir: Path,
+) -> None:
+    from lab import PlanView
+
+    workspace = seed(data_dir)
+    with Agent.open("desk-001", data_dir=data_dir, model=ScriptedModel(SCRIPT)) as agent:
+        conversation, _ = paused(agent)
+        first, second = PlanView(agent, conversation), PlanView(agent, conversation)
+        first.approve_button.click()
+        assert first.turn is not None
+        first.turn.result(timeout=60)
+        assert agent.approval_decisions(conversation)[0].source == "widget"
+        second.approve()  # its view still showed the approval: refreshed, nothing sent
+        assert "Nothing is waiting for your consent" in second.notice.value
+    assert traders(workspace) == ["Alpha"]
+
+
+def test_the_plan_view_edits_the_arguments_from_the_tools_schema(data_dir: Path) -> None:
+    from lab import PlanView
+
+    workspace = seed(data_dir)
+    with Agent.open("desk-001", data_dir=data_dir, model=ScriptedModel(SCRIPT)) as agent:
+        conversation, _ = paused(agent)
+        view = PlanView(agent, conversation)
+        view.edit_button.click()
+        assert view.form is not None and set(view.form.inputs) >= {"name", "exchange_id"}
+        assert view.form.inputs["name"].value == "Alpha"
+        view.form.inputs["name"].value = "Gamma"
+        view.approve_edit_button.click()
+        assert view.turn is not None
+        view.turn.result(timeout=60)
+        (decided,) = agent.approval_decisions(conversation)
+    assert traders(workspace) == ["Gamma"]
+    assert decided.args is not None and decided.args["name"] == "Gamma"
+
+
+def test_the_plan_view_rejects(data_dir: Path) -> None:
+    from lab import PlanView
+
+    workspace = seed(data_dir)
+    with Agent.open("desk-001", data_dir=data_dir, model=ScriptedModel(SCRIPT)) as agent:
+        conversation, _ = paused(agent)
+        view = PlanView(agent, conversation)
+        view.reject_button.click()
+        assert view.turn is not None
+        view.turn.result(timeout=60)
+        assert agent.approval_decisions(conversation)[0].decision == "reject"
+    assert traders(workspace) == []
+
+
+def test_the_form_reads_its_fields_in_their_kinds() -> None:
+    from agentkit.memory import PendingApproval
+    from lab.approval_form import form_fields, read_fields
+
+    approval = PendingApproval(
+        approval_id="appr-1",
+        tool_name="t",
+        step_id="s1",
+        tool_args={"n": 2, "flag": True, "name": "x"},
+        args_schema={
+            "type": "object",
+            "properties": {
+                "n": {"type": "integer"},
+                "flag": {"type": "boolean"},
+                "name": {"type": "string"},
+                "extra": {"type": "array"},
+            },
+            "required": ["n", "name"],
+        },
+    )
+    fields = form_fields(approval)
+    assert fields is not None and [f.kind for f in fields] == [
+        "integer",
+        "boolean",
+        "string",
+        "json",
+    ]
+    assert read_fields(fields, {"n": "5", "flag": False, "name": "y", "extra": "[1]"}) == {
+        "n": 5, "flag": False, "name": "y", "extra": [1]
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="n is not a valid integer"):
+        read_fields(fields, {"n": "five", "name": "y"})
+    secret = approval.model_copy(update={"tool_args": {"api_key": "***"}})
+    assert form_fields(secret) is None

@@ -150,7 +150,7 @@ def test_answer_then_approve_runs_the_tool_and_never_shows_a_secret(
     assert view.turn is not None
     view.turn.result(timeout=60)
     assert view.pending is not None and view.pending.kind == "confirmation"
-    assert view.pending_box.children == (view.question, view.consent_row)
+    assert view.pending_box.children == (view.question, view.consent_row, view.form_box)
     shown = view.table.value + view.question.value + view.reply.value + view.summary.value
     assert "create_exchange_config" in shown and "****abcd" in shown
     assert API_KEY not in shown and SECRET_KEY not in shown

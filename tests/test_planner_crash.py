@@ -304,3 +304,78 @@ def test_sigkill_at_every_durability_point_of_a_consented_tool(tmp_path: Path) -
                 assert answer.content == FINAL or answer.content.startswith(INTERRUPTED), where
             outcomes.append(f"{k:>2} {side:<6} {label:<56} ran={ran} then user said {said}")
     print("\n" + "\n".join(outcomes))
+
+
+# ------------------------------------------------------------- decisions made from Python
+
+
+def _decided_conversation(root: str, conversation: str, work: str, kill_at: int, side: str) -> None:
+    """The child: turn 1 (the request), then the approval decided from Python by its id."""
+    os.environ["CRASH_TEST_RUN"] = "first"
+    _instrument(Path(work, "points"), Path(work, "acks"), kill_at, side)
+    with Agent.open(AGENT, data_dir=root, model=ScriptedModel(SCRIPT)) as agent:
+        agent.send(REQUEST, conversation)
+        (pending,) = agent.pending_approvals(conversation)
+        agent.decide(conversation, pending.approval_id, "approve")
+
+
+def test_sigkill_around_a_python_decision_never_runs_twice_or_loses_it(tmp_path: Path) -> None:
+    """Killed just before the durable point that consumes the decision, the approval is still
+    pending (the user approves again and it runs once); just after it, the tool may or may
+    not have run and never runs again; after the tool, it ran once."""
+    root, conversation = make_root(tmp_path / "count")
+    work = tmp_path / "count" / "work"
+    work.mkdir()
+    assert (
+        wait_exit(
+            fork_call(_decided_conversation, str(root), str(conversation), str(work), 0, "none")
+        )
+        == 0
+    )
+    points = read_lines(work / "points")
+    tool_point = next(int(line.split()[0]) for line in points if line.endswith(RUNNING))
+    for k, side in ((tool_point, "before"), (tool_point, "after"), (tool_point + 1, "after")):
+        base = tmp_path / f"k{k}-{side}"
+        root, conversation = make_root(base)
+        (base / "work").mkdir()
+        pid = fork_call(_decided_conversation, str(root), conversation, str(base / "work"), k, side)
+        assert wait_exit(pid) == -signal.SIGKILL
+        first = launches(root)
+        with Agent.open(AGENT, data_dir=root, model=ScriptedModel(SCRIPT)) as agent:
+            pending = agent.pending_approvals(conversation)
+            if side == "before":  # not consumed: still pending, and approving runs it once
+                assert first == [] and len(pending) == 1
+                os.environ["CRASH_TEST_RUN"] = "after"
+                agent.decide(conversation, pending[0].approval_id, "approve")
+                assert launches(root) == ["after apollo"]
+            else:  # consumed with the durable running point: never pending again
+                assert pending == []
+                (decided,) = agent.approval_decisions(conversation)
+                assert decided.decision == "approve" and decided.source == "python"
+                said = carry_on(root, conversation)
+                assert launches(root) == first and len(first) <= 1, said
+
+
+def _race(root: str, conversation: str, approval_id: str, out: str) -> None:
+    from agentkit.errors import ApprovalDecidedError
+
+    with Agent.open(AGENT, data_dir=root, model=ScriptedModel(SCRIPT)) as agent:
+        try:
+            agent.decide(conversation, approval_id, "approve")
+            _append_line(Path(out), "ran")
+        except ApprovalDecidedError:
+            _append_line(Path(out), "already decided")
+
+
+def test_two_processes_deciding_at_once_run_the_tool_once(tmp_path: Path) -> None:
+    root, conversation = make_root(tmp_path)
+    with Agent.open(AGENT, data_dir=root, model=ScriptedModel(SCRIPT)) as agent:
+        agent.send(REQUEST, conversation)
+        (pending,) = agent.pending_approvals(conversation)
+    out = tmp_path / "outcomes"
+    pids = [
+        fork_call(_race, str(root), conversation, pending.approval_id, str(out)) for _ in range(2)
+    ]
+    assert [wait_exit(pid) for pid in pids] == [0, 0]
+    assert sorted(read_lines(out)) == ["already decided", "ran"]
+    assert len(launches(root)) == 1
