@@ -61,6 +61,7 @@ bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under b
 	$(BIN)/python -m pip install --quiet 'langgraph==1.2.24' 'langgraph-checkpoint-sqlite==3.1.2' \
 		'openai-agents==0.24.0'
 	$(BIN)/python bench/bench_planner.py
+	$(BIN)/python bench/bench_desk_turn.py
 
 AGENT ?= innovator-001
 chat: $(STAMP) ## Chat with an agent in the terminal (AGENT=innovator-001, MODEL=spec optional)

@@ -245,6 +245,9 @@ def test_question_then_permission_allowed_runs_the_tool_exactly_once(
     roles = [(m["role"], m["content"]) for m in history(data_dir, "desk-001", sid)]
     assert roles[2] == ("user", "Alpha") and roles[4] == ("user", "yes")
     assert roles[-1] == ("assistant", "Trader Alpha is ready.")
+    state = json.loads(agentkit(data_dir, "state", "desk-001", sid, "--json").stdout)
+    (decided,) = state["execution_state"]["decisions"]  # decided by id, as an ACP decision
+    assert (decided["decision"], decided["source"]) == ("approve", "acp")
 
 
 def test_permission_rejected_never_runs_the_tool(data_dir: Path, tmp_path: Path) -> None:
@@ -266,6 +269,8 @@ def test_permission_rejected_never_runs_the_tool(data_dir: Path, tmp_path: Path)
             assert "cancelled" in client.text(sid) and "create_trader" in client.text(sid)
             state = json.loads(agentkit(data_dir, "state", "desk-001", sid, "--json").stdout)
             assert state["execution_state"]["status"] == "completed"
+            (decided,) = state["execution_state"]["decisions"]
+            assert (decided["decision"], decided["source"]) == ("reject", "acp")
 
     run(body())
     assert traders(data_dir) == []
