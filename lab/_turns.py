@@ -16,7 +16,7 @@ from the future afterwards.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, Literal, TypeVar
 
@@ -64,17 +64,7 @@ def start_turn(
     """
 
     async def consume() -> list[AgentEvent]:
-        events: list[AgentEvent] = []
-        callback_error: Exception | None = None
-        async for event in agent.send_message(conversation_id, text):
-            events.append(event)
-            try:
-                on_event(event)
-            except Exception as error:  # a view problem must not cut the turn short
-                callback_error = callback_error or error
-        if callback_error is not None:
-            raise callback_error
-        return events
+        return await _consume(agent.send_message(conversation_id, text), on_event)
 
     return run_on_agent_loop(agent, consume, name="agentkit-lab-turn")
 
@@ -120,17 +110,25 @@ def start_decision(
     future (already decided, unknown, invalid arguments: nothing was run)."""
 
     async def consume() -> list[AgentEvent]:
-        events: list[AgentEvent] = []
-        callback_error: Exception | None = None
         stream = agent.adecide(conversation_id, approval_id, decision, args, source="widget")
-        async for event in stream:
-            events.append(event)
-            try:
-                on_event(event)
-            except Exception as error:  # a view problem must not cut the turn short
-                callback_error = callback_error or error
-        if callback_error is not None:
-            raise callback_error
-        return events
+        return await _consume(stream, on_event)
 
     return run_on_agent_loop(agent, consume, name="agentkit-lab-decision")
+
+
+async def _consume(
+    events: AsyncIterator[AgentEvent], on_event: Callable[[AgentEvent], None]
+) -> list[AgentEvent]:
+    """Every event of a turn, each handed to *on_event*; a failing callback never cuts the
+    turn short (its first error is raised once the turn is over)."""
+    seen: list[AgentEvent] = []
+    callback_error: Exception | None = None
+    async for event in events:
+        seen.append(event)
+        try:
+            on_event(event)
+        except Exception as error:  # a view problem must not cut the turn short
+            callback_error = callback_error or error
+    if callback_error is not None:
+        raise callback_error
+    return seen

@@ -382,19 +382,7 @@ async def chat(agent_id: AgentId, body: ChatRequest, served: Served, turns: Turn
     conversation_id = body.conversation_id
     if conversation_id is not None and served.pool.turns.is_running(agent.id, conversation_id):
         raise ConversationBusyError(agent.id, conversation_id, 0.0)
-    turn = turns.start(agent, conversation_id, body.message)
-    try:
-        first = await turn.first_event()
-    except asyncio.CancelledError:
-        turn.detached = True  # the client left before the first event; the turn goes on
-        raise
-    return SseResponse(
-        _frames(first, turn),
-        ping=SSE_PING_SECONDS,
-        send_timeout=SSE_SEND_TIMEOUT,
-        shutdown_grace_period=SSE_SHUTDOWN_GRACE,
-        headers={"Cache-Control": "no-store"},
-    )
+    return await _streamed(turns.start(agent, conversation_id, body.message))
 
 
 @router.get(
@@ -448,11 +436,16 @@ async def decide_approval(
     events = agent.adecide(
         conversation_id, approval_id, body.decision, body.args, body.note, source="http"
     )
-    turn = turns.start(agent, conversation_id, "", events)
+    return await _streamed(turns.start(agent, conversation_id, "", events))
+
+
+async def _streamed(turn: TurnTask) -> SseResponse:
+    """The turn's events as SSE, once its first event is there (an error before it — busy,
+    unknown, already decided — is the HTTP error instead)."""
     try:
         first = await turn.first_event()
     except asyncio.CancelledError:
-        turn.detached = True
+        turn.detached = True  # the client left before the first event; the turn goes on
         raise
     return SseResponse(
         _frames(first, turn),
