@@ -56,6 +56,7 @@ test-browser: $(STAMP) ## The real-browser test (JupyterLab + Debian chromium); 
 bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under bench/results/
 	$(BIN)/python bench/bench_store.py
 	$(BIN)/python bench/bench_telemetry.py
+	$(BIN)/python bench/bench_eval.py
 	$(BIN)/python bench/bench_llama.py
 	@# peers to measure against: installed here only, never by setup or test
 	$(BIN)/python -m pip install --quiet 'langgraph==1.2.24' 'langgraph-checkpoint-sqlite==3.1.2' \

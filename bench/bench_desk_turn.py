@@ -12,7 +12,8 @@ stretches of a shared machine:
 
 * ``agentkit``: no OpenTelemetry provider in use (agentkit's own span records only);
 * ``agentkit+otel``: the OpenTelemetry SDK with a ``BatchSpanProcessor`` (what a deployment
-  uses: spans are exported off the turn's thread) into an ``InMemorySpanExporter`` and an in-memory metric reader (what a configured provider costs);
+  uses: spans are exported off the turn's thread) into an ``InMemorySpanExporter`` and an
+  in-memory metric reader (what a configured provider costs);
 * ``langgraph``: a ``StateGraph`` of one node per turn (the same three fake model calls and
   the read, in the node), checkpointed by ``SqliteSaver`` after 100 prior turns.
 

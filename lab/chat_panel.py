@@ -11,17 +11,17 @@ unknown model spec) stays in the text box with the reason shown.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from html import escape
-from typing import Any
+from typing import Any, Literal
 
 import ipywidgets as widgets
 from agentkit import Agent, AgentkitError, Message
 from agentkit.events import AgentEvent, SessionEvent
 
 from lab._html import notice_html, pre_html
-from lab._turns import run_on_agent_loop, start_turn, then
+from lab._turns import run_on_agent_loop, start_decision, start_turn, then
 from lab.chat_state import (
     NEW_CONVERSATION,
     TurnView,
@@ -87,7 +87,7 @@ class ChatPanel(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
 
         is_planner = agent.config.engine == "planner"
         self.plan_view: PlanView | None = (
-            PlanView(agent, conversation_id, send=self.submit)
+            PlanView(agent, conversation_id, send=self.submit, decide=self.decide)
             if (plan if plan is not None else is_planner)
             else None
         )
@@ -190,15 +190,40 @@ class ChatPanel(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         if problem:
             self.notice.value = notice_html(problem, "warn")
             return None
-        self.notice.value = ""
-        self._archive_turn()
-        self.turn_view = TurnView(user_text=text.strip())
         if typed:
             self.input.value = ""
+        return self._start(
+            text.strip(), lambda: start_turn(self.agent, self.conversation_id, text, self._on_event)
+        )
+
+    def decide(
+        self,
+        approval_id: str,
+        decision: Literal["approve", "reject"],
+        args: dict[str, Any] | None = None,
+    ) -> Future[list[AgentEvent]] | None:
+        """Decide on the pending approval *approval_id* (PlanView's buttons); the
+        continuation streams into the chat like a reply."""
+        if self.busy or self.conversation_id is None:
+            self.notice.value = notice_html("A turn is still running: wait for it.", "warn")
+            return None
+        conversation = self.conversation_id
+        return self._start(
+            "yes" if decision == "approve" else "no",
+            lambda: start_decision(
+                self.agent, conversation, approval_id, decision, self._on_event, args=args
+            ),
+        )
+
+    def _start(
+        self, shown: str, begin: Callable[[], Future[list[AgentEvent]]]
+    ) -> Future[list[AgentEvent]]:
+        self.notice.value = ""
+        self._archive_turn()
+        self.turn_view = TurnView(user_text=shown)
         self._running = True
         self._draw()
-        started = start_turn(self.agent, self.conversation_id, text, self._on_event)
-        self.turn = then(started, self._after_turn)
+        self.turn = then(begin(), self._after_turn)
         return self.turn
 
     def _on_event(self, event: AgentEvent) -> None:

@@ -29,6 +29,12 @@ __all__ = ["PlanView"]
 
 SendFunction = Callable[[str], "Future[list[AgentEvent]] | None"]
 """How the view sends a message (a ChatPanel passes its own, so replies show in the chat)."""
+DecideFunction = Callable[
+    [str, Literal["approve", "reject"], "dict[str, Any] | None"],
+    "Future[list[AgentEvent]] | None",
+]
+"""How the view decides on an approval: ``(approval_id, decision, args)`` (a ChatPanel passes
+its own, so the continuation shows in the chat)."""
 
 APPROVE_TEXT = "yes"
 REJECT_TEXT = "no"
@@ -43,6 +49,7 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         conversation_id: str | None = None,
         *,
         send: SendFunction | None = None,
+        decide: DecideFunction | None = None,
     ) -> None:
         self.agent = agent
         self.conversation_id = conversation_id
@@ -51,6 +58,7 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         self.pending: PendingRequest | None = None
         self.turn: Future[list[AgentEvent]] | None = None
         self._send_text = send
+        self._decide_with = decide
         self._own_turn: TurnView | None = None
         self._running = False
 
@@ -207,6 +215,14 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
             return None
         self.notice.value = ""
         self.form_box.children = []
+        if self._decide_with is not None:
+            given = self._decide_with(approval.approval_id, decision, args)
+            if given is None:
+                return None
+            self._running = True
+            self._draw_pending()
+            self.turn = then(given, self._after_turn)
+            return self.turn
         self._own_turn = TurnView(user_text=APPROVE_TEXT if decision == "approve" else REJECT_TEXT)
         future = start_decision(
             self.agent,

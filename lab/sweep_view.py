@@ -1,8 +1,11 @@
-"""What the compression lab shows, as plain functions (testable without a kernel).
+"""What the sweep views show, as plain functions (testable without a kernel).
 
-The sweep itself is :func:`agentkit.memory.sweep.sweep_compression`; this module turns its
-inputs into a :class:`SweepSource` (a scenario file or a stored conversation), parses the grid
-the user typed, and renders the rows as a DataFrame and a figure. The figure is drawn on a bare
+The compression sweep itself is :func:`agentkit.memory.sweep.sweep_compression`; this module
+turns its inputs into a :class:`SweepSource` (a scenario file or a stored conversation), parses
+the grid the user typed, and renders the rows as a DataFrame and a figure. For evaluation
+sweeps (``agentkit eval``'s results tables) :func:`variant_rates` gives each variant's pass rate
+with its Wilson 95% interval, and :func:`pass_rate_figure` plots them: two bare pass rates are
+never shown without their uncertainty. The figure is drawn on a bare
 ``matplotlib.figure.Figure`` (no pyplot, so no global state and no GUI backend) and shipped as
 PNG bytes, which an ``ipywidgets.Image`` shows the same way in a kernel and in a test.
 """
@@ -29,10 +32,12 @@ __all__ = [
     "parse_facts",
     "parse_grid",
     "parse_values",
+    "pass_rate_figure",
     "scenario_files",
     "scenario_source",
     "sweep_figure",
     "sweep_frame",
+    "variant_rates",
 ]
 
 _SEPARATORS = re.compile(r"[\s,;]+")
@@ -163,3 +168,68 @@ def figure_png(figure: Figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90)
     return buffer.getvalue()
+
+
+def variant_rates(
+    tables: pd.DataFrame | dict[str, pd.DataFrame], by: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """Per variant: ``variant``, ``runs``, ``passed``, ``pass_rate``, ``ci_low``, ``ci_high``
+    (Wilson 95%). *tables* is one results table whose variants are the values of *by*
+    (default: its parameter columns, and ``model`` when it varies), or ``{label: table}``
+    (each table one variant). Runs that never started are not counted."""
+    from agentkit.eval.results import param_columns
+    from agentkit.eval.stats import wilson_interval
+
+    def counts(table: pd.DataFrame) -> pd.DataFrame:
+        ran = table if "outcome" not in table else table[table["outcome"] != "not_started"]
+        return ran.assign(passed=ran["passed"].astype(bool))
+
+    rows: list[dict[str, object]] = []
+    if isinstance(tables, dict):
+        for label, table in tables.items():
+            ran = counts(table)
+            rows.append({"variant": label, "runs": len(ran), "passed": int(ran["passed"].sum())})
+    else:
+        keys = list(by) if by is not None else param_columns(tables)
+        if by is None and "model" in tables and tables["model"].nunique() > 1:
+            keys.append("model")
+        ran = counts(tables)
+        if not keys:
+            rows.append({"variant": "all", "runs": len(ran), "passed": int(ran["passed"].sum())})
+        for group_key, group in ran.groupby(keys, sort=False, dropna=False) if keys else ():
+            values = group_key if isinstance(group_key, tuple) else (group_key,)
+            name = ", ".join(f"{key}={value}" for key, value in zip(keys, values, strict=True))
+            rows.append({"variant": name, "runs": len(group), "passed": int(group["passed"].sum())})
+    frame = pd.DataFrame(rows, columns=["variant", "runs", "passed"])
+    frame["pass_rate"] = frame["passed"] / frame["runs"].where(frame["runs"] > 0)
+    bounds = [wilson_interval(p, n) for p, n in zip(frame["passed"], frame["runs"], strict=True)]
+    frame["ci_low"] = [low for low, _ in bounds]
+    frame["ci_high"] = [high for _, high in bounds]
+    return frame
+
+
+def pass_rate_figure(rates: pd.DataFrame, title: str = "") -> Figure:
+    """Each variant's pass rate (a point) and its 95% interval (a bar), from
+    :func:`variant_rates`."""
+    figure = Figure(figsize=(max(5.0, 0.9 * len(rates) + 2), 4.0), layout="constrained")
+    axes = figure.subplots()
+    positions = list(range(len(rates)))
+    rate = rates["pass_rate"].fillna(0.0)
+    below = (rate - rates["ci_low"].fillna(0.0)).clip(lower=0.0)
+    above = (rates["ci_high"].fillna(0.0) - rate).clip(lower=0.0)
+    axes.errorbar(positions, rate, yerr=[below, above], fmt="o", capsize=6, color="tab:blue")
+    for position, line in zip(positions, rates.to_dict("records"), strict=True):
+        axes.annotate(
+            f"{line['passed']}/{line['runs']}",
+            (position, float(line["ci_high"] if line["runs"] else 0.0)),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+        )
+    axes.set_ylim(-0.05, 1.12)
+    axes.set_ylabel("pass rate (95% Wilson interval)")
+    axes.set_xticks(positions, list(rates["variant"]), rotation=30, ha="right")
+    axes.set_xlim(-0.6, len(rates) - 0.4)
+    axes.set_title(title or "pass rate per variant")
+    axes.grid(axis="y", alpha=0.3)
+    return figure

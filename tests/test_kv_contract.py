@@ -13,11 +13,18 @@ from agentkit.store.kv import ConfigStore, InMemoryConfigStore, VersionConflictE
 from agentkit.store.sqlite_kv import SqliteConfigStore
 from pydantic import JsonValue
 
+from tests._postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 
-@pytest.fixture(params=["memory", "sqlite"])
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConfigStore]:
     if request.param == "memory":
         yield InMemoryConfigStore()
+    elif request.param == "postgres":
+        from agentkit.store.postgres_kv import PostgresConfigStore
+
+        with PostgresConfigStore(request.getfixturevalue("postgres_url")) as postgres:
+            yield postgres
     else:
         sqlite_store = SqliteConfigStore(tmp_path / "agentkit.db")
         try:

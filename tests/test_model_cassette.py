@@ -69,7 +69,7 @@ DESK_TURNS: list[tuple[str, dict[str, list[Any]]]] = [
     ("yes", {"replan": [CONTINUE], "respond": ["Trader Alpha is ready."]}),
 ]
 
-_IDS = re.compile(r"\b(conv|msg|sess|plan)-[A-Za-z0-9]+")
+_IDS = re.compile(r"\b(conv|msg|sess|plan|appr)-[A-Za-z0-9]+")
 
 
 def normalised(events: list[AgentEvent]) -> list[dict[str, Any]]:

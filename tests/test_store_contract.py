@@ -22,13 +22,22 @@ from agentkit.store import (
 )
 from agentkit.types import Message, ToolCallRecord
 
+from tests._postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
+
 KEY = ConversationKey("agent-1", "conv-1")
 
 
-@pytest.fixture(params=["file", "memory"])
+@pytest.fixture(params=["file", "memory", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConversationStore]:
     if request.param == "file":
         yield FileConversationStore(tmp_path, lock_timeout=5.0)
+    elif request.param == "postgres":
+        from agentkit.store.postgres import PostgresConversationStore
+
+        with PostgresConversationStore(
+            request.getfixturevalue("postgres_url"), lock_timeout=5.0
+        ) as postgres:
+            yield postgres
     else:
         yield InMemoryConversationStore(lock_timeout=5.0)
 

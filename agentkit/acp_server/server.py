@@ -39,10 +39,14 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def serve_stdio(
-    agent_id: str, *, data_dir: Path | str | None = None, model: str | None = None
+    agent_id: str,
+    *,
+    data_dir: Path | str | None = None,
+    model: str | None = None,
+    store: str | None = None,
 ) -> None:
     """What ``agentkit acp`` runs; returns when the client has gone."""
-    agent = Agent.open(agent_id, data_dir=data_dir, model=model)
+    agent = Agent.open(agent_id, data_dir=data_dir, model=model, store=store)
     parse_model_spec(resolve_model_spec(model, agent.config.model))  # a typo fails here
     protocol_out = claim_stdout()
     logging.basicConfig(

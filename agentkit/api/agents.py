@@ -18,7 +18,9 @@ from agentkit.ids import check_id
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import create_model, parse_model_spec, resolve_model_spec
 from agentkit.sessions import SessionPool
-from agentkit.store import FileConversationStore
+from agentkit.store import ConversationKey
+from agentkit.store.choice import open_stores
+from agentkit.store.turn_events import InMemoryTurnEvents, TurnEvents
 from agentkit.workspace import AgentFolder, list_agent_ids
 
 __all__ = ["ServedAgents"]
@@ -27,9 +29,17 @@ Backend = ChatModel | SessionBackend
 
 
 class ServedAgents:
-    def __init__(self, data_dir: Path, model: Backend | str | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, model: Backend | str | None = None, store: str | None = None
+    ) -> None:
         self.data_dir = data_dir
-        self.store = FileConversationStore(data_dir)
+        # the file store under data_dir, or the stores a postgresql:// URL names (store,
+        # else $AGENTKIT_STORE): conversations and memory then live there, agent folders here
+        self._stores = open_stores(store, data_dir)
+        self.store = self._stores.conversations
+        #: running turns' events and cancels: this process's, or every replica's (PostgreSQL)
+        self.events: TurnEvents = self._stores.events or InMemoryTurnEvents()
+        self.events.on_cancel(self._cancel_here)
         self.pool = SessionPool()
         self._override = model
         self._agents: dict[str, Agent] = {}
@@ -79,11 +89,29 @@ class ServedAgents:
             if agent is None:
                 folder = AgentFolder.load(self.data_dir, agent_id)
                 self.store.recover(folder.agent_id)
-                agent = Agent(folder, self.store, model=self._model_for(folder), pool=self.pool)
+                agent = Agent(
+                    folder,
+                    self.store,
+                    model=self._model_for(folder),
+                    pool=self.pool,
+                    config_store=self._stores.config,
+                )
                 # its toolsets load now (an MCP server starts): a bad one fails here, not mid-turn
                 await asyncio.to_thread(agent.runtime.load_tools)
                 self._agents[agent_id] = agent
         return agent
+
+    async def _cancel_here(self, key: ConversationKey) -> None:
+        """A cancel asked on any replica: stop the turn if it runs in this process."""
+        if self.pool.turns.is_running(key.agent_id, key.conversation_id):
+            agent = await self.get(key.agent_id)
+            await agent.cancel(key.conversation_id)
+
+    async def running_elsewhere(self, key: ConversationKey) -> bool:
+        """Whether the conversation's turn runs in another process (another replica)."""
+        if self.pool.turns.is_running(key.agent_id, key.conversation_id):
+            return False
+        return await asyncio.to_thread(self.events.turn_running, key)
 
     async def aclose(self) -> None:
         """Close every live session, and each agent's model and memory store."""
@@ -92,3 +120,4 @@ class ServedAgents:
         await self.pool.close_all()
         self._agents.clear()
         self._models.clear()
+        self._stores.close()

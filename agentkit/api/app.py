@@ -8,6 +8,8 @@ replies), then sessions, models and memory stores are closed.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -17,9 +19,11 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 import agentkit
+from agentkit.api import streams
 from agentkit.api.agents import ServedAgents
 from agentkit.api.errors import install_error_handlers
 from agentkit.api.openapi import build_openapi
+from agentkit.api.recorder import RecordingTurnTasks
 from agentkit.api.routes import router
 from agentkit.api.security import (
     DEFAULT_MAX_BODY_BYTES,
@@ -27,7 +31,6 @@ from agentkit.api.security import (
     GuardPolicy,
     RequestGuard,
 )
-from agentkit.api.turns import TurnTasks
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.workspace import resolve_data_dir
 
@@ -48,6 +51,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
     shutdown_timeout: float = 60.0,
+    store: str | None = None,
 ) -> FastAPI:
     """The API app serving the agents under *data_dir* (default ``$AGENTKIT_DATA_DIR``/data).
 
@@ -55,7 +59,8 @@ def create_app(
     ``scripted:replies.json``); *host* and *port* are where the server is bound: the Host
     header must name them (or one of *allowed_hosts*), and a non-loopback *host* without a
     *token* raises :class:`~agentkit.errors.UsageError`. With *cors_origins* empty no CORS
-    header is ever sent.
+    header is ever sent. *store* names where conversations and memory live (a
+    ``postgresql://…`` URL; default ``$AGENTKIT_STORE``, else the files under *data_dir*).
     """
     policy = GuardPolicy.for_server(
         host=host,
@@ -66,15 +71,20 @@ def create_app(
         max_body_bytes=max_body_bytes,
         max_json_depth=max_json_depth,
     )
-    served = ServedAgents(resolve_data_dir(data_dir), model)
-    turns = TurnTasks()
+    served = ServedAgents(resolve_data_dir(data_dir), model, store)
+    turns = RecordingTurnTasks(served.events)  # each turn's events, for …/turns/{id}/events
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # other replicas' wake-ups and cancels (PostgreSQL LISTEN; nothing on the file store)
+        listener = asyncio.create_task(served.events.run(), name="turn events listener")
         try:
             yield
         finally:
             await turns.wait_all(timeout=shutdown_timeout)
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
             await served.aclose()
 
     app = FastAPI(
@@ -91,6 +101,7 @@ def create_app(
     app.state.policy = policy
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(streams.router)
     if policy.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -29,6 +29,7 @@ def serve(
     cors_origins: Iterable[str] = (),
     log_level: str = "info",
     announce: Callable[[str], None] | None = None,
+    store: str | None = None,
 ) -> None:
     """Serve until interrupted (Ctrl-C or SIGTERM); running turns finish before exit."""
     app = create_app(
@@ -39,6 +40,7 @@ def serve(
         port=port,
         allowed_hosts=allowed_hosts,
         cors_origins=cors_origins,
+        store=store,
     )
     if announce is not None:
         shown = f"[{host}]" if ":" in host else host

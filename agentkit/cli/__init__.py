@@ -17,7 +17,7 @@ import sys
 import typer
 
 # each module registers its commands on ``app`` (the order is the order of --help)
-from agentkit.cli import agents, branches, conversations, serving, tools, turns  # noqa: F401
+from agentkit.cli import agents, branches, conversations, db, serving, tools, turns  # noqa: F401
 from agentkit.cli._app import app
 from agentkit.errors import MissingExtraError
 

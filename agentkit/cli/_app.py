@@ -24,6 +24,7 @@ __all__ = [
     "ConversationOption",
     "JsonFlag",
     "ModelOption",
+    "StoreOption",
     "app",
     "clean_errors",
     "data_root",
@@ -52,6 +53,16 @@ ConversationArg = Annotated[str, typer.Argument(help="Conversation id, e.g. conv
 ModelOption = Annotated[
     str | None,
     typer.Option("--model", help="Model spec (wins over $AGENTKIT_MODEL and config.json)."),
+]
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        envvar="AGENTKIT_STORE",
+        show_envvar=True,
+        help="Where conversations and memory live: a postgresql://… URL "
+        "(default: files under the data root).",
+    ),
 ]
 ConversationOption = Annotated[
     str | None,

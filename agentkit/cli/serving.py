@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from agentkit._extras import require
-from agentkit.cli._app import AgentArg, ModelOption, app, clean_errors, data_root, exporting
+from agentkit.cli._app import (
+    AgentArg,
+    ModelOption,
+    StoreOption,
+    app,
+    clean_errors,
+    data_root,
+    exporting,
+)
 from agentkit.errors import UsageError
 from agentkit.workspace import resolve_data_dir
 
-__all__ = ["acp_command", "eval_command", "serve_command"]
+if TYPE_CHECKING:
+    from agentkit.eval import SweepInterrupted
+
+__all__ = ["acp_command", "compare_command", "eval_command", "serve_command"]
 
 
 @app.command("serve")
@@ -38,6 +52,7 @@ def serve_command(
             "--allow-host", help="Another name clients may use in the Host header (repeatable)."
         ),
     ] = None,
+    store: StoreOption = None,
 ) -> None:
     """Serve the agents over HTTP: the /api/agent/… routes, chat as server-sent events."""
     with clean_errors(), exporting():
@@ -51,6 +66,7 @@ def serve_command(
             model=model,
             allowed_hosts=allow_host,
             announce=lambda line: typer.echo(line, err=True),
+            store=store,
         )
 
 
@@ -65,6 +81,7 @@ def acp_command(
             "--data-dir", help="Data root (overrides the global --data-dir).", file_okay=False
         ),
     ] = None,
+    store: StoreOption = None,
 ) -> None:
     """Serve the agent over the Agent Client Protocol on stdio (Zed, JetBrains, marimo, jupyter-ai).
 
@@ -74,7 +91,7 @@ def acp_command(
         from agentkit.acp_server import serve_stdio  # the ACP edge loads only for this command
 
         root = resolve_data_dir(data_dir) if data_dir is not None else data_root(ctx)
-        serve_stdio(agent_id, data_dir=root, model=model)
+        serve_stdio(agent_id, data_dir=root, model=model, store=store)
 
 
 @app.command("eval")
@@ -130,11 +147,47 @@ def eval_command(
             "--resume", help="Keep the finished runs of an existing --out table; run the rest."
         ),
     ] = False,
+    repeat: Annotated[
+        int,
+        typer.Option("--repeat", min=1, help="Run each scenario at each point K times (pass^k)."),
+    ] = 1,
+    user_model: Annotated[
+        str | None,
+        typer.Option(
+            "--user-model",
+            help="Who plays a simulated user: a model spec, or 'scripted' for the scenario's "
+            "user_script (default: the run's model).",
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", min=1, help="Tokens one run may spend.")
+    ] = None,
+    max_model_calls: Annotated[
+        int | None, typer.Option("--max-model-calls", min=1, help="Model calls one run may make.")
+    ] = None,
+    max_seconds: Annotated[
+        float | None, typer.Option("--max-seconds", help="Seconds one run may take.")
+    ] = None,
+    sweep_max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--sweep-max-tokens", min=1, help="No run starts once the sweep spent this many."
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option("--concurrency", min=1, help="Runs going at once in each process (async)."),
+    ] = 1,
+    store: StoreOption = None,
 ) -> None:
-    """Run scenarios at every point of a parameter grid; print a summary, write a table."""
-    with clean_errors(), exporting():
+    """Run scenarios at every point of a parameter grid; print a summary, write a table.
+
+    Ctrl-C stops cleanly: the table so far (finished runs, the rest not started) is written
+    to --out, and --resume runs the rest."""
+    with clean_errors(), exporting(), _store_for_runs(store):
         require("eval", "agentkit eval", "pandas", "yaml", "tqdm")
         from agentkit.eval import (
+            SweepInterrupted,
             check_output_path,
             load_results,
             parse_grid,
@@ -151,25 +204,59 @@ def eval_command(
         if resume and target is None:
             raise UsageError("--resume needs --out: the table to resume")
         previous = load_results(target) if resume and target and target.exists() else None
-        frame = run_eval(
-            scenarios,
-            model=model,
-            sets=parse_sets(assignments or []),
-            grid=parse_grid(axes or []),
-            workers=workers,
-            executor=executor,
-            data_dir=data_root(ctx),
-            tags=tags or [],
-            keep_dir=keep,
-            turn_timeout=turn_timeout,
-            progress=progress,
-            retries=retries,
-            previous=previous,
-        )
+        try:
+            frame = run_eval(
+                scenarios,
+                model=model,
+                sets=parse_sets(assignments or []),
+                grid=parse_grid(axes or []),
+                workers=workers,
+                executor=executor,
+                data_dir=data_root(ctx),
+                tags=tags or [],
+                keep_dir=keep,
+                turn_timeout=turn_timeout,
+                progress=progress,
+                retries=retries,
+                previous=previous,
+                repeat=repeat,
+                user_model=user_model,
+                max_tokens=max_tokens,
+                max_model_calls=max_model_calls,
+                max_seconds=max_seconds,
+                sweep_max_tokens=sweep_max_tokens,
+                concurrency=concurrency,
+            )
+        except SweepInterrupted as stopped:
+            _save_interrupted(stopped, target)
+            raise typer.Exit(130) from None
         typer.echo(report(frame))
         if target is not None:
             save_results(frame, target)
             typer.echo(f"wrote {target} ({len(frame)} rows, {len(frame.columns)} columns)")
+
+
+@contextmanager
+def _store_for_runs(store: str | None) -> Iterator[None]:
+    """The runs' agents (opened in this process or in local workers, which inherit the
+    environment) use the store *store* names, through ``$AGENTKIT_STORE``, for the block."""
+    from agentkit.store.choice import FILES, STORE_ENV, resolve_store_spec
+
+    chosen = resolve_store_spec(store)
+    if chosen != FILES:
+        require("postgres", "the PostgreSQL store", "psycopg", "psycopg_pool")
+    before = os.environ.get(STORE_ENV)
+    if chosen == FILES:
+        os.environ.pop(STORE_ENV, None)
+    else:
+        os.environ[STORE_ENV] = chosen
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(STORE_ENV, None)
+        else:
+            os.environ[STORE_ENV] = before
 
 
 def _first_tool_tables(paths: list[Path]) -> bool:
@@ -211,3 +298,62 @@ def _eval_first_tool(
     if target is not None:
         save_results(pd.DataFrame(rows), target)
         typer.echo(f"wrote {target} ({len(rows)} rows)")
+
+
+def _save_interrupted(stopped: SweepInterrupted, target: Path | None) -> None:
+    """Ctrl-C: the table so far to *target*, so that ``--resume`` runs the rest."""
+    from agentkit.eval import save_results
+
+    saved = ""
+    if target is not None and stopped.results is not None:
+        save_results(stopped.results, target)
+        saved = f"; wrote {target}, --resume runs the rest"
+    typer.echo(
+        f"agentkit: stopped after {stopped.finished} of {len(stopped.rows)} runs{saved}", err=True
+    )
+
+
+@app.command("compare")
+def compare_command(
+    a: Annotated[Path, typer.Argument(help="Results table A (.parquet or .csv), the baseline.")],
+    b: Annotated[Path, typer.Argument(help="Results table B (.parquet or .csv), the variant.")],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Write the comparison: .json (everything) or .parquet/.csv (the pairs)."
+        ),
+    ] = None,
+    on: Annotated[
+        list[str] | None,
+        typer.Option("--on", help="Pair on this column (repeatable; default: chosen for you)."),
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="The bootstrap's seed.")] = None,
+) -> None:
+    """Pair the runs of two results tables and compare them: pass rates with Wilson intervals,
+    the paired difference with a bootstrap interval, McNemar's exact test, the runs that
+    flipped, token/call/latency deltas, and the rows without a partner."""
+    with clean_errors():
+        require("eval", "agentkit compare", "pandas", "scipy")
+        import json
+
+        from agentkit.eval import compare, load_results, save_results
+        from agentkit.eval.stats import DEFAULT_SEED
+
+        if out is not None and out.suffix not in (".json", ".parquet", ".csv"):
+            raise UsageError(f"--out takes a .json, .parquet or .csv file, not {out.name!r}")
+        result = compare(
+            load_results(a),
+            load_results(b),
+            on=on or None,
+            labels=(str(a), str(b)),
+            seed=DEFAULT_SEED if seed is None else seed,
+        )
+        typer.echo(result.report())
+        if out is not None:
+            if out.suffix == ".json":
+                out.parent.mkdir(parents=True, exist_ok=True)
+                text = json.dumps(result.to_json(), ensure_ascii=False, indent=2)
+                out.write_text(text + "\n", encoding="utf-8")
+            else:
+                save_results(result.pairs, out)
+            typer.echo(f"wrote {out}")

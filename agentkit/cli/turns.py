@@ -13,6 +13,7 @@ from agentkit.cli._app import (
     AgentArg,
     ConversationOption,
     ModelOption,
+    StoreOption,
     app,
     clean_errors,
     data_root,
@@ -60,13 +61,14 @@ def send_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object per event per line.")
     ] = False,
+    store: StoreOption = None,
 ) -> None:
     """Send one message and print the reply as it streams."""
 
     async def run() -> None:
         from agentkit.agent import Agent
 
-        agent = Agent.open(agent_id, data_dir=data_root(ctx), model=model)
+        agent = Agent.open(agent_id, data_dir=data_root(ctx), model=model, store=store)
         try:
             result = await _turn(agent, conversation_id, text, as_json)
         finally:
@@ -84,6 +86,7 @@ def chat_command(
     agent_id: AgentArg,
     conversation_id: ConversationOption = None,
     model: ModelOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Chat in the terminal: one live session; Ctrl-C stops a reply, Ctrl-D leaves.
 
@@ -102,7 +105,7 @@ def chat_command(
 
         from agentkit.agent import Agent
 
-        agent = Agent.open(agent_id, data_dir=data_root(ctx), model=model)
+        agent = Agent.open(agent_id, data_dir=data_root(ctx), model=model, store=store)
         loop = asyncio.get_running_loop()
         current: asyncio.Task[ResultEvent] | None = None
 

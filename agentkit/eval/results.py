@@ -2,10 +2,15 @@
 
 Columns, in order:
 
-* ``scenario``, ``title``, ``language``, ``agent``, ``tags``, ``point`` — which run;
+* ``scenario``, ``title``, ``language``, ``agent``, ``tags``, ``point``, ``repeat`` (0 …
+  K-1 under ``--repeat K``) — which run;
 * one column per swept or set parameter, named by its dotted key
-  (``compression.token_threshold``), then ``model`` (the spec the run used);
-* ``passed`` (every check passed and the run finished) and one nullable boolean column per
+  (``compression.token_threshold``), then ``model`` (the spec the run used) and
+  ``user_model`` (who played a simulated user: ``scripted`` for the scenario's user_script, a
+  spec, or "" for fixed turns);
+* ``passed`` (every check passed and the run finished within its budget), ``outcome``
+  (``passed``, ``failed``, ``error``, ``budget`` — stopped by its budget — or ``not_started``
+  — the sweep's budget was spent, or the sweep was stopped) and one nullable boolean column per
   expectation kind, ``exp_<kind>`` (NA where the scenario does not check it; a kind checked at
   several turns passes when all of them do); ``checks``, ``checks_failed``, ``failures`` (what
   failed, where, expected vs seen) and ``error`` (a run that could not finish);
@@ -14,7 +19,11 @@ Columns, in order:
   compression's ``messages_before/after``, ``tokens_before/after``; the fidelity probe
   ``facts_total``, ``facts_kept``, ``fact_retention`` (of the scenario's known ``facts``, the
   share TaskState still carries at the end); ``final_status``, ``result_status``, ``answer``,
-  ``errors`` (error events), ``attempts`` (1, or more when ``--retries`` re-ran an error);
+  ``errors`` (error events), ``budget_reason`` (why the run stopped over budget, or why it
+  did not start), ``sim_turns`` (messages the simulated user sent), ``sim_stopped_by``
+  (``user_done``, ``user_gave_up``, ``max_turns``, ``error``, ``budget``; "" for fixed turns),
+  ``sim_model_calls`` and ``sim_tokens`` (the simulator's own spend), ``attempts`` (1, or more
+  when ``--retries`` re-ran an error; 0 for a run not started);
 * timings last: ``latency_ms`` (the turns' own figures), ``wall_ms`` (the whole run), then
   the run's trace: ``trace_id`` (the sweep's trace, which holds the run's span and its turns'
   spans) and ``span_id`` (the run's ``eval_run`` span in it). They are the only columns that
@@ -44,6 +53,7 @@ __all__ = [
     "failures",
     "load_results",
     "param_columns",
+    "repeats",
     "report",
     "require_pandas",
     "save_results",
@@ -51,7 +61,15 @@ __all__ = [
     "to_frame",
 ]
 
-IDENTITY_COLUMNS: tuple[str, ...] = ("scenario", "title", "language", "agent", "tags", "point")
+IDENTITY_COLUMNS: tuple[str, ...] = (
+    "scenario",
+    "title",
+    "language",
+    "agent",
+    "tags",
+    "point",
+    "repeat",
+)
 TIMING_COLUMNS: tuple[str, ...] = ("latency_ms", "wall_ms", "trace_id", "span_id")
 RESULT_SUFFIXES: tuple[str, ...] = (".parquet", ".csv")
 _NULLABLE_INTS = (
@@ -79,7 +97,7 @@ def to_frame(rows: Sequence[dict[str, Any]], params: Sequence[str] = ()) -> pd.D
     for column in expectation_columns:
         if column not in frame:
             frame[column] = pd.NA
-    leading = [*IDENTITY_COLUMNS, *params, "model", "passed"]
+    leading = [*IDENTITY_COLUMNS, *params, "model", "user_model", "passed", "outcome"]
     rest = [c for c in frame.columns if c not in leading and c not in expectation_columns]
     rest = [c for c in rest if c not in TIMING_COLUMNS] + [c for c in TIMING_COLUMNS if c in rest]
     present = [c for c in leading if c in frame]
@@ -105,9 +123,30 @@ def param_columns(frame: pd.DataFrame) -> list[str]:
     return [c for c in frame.columns if "." in c]
 
 
+def _ran(frame: pd.DataFrame) -> pd.Series[bool]:
+    """The rows of runs that ran (not the ``not_started`` ones)."""
+    import pandas as pd
+
+    if "outcome" not in frame:
+        return pd.Series(True, index=frame.index)
+    return frame["outcome"].astype(str) != "not_started"
+
+
+def _repeat_count(frame: pd.DataFrame) -> int:
+    """K of ``--repeat K`` (1 for a table without repeats)."""
+    if "repeat" not in frame or frame.empty:
+        return 1
+    return int(frame["repeat"].nunique())
+
+
 def summarize(frame: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFrame:
     """Pass rate and mean figures per parameter point (by default: the parameter columns, and
-    ``model`` when it varies); one row ``all`` when nothing varies."""
+    ``model`` when it varies); one row ``all`` when nothing varies.
+
+    ``runs`` counts the runs that ran; ``not_started`` (when some did not) and
+    ``over_budget`` (when some were stopped by their budget) follow. Under ``--repeat K``,
+    ``pass@K`` (at least one repeat of a scenario passed) and ``pass^K`` (every one did) are
+    the means over the point's scenarios (:func:`repeats` gives them per scenario)."""
     require_pandas()
     import pandas as pd
 
@@ -118,27 +157,82 @@ def summarize(frame: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
     if not keys:
         work["run set"] = "all"
         keys = ["run set"]
+    ran = _ran(work)
+    work["_ran"] = ran
+    work["_not_started"] = ~ran
+    work["_budget"] = work["outcome"].astype(str) == "budget" if "outcome" in work else False
+    figures = ["model_calls", "output_tokens", "fact_retention", "latency_ms"]
+    for column in figures:
+        if column in work:
+            work[column] = pd.to_numeric(work[column], errors="coerce").where(ran)
     grouped = work.groupby(keys, dropna=False, sort=False)
     summary = grouped.agg(
-        runs=("scenario", "size"),
+        runs=("_ran", "sum"),
         passed=("passed", "sum"),
-        errors=("error", lambda s: int((s.astype(str) != "").sum())),
+        errors=("error", lambda s: int((s.fillna("").astype(str) != "").sum())),
         checks_failed=("checks_failed", "sum"),
         model_calls=("model_calls", "mean"),
         tokens=("output_tokens", "mean"),
         compressions=("compressions", "sum"),
         fact_retention=("fact_retention", "mean"),
         latency_ms=("latency_ms", "median"),
+        not_started=("_not_started", "sum"),
+        over_budget=("_budget", "sum"),
     )
-    summary.insert(2, "pass_rate", summary["passed"] / summary["runs"])
+    summary["runs"] = summary["runs"].astype(int)
+    summary.insert(2, "pass_rate", summary["passed"] / summary["runs"].where(summary["runs"] > 0))
     summary["fact_retention"] = pd.to_numeric(summary["fact_retention"], errors="coerce")
+    for column in ("not_started", "over_budget"):
+        summary[column] = summary[column].astype(int)
+        if not summary[column].any():
+            summary = summary.drop(columns=column)
+    k = _repeat_count(frame)
+    if k > 1:
+        per_scenario = repeats(frame, by=keys if by is not None or keys != ["run set"] else [])
+        group = [key for key in keys if key in per_scenario]
+        if group:
+            overall = per_scenario.groupby(group, dropna=False, sort=False)[
+                [f"pass@{k}", f"pass^{k}"]
+            ].mean()
+            summary = summary.join(overall, on=group)
+        else:
+            summary[f"pass@{k}"] = per_scenario[f"pass@{k}"].mean()
+            summary[f"pass^{k}"] = per_scenario[f"pass^{k}"].mean()
     return summary.reset_index()
+
+
+def repeats(frame: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFrame:
+    """Per scenario and parameter point: the repeats that ran, how many passed, and
+    ``pass@K`` / ``pass^K`` for K = the number of repeats (:mod:`agentkit.eval.stats`)."""
+    require_pandas()
+    from agentkit.eval.stats import pass_at_k, pass_hat_k
+
+    keys = list(by) if by is not None else param_columns(frame)
+    if by is None and "model" in frame and frame["model"].nunique() > 1 and "model" not in keys:
+        keys.append("model")
+    k = _repeat_count(frame)
+    work = frame.loc[_ran(frame)]
+    grouped = work.groupby([*keys, "scenario"], dropna=False, sort=False)
+    table = grouped.agg(runs=("passed", "size"), passed=("passed", "sum")).reset_index()
+    table["pass_rate"] = table["passed"] / table["runs"]
+    table[f"pass@{k}"] = [
+        pass_at_k(int(n), int(c), k) for n, c in zip(table["runs"], table["passed"], strict=True)
+    ]
+    table[f"pass^{k}"] = [
+        pass_hat_k(int(n), int(c), k) for n, c in zip(table["runs"], table["passed"], strict=True)
+    ]
+    return table[["scenario", *keys, "runs", "passed", "pass_rate", f"pass@{k}", f"pass^{k}"]]
 
 
 def failures(frame: pd.DataFrame) -> pd.DataFrame:
     """The runs that did not pass: which scenario, at which point, and why."""
     columns = ["scenario", *param_columns(frame), "model", "failures", "error"]
-    failed = frame.loc[~frame["passed"], [c for c in columns if c in frame]]
+    if "repeat" in frame and _repeat_count(frame) > 1:
+        columns.insert(1, "repeat")
+    columns += [c for c in ("outcome", "budget_reason") if c in frame]
+    failed = frame.loc[
+        ~frame["passed"].astype(bool) & _ran(frame), [c for c in columns if c in frame]
+    ]
     return failed.reset_index(drop=True)
 
 
@@ -159,19 +253,45 @@ def report(frame: pd.DataFrame, *, max_failures: int = 20) -> str:
     summary = summarize(frame)
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         lines = [summary.to_string(index=False, float_format=lambda value: f"{value:.3g}")]
+    k = _repeat_count(frame)
+    if k > 1:
+        table = repeats(frame)
+        with pd.option_context("display.width", 160, "display.max_columns", 30):
+            text = table.to_string(index=False, float_format=lambda value: f"{value:.3g}")
+        lines += [f"\nper scenario over {k} repeats:", text]
     failed = failures(frame)
     params = param_columns(frame)
+    ran = int(_ran(frame).sum())
     if len(failed):
-        lines.append(f"\nfailed runs ({len(failed)} of {len(frame)}):")
+        lines.append(f"\nfailed runs ({len(failed)} of {ran}):")
         for record in failed.head(max_failures).to_dict("records"):
             point = ", ".join(f"{key}={record[key]}" for key in params)
-            why = record.get("error") or record.get("failures") or ""
+            if k > 1:
+                point = ", ".join(filter(None, [point, f"repeat={record.get('repeat')}"]))
+            budget = _text(record.get("budget_reason"))
+            why = (
+                _text(record.get("error"))
+                or (f"over budget ({budget})" if budget else "")
+                or _text(record.get("failures"))
+            )
             lines.append(f"  {record['scenario']}" + (f" [{point}]" if point else "") + f": {why}")
         if len(failed) > max_failures:
             lines.append(f"  … and {len(failed) - max_failures} more (see the failures column)")
     else:
-        lines.append(f"\nall {len(frame)} runs passed")
+        lines.append(f"\nall {ran} runs passed")
+    unstarted = frame.loc[~_ran(frame)]
+    if len(unstarted):
+        reason = _text(unstarted["budget_reason"].iloc[0]) if "budget_reason" in frame else ""
+        lines.append(
+            f"{len(unstarted)} of {len(frame)} runs not started ({reason}): "
+            "--resume with --out runs them"
+        )
     return "\n".join(lines)
+
+
+def _text(value: object) -> str:
+    """A text cell ("" for a missing one: NaN in a table read back from CSV)."""
+    return value if isinstance(value, str) else ""
 
 
 def _checked_suffix(path: Path) -> str:

@@ -16,6 +16,12 @@ Each turn may carry ``script``: the scripted model's replies for that turn, by p
 same purpose maps as :class:`~agentkit.models.scripted.ScriptedModel`), which is what makes a
 scenario run deterministically under ``--model scripted``. With any other model the scripts are
 ignored and the expectations measure the model.
+
+Instead of ``turns``, a scenario may have a ``simulated_user`` (one or the other): a persona, a
+goal and what the user knows, played by a model (:mod:`agentkit.eval.simulator`) that writes
+each next message after reading the agent's reply. Under ``--model scripted`` the user's
+messages then come from ``user_script`` and the agent's replies from the scenario's ``script``
+(by purpose, in call order over the whole run); only the scenario-level ``expect`` is checked.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from pydantic import (
     PrivateAttr,
     StringConstraints,
     ValidationError,
+    ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from agentkit._extras import require
@@ -51,6 +59,7 @@ __all__ = [
     "OutOfBandCall",
     "Scenario",
     "ScenarioMessage",
+    "SimulatedUser",
     "Turn",
     "check_against_tools",
     "load_scenario",
@@ -156,10 +165,22 @@ class Expectations(_Strict):
 Script = dict[Purpose, list[JsonValue]]
 
 
-class Turn(_Strict):
-    """One user message, what happens just before it, and the scripted replies for it."""
+class Approve(_Strict):
+    """A turn that approves the pending tool call (by its approval id), optionally with
+    edited arguments instead of the planned ones."""
 
-    user: _Text
+    args: dict[str, JsonValue] | None = None
+
+
+class Turn(_Strict):
+    """One user message — or a decision on the pending approval (``approve:`` / ``reject:``
+    instead of ``user:``) — what happens just before it, and the scripted replies for it."""
+
+    user: _Text | None = None
+    approve: Approve | None = Field(
+        default=None, description="approve the pending call ({} as planned, {args: …} edited)"
+    )
+    reject: bool = Field(default=False, description="reject the pending call")
     before: tuple[OutOfBandCall, ...] = Field(
         default=(), description="tools the user runs outside the chat before this message"
     )
@@ -174,10 +195,39 @@ class Turn(_Strict):
     @field_validator("script")
     @classmethod
     def _replies_present(cls, script: Script | None) -> Script | None:
-        for purpose, replies in (script or {}).items():
-            if not replies:
-                raise ValueError(f"purpose {purpose!r} has no replies")
-        return script
+        return _check_script(script)
+
+    @model_validator(mode="after")
+    def _one_input(self) -> Turn:
+        given = [self.user is not None, self.approve is not None, self.reject]
+        if sum(given) != 1:
+            raise ValueError("a turn has exactly one of 'user', 'approve' or 'reject'")
+        return self
+
+
+def _check_script(script: Script | None) -> Script | None:
+    for purpose, replies in (script or {}).items():
+        if not replies:
+            raise ValueError(f"purpose {purpose!r} has no replies")
+    return script
+
+
+class SimulatedUser(_Strict):
+    """The user of a scenario played by a model: who they are, what they want, what they can
+    tell when asked, and how they answer a consent request (in code, not by the model)."""
+
+    persona: _Text = Field(description="who the user is and how they write")
+    goal: _Text = Field(description="what the user wants from the conversation")
+    knows: dict[_Text, JsonValue] = Field(
+        default_factory=dict, description="what the user can tell when asked"
+    )
+    opening: _Text | None = Field(
+        default=None, description="the first message (else the simulator writes it)"
+    )
+    consent: Literal["approve", "reject"] = Field(
+        default="approve", description="how the user answers a consent request"
+    )
+    max_turns: int = Field(default=6, ge=1, le=50, description="user messages at most")
 
 
 class Scenario(_Strict):
@@ -207,10 +257,58 @@ class Scenario(_Strict):
     facts: tuple[_Text, ...] = Field(
         default=(), description="known facts: their retention in TaskState is measured"
     )
-    turns: tuple[Turn, ...] = Field(min_length=1)
+    simulated_user: SimulatedUser | None = Field(
+        default=None, description="a model plays the user (instead of fixed turns)"
+    )
+    user_script: tuple[_Text, ...] = Field(
+        default=(),
+        description="the simulated user's messages, the first included, when the simulator "
+        "is scripted (--model scripted without --user-model)",
+    )
+    script: Script | None = Field(
+        default=None,
+        description="with a simulated user: the scripted model's replies for the whole run, "
+        "by purpose, in call order",
+    )
+    turns: tuple[Turn, ...] = Field(default=(), validate_default=True)
     expect: Expectations = Expectations()
 
     _source: Path | None = PrivateAttr(default=None)
+
+    @field_validator("user_script")
+    @classmethod
+    def _user_script_needs_a_user(
+        cls, lines: tuple[str, ...], info: ValidationInfo
+    ) -> tuple[str, ...]:
+        user = info.data.get("simulated_user")
+        if lines and user is None and "simulated_user" not in _failed(info):
+            raise ValueError("a user_script needs a simulated_user")
+        opening = user.opening if isinstance(user, SimulatedUser) else None
+        if lines and opening is not None and lines[0] != opening:
+            raise ValueError(f"the first line is the opening message {opening!r}, not {lines[0]!r}")
+        return lines
+
+    @field_validator("script")
+    @classmethod
+    def _script_needs_a_user(cls, script: Script | None, info: ValidationInfo) -> Script | None:
+        alone = info.data.get("simulated_user") is None and "simulated_user" not in _failed(info)
+        if script is not None and alone:
+            raise ValueError("a scenario-level script goes with a simulated_user")
+        return _check_script(script)
+
+    @field_validator("turns")
+    @classmethod
+    def _turns_or_a_simulated_user(
+        cls, turns: tuple[Turn, ...], info: ValidationInfo
+    ) -> tuple[Turn, ...]:
+        simulated = info.data.get("simulated_user") is not None
+        if "simulated_user" in _failed(info):
+            return turns
+        if turns and simulated:
+            raise ValueError("a scenario has turns or a simulated_user, not both")
+        if not turns and not simulated:
+            raise ValueError("a scenario needs at least one turn (or a simulated_user)")
+        return turns
 
     def __eq__(self, other: object) -> bool:
         """Equal by content, wherever each was read from."""
@@ -245,12 +343,20 @@ class Scenario(_Strict):
 
     @property
     def scripted(self) -> bool:
-        """Every turn carries a script (the scenario can run under ``--model scripted``)."""
+        """The scenario can run under ``--model scripted``: every turn carries a script, or
+        (with a simulated user) the run has a script and a ``user_script``."""
+        if self.simulated_user is not None:
+            return self.script is not None and bool(self.user_script)
         return all(turn.script is not None for turn in self.turns)
 
     def missing_scripts(self) -> list[int]:
-        """1-based numbers of the turns without a script."""
+        """1-based numbers of the turns without a script (fixed turns only)."""
         return [number for number, turn in enumerate(self.turns, 1) if turn.script is None]
+
+
+def _failed(info: ValidationInfo) -> set[str]:
+    """The fields before this one that did not validate (absent from ``info.data``)."""
+    return {"simulated_user"} - set(info.data)
 
 
 class _DuplicateKeyError(ValueError):

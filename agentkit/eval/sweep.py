@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentkit.errors import AgentNotFoundError, UsageError
-from agentkit.eval.executors import ExecutorSpec, describe_executor, run_tasks
+from agentkit.eval.budget import RunBudget
+from agentkit.eval.executors import ExecutorSpec, SweepInterrupted, describe_executor, run_tasks
 from agentkit.eval.params import apply_params, grid_points, merge_config, validate_config
 from agentkit.eval.point import SCRIPTED, PointTask, model_label, snapshot_agent
 from agentkit.eval.results import param_columns, require_pandas, to_frame
 from agentkit.eval.scenario import Scenario, check_against_tools, load_scenarios
+from agentkit.eval.simulator import user_model_for
 from agentkit.ids import check_id
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import parse_model_spec
@@ -88,19 +90,20 @@ def plan_runs(
     keep_dir: Path | str | None = None,
     turn_timeout: float | None = None,
     retries: int = 0,
+    repeat: int = 1,
+    user_model: str | ChatModel | None = None,
+    budget: RunBudget | None = None,
 ) -> list[PointTask]:
-    """Every run of the sweep, checked, in order (scenario by scenario, points in grid order)."""
+    """Every run of the sweep, checked, in order (scenario by scenario, points in grid order,
+    the repeats of a point one after another)."""
     if not scenarios:
         raise UsageError("no scenarios to run")
+    _check_counts(turn_timeout, retries, repeat)
     points = grid_points(sets, grid)
     if model is not None and any("model" in point for point in points):
         raise UsageError(
             "give the model with --model or as the 'model' key of --set/--grid, not both"
         )
-    if turn_timeout is not None and turn_timeout <= 0:
-        raise UsageError(f"the turn time limit must be positive, got {turn_timeout}")
-    if retries < 0:
-        raise UsageError(f"retries cannot be negative, got {retries}")
     root = resolve_data_dir(data_dir)
     bases: dict[str, tuple[tuple[tuple[str, bytes], ...], dict[str, Any]]] = {}
     tasks: list[PointTask] = []
@@ -131,21 +134,35 @@ def plan_runs(
                     )
             elif isinstance(spec, str):
                 parse_model_spec(spec)  # ModelSpecError (a UsageError) before any run
-            tasks.append(
-                PointTask(
-                    index=len(tasks),
-                    point=number,
-                    scenario=scenario,
-                    agent_files=files,
-                    config=config,
-                    params=dict(point),
-                    model=spec,
-                    keep_dir=str(keep_dir) if keep_dir is not None else None,
-                    turn_timeout=turn_timeout,
-                    retries=retries,
+            user = user_model_for(scenario, spec, user_model)
+            for again in range(repeat):
+                tasks.append(
+                    PointTask(
+                        index=len(tasks),
+                        point=number,
+                        scenario=scenario,
+                        agent_files=files,
+                        config=config,
+                        params=dict(point),
+                        model=spec,
+                        keep_dir=str(keep_dir) if keep_dir is not None else None,
+                        turn_timeout=turn_timeout,
+                        retries=retries,
+                        repeat=again,
+                        user_model=user,
+                        budget=budget or RunBudget(),
+                    )
                 )
-            )
     return tasks
+
+
+def _check_counts(turn_timeout: float | None, retries: int, repeat: int) -> None:
+    if turn_timeout is not None and turn_timeout <= 0:
+        raise UsageError(f"the turn time limit must be positive, got {turn_timeout}")
+    if retries < 0:
+        raise UsageError(f"retries cannot be negative, got {retries}")
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
 
 
 def run_eval(
@@ -163,6 +180,13 @@ def run_eval(
     progress: bool = True,
     retries: int = 0,
     previous: pd.DataFrame | None = None,
+    repeat: int = 1,
+    user_model: str | ChatModel | None = None,
+    max_tokens: int | None = None,
+    max_model_calls: int | None = None,
+    max_seconds: float | None = None,
+    sweep_max_tokens: int | None = None,
+    concurrency: int = 1,
 ) -> pd.DataFrame:
     """Run every scenario at every parameter point; the results table (one row per run).
 
@@ -179,12 +203,20 @@ def run_eval(
     conversations and model-call traces. *turn_timeout*: seconds a turn may take (else the
     run is an error row). *progress*: show a progress bar (stderr). *retries*: run a row that
     ended in an error again, up to this many times. *previous*: an earlier results table of
-    this sweep (resuming): its finished runs (no ``error``) are kept as they are and only the
-    missing or errored ones run.
+    this sweep (resuming): its finished runs (no ``error``, started) are kept as they are and
+    only the missing, errored or not started ones run. *repeat*: run each scenario at each
+    point that many times (``repeat`` column; pass@k and pass^k in :func:`summarize`).
+    *user_model*: who plays a ``simulated_user`` (default: the run's model; ``scripted``: the
+    scenario's ``user_script``). *max_tokens*, *max_model_calls*, *max_seconds*: each run's
+    budget (:mod:`agentkit.eval.budget`); *sweep_max_tokens*: no run starts once the sweep has
+    spent that many tokens. *concurrency*: runs going at once in each process (async).
+    Ctrl-C raises :class:`~agentkit.eval.executors.SweepInterrupted` whose ``results`` is the
+    table so far (finished runs and ``not_started`` rows), ready to save and resume.
     """
     require_pandas()  # before any run, not after the last one
     remote = executor is not None and not (isinstance(executor, str) and executor in ("", "local"))
-    if model is not None and not isinstance(model, str) and (workers > 1 or remote):
+    shared = [item for item in (model, user_model) if item is not None]
+    if any(not isinstance(item, str) for item in shared) and (workers > 1 or remote):
         raise UsageError(
             "a model object runs in this process only (workers=1, the local executor); "
             "for workers or Dask name it by a spec, e.g. function:my_module:reply"
@@ -199,6 +231,9 @@ def run_eval(
         keep_dir=keep_dir,
         turn_timeout=turn_timeout,
         retries=retries,
+        repeat=repeat,
+        user_model=user_model,
+        budget=RunBudget(max_tokens, max_model_calls, max_seconds),
     )
     done = _finished_rows(previous) if previous is not None else {}
     sweep = _sweep_trace(executor, workers, len(tasks))
@@ -207,8 +242,25 @@ def run_eval(
         replace(task, index=number, traceparent=parent)
         for number, task in enumerate(t for t in tasks if _run_key(t) not in done)
     ]
+    keys = list(tasks[0].params) if tasks else []
+    params = [key for key in keys if key != "model"]
     try:
-        fresh = iter(run_tasks(todo, executor=executor, workers=workers, progress=progress))
+        try:
+            made = run_tasks(
+                todo,
+                executor=executor,
+                workers=workers,
+                concurrency=concurrency,
+                progress=progress,
+                sweep_max_tokens=sweep_max_tokens,
+            )
+        except SweepInterrupted as stopped:
+            fresh = iter(stopped.rows)
+            stopped.results = to_frame(
+                [done.get(_run_key(task)) or next(fresh) for task in tasks], params=params
+            )
+            raise
+        fresh = iter(made)
         rows = [done.get(_run_key(task)) or next(fresh) for task in tasks]
     except BaseException as error:
         sweep.end(error_type=type(error).__qualname__, message=str(error))
@@ -220,8 +272,7 @@ def run_eval(
         sc.EVALUATION_SCORE_VALUE: passed / len(rows) if rows else 0.0,
     })  # fmt: skip
     sweep.end()
-    keys = list(tasks[0].params) if tasks else []
-    return to_frame(rows, params=[key for key in keys if key != "model"])
+    return to_frame(rows, params=params)
 
 
 def _sweep_trace(executor: ExecutorSpec, workers: int, runs: int) -> Trace:
@@ -235,16 +286,22 @@ def _sweep_trace(executor: ExecutorSpec, workers: int, runs: int) -> Trace:
     )
 
 
-RunKey = tuple[str, str, tuple[tuple[str, str], ...]]
+RunKey = tuple[str, str, tuple[tuple[str, str], ...], int, str]
 
 
 def _run_key(task: PointTask) -> RunKey:
-    """Which run a task is: scenario, model and parameter values (as text, so a value read
-    back from parquet or CSV matches the one parsed from the command line)."""
+    """Which run a task is: scenario, model, parameter values (as text, so a value read back
+    from parquet or CSV matches the one parsed from the command line), repeat, user model."""
     params = tuple(
         sorted((key, str(value)) for key, value in task.params.items() if key != "model")
     )
-    return task.scenario.id, model_label(task.model), params
+    return (
+        task.scenario.id,
+        model_label(task.model),
+        params,
+        task.repeat,
+        model_label(task.user_model),
+    )
 
 
 def _finished_rows(previous: pd.DataFrame) -> dict[RunKey, dict[str, Any]]:
@@ -253,8 +310,15 @@ def _finished_rows(previous: pd.DataFrame) -> dict[RunKey, dict[str, Any]]:
     rows: dict[RunKey, dict[str, Any]] = {}
     for raw in previous.to_dict("records"):
         record = {str(key): value for key, value in raw.items()}
-        if record.get("error"):
+        if _cell(record.get("error")) or record.get("outcome") == "not_started":
             continue
         values = tuple(sorted((key, str(record[key])) for key in params))
-        rows[(str(record["scenario"]), str(record["model"]), values)] = record
+        repeat = int(record.get("repeat", 0) or 0)
+        user = _cell(record.get("user_model"))
+        rows[(str(record["scenario"]), str(record["model"]), values, repeat, user)] = record
     return rows
+
+
+def _cell(value: object) -> str:
+    """A text cell of an earlier table ("" for a missing one: NaN when read from CSV)."""
+    return value if isinstance(value, str) else ""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from agentkit.errors import StoreError
 from agentkit.ids import check_id
 from agentkit.store._checkpoint import TurnCheckpoint
 from agentkit.types import ConversationMeta, ConversationStatus, Message
@@ -21,7 +22,38 @@ from agentkit.types import ConversationMeta, ConversationStatus, Message
 if TYPE_CHECKING:
     from agentkit.store.forks import Prepare
 
-__all__ = ["ConversationKey", "ConversationStore", "Problem", "ProblemKind", "VerifyReport"]
+__all__ = [
+    "ConversationKey",
+    "ConversationStore",
+    "Problem",
+    "ProblemKind",
+    "StaleWriterError",
+    "StoreUnavailableError",
+    "VerifyReport",
+]
+
+
+class StoreUnavailableError(StoreError):
+    """The store's server cannot be reached now (down, restarting, no free connection);
+    nothing was acknowledged. Retrying later may succeed (HTTP 503)."""
+
+
+class StaleWriterError(StoreError):
+    """A write of a writer that no longer holds the conversation was refused (fencing).
+
+    The writer's lock was lost (its connection dropped) and another writer took the
+    conversation since: ``epoch`` is the one this writer acquired, ``current`` the one the
+    store holds now. Nothing of the refused write was stored."""
+
+    def __init__(self, agent_id: str, conversation_id: str, epoch: int, current: int) -> None:
+        self.agent_id = agent_id
+        self.conversation_id = conversation_id
+        self.epoch = epoch
+        self.current = current
+        super().__init__(
+            f"write to {agent_id}/{conversation_id} refused: this writer's lock (epoch {epoch}) "
+            f"was lost and another writer took the conversation (epoch {current})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

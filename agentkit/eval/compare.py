@@ -1,0 +1,375 @@
+"""Paired comparison of two results tables: is variant B better than A, and by how much?
+
+Two pass rates say little on their own ("27/31 against 25/31"): the runs are paired by what
+they ran — the scenario, its repeat, and the parameters both tables share with overlapping
+values (``point`` is a grid index, not an identity) — and the comparison reports:
+
+* each side's pass rate with a Wilson 95% interval (:func:`~agentkit.eval.stats.wilson_interval`);
+* the paired difference B - A with a bootstrap 95% interval over the pairs, from a fixed seed
+  that the report prints (:func:`~agentkit.eval.stats.paired_bootstrap`);
+* McNemar's exact two-sided p-value on the discordant pairs
+  (:func:`~agentkit.eval.stats.mcnemar_exact`);
+* the runs that flipped: ``fixed`` (failed on A, passed on B) and ``broke`` (the reverse);
+* token, model-call and latency deltas over the pairs;
+* the rows that have no partner on the other side (a scenario run on one side only, or not
+  started there), listed, never dropped silently.
+
+A parameter present in both tables with no value in common (``planner.strategy`` plan_replan
+on A, next_step on B), or in one table only, is what differs between the variants: it is not
+part of the pairing, and the report names it. ``on=`` gives the pairing columns explicitly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agentkit.errors import UsageError
+from agentkit.eval.results import param_columns, require_pandas
+from agentkit.eval.stats import (
+    DEFAULT_SEED,
+    mcnemar_exact,
+    paired_bootstrap,
+    wilson_interval,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["DELTA_METRICS", "Comparison", "compare"]
+
+#: the figures whose paired differences are reported (``tokens`` = input + output)
+DELTA_METRICS: tuple[str, ...] = ("tokens", "model_calls", "latency_ms")
+_OCCURRENCE = "occurrence"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The comparison of tables A and B (each field a DataFrame but the labels and settings).
+
+    * ``sides``: per side, ``runs``, ``passed``, ``pass_rate``, ``ci_low``, ``ci_high``,
+      ``errors``, ``over_budget`` (over the paired runs);
+    * ``difference``: one row — ``pairs``, ``a_rate``, ``b_rate``, ``difference`` (B - A),
+      ``ci_low``, ``ci_high``, ``only_a`` (passed on A only), ``only_b``, ``p_value``
+      (McNemar, exact, two-sided), ``seed``, ``resamples``;
+    * ``flipped``: the pairing columns and ``flip`` (``fixed``: failed on A, passed on B;
+      ``broke``: passed on A, failed on B);
+    * ``deltas``: per metric, ``a_mean``, ``b_mean``, ``mean_delta`` (B - A), ``median_delta``;
+    * ``pairs``: every pair, the pairing columns then ``passed_a``, ``passed_b``, ``flip``
+      ("" when both sides agree) and each metric's ``_a`` / ``_b``;
+    * ``unpaired``: the pairing columns, ``side`` (``A`` or ``B``) and ``outcome``.
+    """
+
+    labels: tuple[str, str]
+    on: tuple[str, ...]
+    varies: tuple[str, ...]
+    seed: int
+    resamples: int
+    sides: pd.DataFrame
+    difference: pd.DataFrame
+    flipped: pd.DataFrame
+    deltas: pd.DataFrame
+    pairs: pd.DataFrame
+    unpaired: pd.DataFrame
+
+    def report(self) -> str:
+        """The text ``agentkit compare`` prints."""
+        return _report(self)
+
+    def to_json(self) -> dict[str, object]:
+        """Everything but the pairs, as JSON-able values (``agentkit compare --out x.json``)."""
+
+        def records(frame: pd.DataFrame) -> list[dict[str, object]]:
+            return [
+                {str(k): _plain(v) for k, v in record.items()}
+                for record in frame.to_dict("records")
+            ]
+
+        return {
+            "labels": list(self.labels),
+            "on": list(self.on),
+            "varies": list(self.varies),
+            "seed": self.seed,
+            "resamples": self.resamples,
+            "sides": records(self.sides),
+            "difference": records(self.difference)[0],
+            "flipped": records(self.flipped),
+            "deltas": records(self.deltas),
+            "unpaired": records(self.unpaired),
+        }
+
+
+def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
+    work = frame.copy()
+    if "repeat" not in work:
+        work["repeat"] = 0
+    for column in ("input_tokens", "output_tokens", "model_calls", "latency_ms"):
+        if column not in work:
+            work[column] = math.nan
+        work[column] = pd.to_numeric(work[column], errors="coerce")
+    work["tokens"] = work["input_tokens"] + work["output_tokens"]
+    if "outcome" not in work:
+        errors = work["error"].fillna("").astype(str) if "error" in work else ""
+        work["outcome"] = "failed"
+        work.loc[work["passed"].astype(bool), "outcome"] = "passed"
+        if "error" in work:
+            work.loc[errors != "", "outcome"] = "error"
+    work["outcome"] = work["outcome"].fillna("").astype(str)
+    work["passed"] = work["passed"].astype(bool)
+    return work
+
+
+def _candidates(frame: pd.DataFrame) -> list[str]:
+    columns = [c for c in param_columns(frame) if c != "model"]
+    return [*columns, *(c for c in ("model", "user_model") if c in frame)]
+
+
+def _pairing(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The columns to pair on, and those that tell the variants apart."""
+    on = ["scenario", "repeat"]
+    varies: list[str] = []
+    seen_a, seen_b = _candidates(a), _candidates(b)
+    for column in dict.fromkeys([*seen_a, *seen_b]):
+        if column not in seen_a or column not in seen_b:
+            varies.append(column)
+            continue
+        values_a = set(a[column].fillna("").astype(str))
+        values_b = set(b[column].fillna("").astype(str))
+        if values_a & values_b:
+            on.append(column)
+        else:
+            varies.append(column)
+    return on, varies
+
+
+def compare(
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    *,
+    on: Sequence[str] | None = None,
+    labels: tuple[str, str] = ("A", "B"),
+    seed: int = DEFAULT_SEED,
+    resamples: int = 10_000,
+) -> Comparison:
+    """Pair the runs of *a* and *b* and compare them (see the module docstring)."""
+    require_pandas()
+    import pandas as pd
+
+    left, right = _prepare(a), _prepare(b)
+    if on is None:
+        keys, varies = _pairing(left, right)
+    else:
+        keys = list(on)
+        missing = [c for c in keys if c not in left or c not in right]
+        if missing:
+            raise UsageError(f"cannot pair on {missing}: not a column of both tables")
+        varies = [c for c in _candidates(left) if c not in keys]
+    for side in (left, right):
+        for column in keys:
+            side[column] = side[column].fillna("").astype(str)
+        side[_OCCURRENCE] = side.groupby(keys, sort=False).cumcount()
+    key = [*keys, _OCCURRENCE]
+    ran_a = left[left["outcome"] != "not_started"]
+    ran_b = right[right["outcome"] != "not_started"]
+    metrics = list(DELTA_METRICS)
+    take = [*key, "passed", "outcome", *metrics]
+    merged = ran_a[take].merge(
+        ran_b[take], on=key, how="outer", suffixes=("_a", "_b"), indicator=True
+    )
+    both = merged[merged["_merge"] == "both"].reset_index(drop=True)
+    lonely = merged[merged["_merge"] != "both"]
+    unpaired_rows = [
+        {
+            **{column: record[column] for column in keys},
+            "side": "A" if record["_merge"] == "left_only" else "B",
+            "outcome": record["outcome_a"]
+            if record["_merge"] == "left_only"
+            else record["outcome_b"],
+        }
+        for record in lonely.to_dict("records")
+    ]
+    for side, name in ((left, "A"), (right, "B")):
+        unstarted = side[side["outcome"] == "not_started"]
+        unpaired_rows += [
+            {**{column: record[column] for column in keys}, "side": name, "outcome": "not_started"}
+            for record in unstarted.to_dict("records")
+        ]
+    unpaired = pd.DataFrame(unpaired_rows, columns=[*keys, "side", "outcome"])
+
+    passed_a = both["passed_a"].astype(bool).tolist()
+    passed_b = both["passed_b"].astype(bool).tolist()
+    sides = pd.DataFrame(
+        [_side(labels[0], both, "_a"), _side(labels[1], both, "_b")],
+    )
+    only_a = sum(1 for x, y in zip(passed_a, passed_b, strict=True) if x and not y)
+    only_b = sum(1 for x, y in zip(passed_a, passed_b, strict=True) if y and not x)
+    diff, low, high = paired_bootstrap(passed_a, passed_b, seed=seed, resamples=resamples)
+    difference = pd.DataFrame(
+        [
+            {
+                "pairs": len(both),
+                "a_rate": sum(passed_a) / len(both) if len(both) else math.nan,
+                "b_rate": sum(passed_b) / len(both) if len(both) else math.nan,
+                "difference": diff,
+                "ci_low": low,
+                "ci_high": high,
+                "only_a": only_a,
+                "only_b": only_b,
+                "p_value": mcnemar_exact(only_a, only_b),
+                "seed": seed,
+                "resamples": resamples,
+            }
+        ]
+    )
+    flips = both[both["passed_a"] != both["passed_b"]].copy()
+    flips["flip"] = ["fixed" if bool(x) else "broke" for x in flips["passed_b"]]
+    flipped = flips[[*keys, "flip"]].reset_index(drop=True)
+    deltas = pd.DataFrame(
+        [
+            {
+                "metric": metric,
+                "a_mean": both[f"{metric}_a"].mean(),
+                "b_mean": both[f"{metric}_b"].mean(),
+                "mean_delta": (both[f"{metric}_b"] - both[f"{metric}_a"]).mean(),
+                "median_delta": (both[f"{metric}_b"] - both[f"{metric}_a"]).median(),
+            }
+            for metric in metrics
+        ]
+    )
+    both["flip"] = [
+        "" if x == y else "fixed" if y else "broke"
+        for x, y in zip(both["passed_a"].astype(bool), both["passed_b"].astype(bool), strict=True)
+    ]
+    pair_columns = [*keys, "passed_a", "passed_b", "flip"]
+    pair_columns += [f"{metric}{suffix}" for metric in metrics for suffix in ("_a", "_b")]
+    return Comparison(
+        labels=labels,
+        on=tuple(keys),
+        varies=tuple(varies),
+        seed=seed,
+        resamples=resamples,
+        sides=sides,
+        difference=difference,
+        flipped=flipped,
+        deltas=deltas,
+        pairs=both[pair_columns].copy(),
+        unpaired=unpaired,
+    )
+
+
+def _side(label: str, pairs: pd.DataFrame, suffix: str) -> dict[str, object]:
+    runs = len(pairs)
+    passed = int(pairs[f"passed{suffix}"].astype(bool).sum())
+    low, high = wilson_interval(passed, runs)
+    outcomes = pairs[f"outcome{suffix}"]
+    return {
+        "side": label,
+        "runs": runs,
+        "passed": passed,
+        "pass_rate": passed / runs if runs else math.nan,
+        "ci_low": low,
+        "ci_high": high,
+        "errors": int((outcomes == "error").sum()),
+        "over_budget": int((outcomes == "budget").sum()),
+    }
+
+
+def _where(record: Mapping[Hashable, object], shown: Sequence[str]) -> str:
+    """``scenario [key=value, …]`` with the pairing columns that tell runs apart."""
+    rest = [f"{column}={record[column]}" for column in shown if str(record[column]) != ""]
+    return f"{record['scenario']}" + (f" [{', '.join(rest)}]" if rest else "")
+
+
+def _shown(result: Comparison) -> list[str]:
+    """The pairing columns (but the scenario) that take more than one value."""
+    import pandas as pd
+
+    rows = pd.concat([result.pairs, result.unpaired], ignore_index=True)
+    return [
+        column
+        for column in result.on
+        if column != "scenario" and column in rows and rows[column].astype(str).nunique() > 1
+    ]
+
+
+def _report(result: Comparison) -> str:
+    a, b = result.labels
+    shown = _shown(result)
+    lines = [f"A = {a}", f"B = {b}", f"paired on: {', '.join(result.on)}"]
+    if result.varies:
+        lines.append(f"differs (not paired on): {', '.join(result.varies)}")
+    lines.append("")
+    lines.append(f"{'':<4}{'runs':>6}{'passed':>8}{'pass rate':>11}   95% interval (Wilson)")
+    for name, record in zip(("A", "B"), result.sides.to_dict("records"), strict=True):
+        lines.append(
+            f"{name:<4}{record['runs']:>6}{record['passed']:>8}{_rate(record['pass_rate']):>11}"
+            f"   [{_rate(record['ci_low'])}, {_rate(record['ci_high'])}]"
+            + (f"  ({record['errors']} errors)" if record["errors"] else "")
+            + (f"  ({record['over_budget']} over budget)" if record["over_budget"] else "")
+        )
+    d = result.difference.iloc[0]
+    lines.append("")
+    lines.append(
+        f"difference B - A over {int(d['pairs'])} pairs: {_signed(d['difference'])}, "
+        f"95% interval [{_signed(d['ci_low'])}, {_signed(d['ci_high'])}] "
+        f"(paired bootstrap, {int(d['resamples'])} resamples, seed {int(d['seed'])})"
+    )
+    lines.append(
+        f"McNemar exact two-sided p = {d['p_value']:.4g} "
+        f"(discordant pairs: {int(d['only_a'])} passed on A only, "
+        f"{int(d['only_b'])} on B only)"
+    )
+    for flip, text in (
+        ("fixed", "failed on A, passed on B"),
+        ("broke", "passed on A, failed on B"),
+    ):
+        chosen = result.flipped[result.flipped["flip"] == flip]
+        if len(chosen):
+            lines.append(f"{flip} ({text}): {len(chosen)}")
+            lines += [f"  {_where(r, shown)}" for r in chosen.to_dict("records")]
+    if result.flipped.empty:
+        lines.append("no run flipped")
+    lines.append("")
+    lines.append("deltas over the pairs (B - A):")
+    for record in result.deltas.to_dict("records"):
+        lines.append(
+            f"  {record['metric']:<12} mean {_signed(record['mean_delta'], 3)}"
+            f"  median {_signed(record['median_delta'], 3)}"
+            f"  (A {_number(record['a_mean'])}, B {_number(record['b_mean'])})"
+        )
+    if len(result.unpaired):
+        lines.append("")
+        lines.append(f"unpaired rows ({len(result.unpaired)}, not in the figures above):")
+        for record in result.unpaired.to_dict("records"):
+            lines.append(f"  {record['side']} only: {_where(record, shown)} ({record['outcome']})")
+    return "\n".join(lines)
+
+
+def _plain(value: object) -> object:
+    """A cell as a JSON value (numpy scalars to Python ones, NaN to None)."""
+    item = getattr(value, "item", None)
+    if callable(item):
+        value = item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _rate(value: object) -> str:
+    return "-" if not isinstance(value, float | int) or math.isnan(value) else f"{value:.3f}"
+
+
+def _signed(value: object, digits: int = 3) -> str:
+    if not isinstance(value, float | int) or math.isnan(value):
+        return "-"
+    return f"{value:+.{digits}f}"
+
+
+def _number(value: object) -> str:
+    if not isinstance(value, float | int) or math.isnan(value):
+        return "-"
+    return f"{value:.4g}"

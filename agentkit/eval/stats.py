@@ -1,0 +1,101 @@
+"""The statistics of comparisons and repeats, as plain functions of counts.
+
+* :func:`wilson_interval` — a pass rate's 95% interval (Wilson score: sensible at 0/n and n/n
+  and for small n, where the normal approximation is not);
+* :func:`mcnemar_exact` — McNemar's exact two-sided test on the discordant pairs of a paired
+  comparison: under "no difference" each discordant pair goes either way with probability ½,
+  so the p-value is the two-sided binomial tail ``min(1, 2·P(X ≤ min(b, c)))``, ``X ~ B(b+c, ½)``
+  (scipy's ``binomtest``, which the ``eval`` extra installs);
+* :func:`paired_bootstrap` — the paired difference of two pass rates with a percentile
+  bootstrap interval over the pairs, from a fixed seed (the same tables give the same interval);
+* :func:`pass_at_k` / :func:`pass_hat_k` — of n repeats with c passes, the chance that at
+  least one / every one of k repeats passes (the unbiased estimators of Chen et al. 2021 and
+  tau-bench; with k = n they are "any passed" and "all passed").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from agentkit._extras import require
+
+__all__ = [
+    "DEFAULT_SEED",
+    "Z95",
+    "mcnemar_exact",
+    "paired_bootstrap",
+    "pass_at_k",
+    "pass_hat_k",
+    "wilson_interval",
+]
+
+#: the normal quantile of a two-sided 95% interval
+Z95 = 1.959963984540054
+#: the bootstrap's seed unless one is given (printed with every interval it makes)
+DEFAULT_SEED = 20240611
+
+
+def wilson_interval(passed: int, runs: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of *passed* of *runs* (NaN, NaN for no runs)."""
+    if runs <= 0:
+        return math.nan, math.nan
+    rate = passed / runs
+    scale = 1 + z * z / runs
+    centre = (rate + z * z / (2 * runs)) / scale
+    half = z / scale * math.sqrt(rate * (1 - rate) / runs + z * z / (4 * runs * runs))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """McNemar's exact two-sided p-value: *only_a* pairs passed on A only, *only_b* on B only
+    (1.0 when there are no discordant pairs)."""
+    discordant = only_a + only_b
+    if discordant == 0:
+        return 1.0
+    require("eval", "agentkit compare (McNemar's test)", "scipy")
+    from scipy import stats  # type: ignore[import-untyped]
+
+    result = stats.binomtest(min(only_a, only_b), discordant, 0.5, alternative="two-sided")
+    return min(1.0, float(result.pvalue))
+
+
+def paired_bootstrap(
+    a: Sequence[bool],
+    b: Sequence[bool],
+    *,
+    seed: int = DEFAULT_SEED,
+    resamples: int = 10_000,
+    confidence: float = 0.95,
+) -> tuple[float, float, float]:
+    """``(difference, low, high)``: B's pass rate minus A's over the pairs ``(a[i], b[i])``,
+    and the percentile bootstrap interval of resampling the pairs (NaN for no pairs)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length: {len(a)} and {len(b)}")
+    if not a:
+        return math.nan, math.nan, math.nan
+    import numpy as np
+
+    differences = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    generator = np.random.default_rng(seed)
+    picks = generator.integers(0, len(differences), size=(resamples, len(differences)))
+    means = differences[picks].mean(axis=1)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return float(differences.mean()), float(low), float(high)
+
+
+def pass_at_k(runs: int, passed: int, k: int) -> float:
+    """Of *k* repeats drawn from *runs* with *passed* passes, the chance that one passes."""
+    if k <= 0 or runs < k:
+        return math.nan
+    if runs - passed < k:
+        return 1.0
+    return 1.0 - math.comb(runs - passed, k) / math.comb(runs, k)
+
+
+def pass_hat_k(runs: int, passed: int, k: int) -> float:
+    """pass^k: of *k* repeats drawn from *runs* with *passed* passes, the chance all pass."""
+    if k <= 0 or runs < k:
+        return math.nan
+    return math.comb(passed, k) / math.comb(runs, k)
