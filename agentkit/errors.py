@@ -21,7 +21,9 @@
     ├── ConversationBusyError      another writer holds the conversation (bounded wait expired)
     ├── StoreError                 the store could not do its job
     │   ├── CorruptJournalError    a damaged record in the middle of a journal (never dropped)
-    │   └── CorruptStateError      a stored TaskState / ExecutionState that does not validate
+    │   ├── CorruptStateError      a stored TaskState / ExecutionState that does not validate
+    │   ├── StoreUnavailableError  (agentkit.store) the database cannot be reached (HTTP 503)
+    │   └── StaleWriterError       (agentkit.store) a write whose fencing epoch is stale
     └── ModelError                 a model backend failed (HTTP, process, timeout)
         └── StructuredOutputError  a reply that does not match the requested JSON schema
 

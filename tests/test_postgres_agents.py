@@ -145,10 +145,14 @@ def test_eval_runs_its_agents_on_the_store(
     data_dir: Path,
     postgres_url: str,  # noqa: F811
 ) -> None:
-    scenarios = str(REPO / "data" / "scenarios")
+    scenarios = [
+        str(REPO / "data" / "scenarios" / f"{name}.yaml")
+        for name in ("memory_compression_facts_en", "memory_compression_facts_zh",
+                     "memory_pinned_facts_en")
+    ]  # fmt: skip
     result = run_cli(
-        "--data-dir", str(data_dir), "eval", scenarios, "--model", "scripted",
-        "--tag", "compression", "--store", postgres_url, "--no-progress",
+        "--data-dir", str(data_dir), "eval", *scenarios, "--model", "scripted",
+        "--store", postgres_url, "--no-progress",
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr
     assert "all 3 runs passed" in result.stdout
@@ -262,6 +266,10 @@ def test_a_replica_killed_mid_turn_frees_the_conversation_and_keeps_the_message(
                 child.kill()  # kill -9 mid-turn: its connection drops, the lock goes with it
             finally:
                 child.kill()
+        deadline = time.monotonic() + 10
+        while agent.store.is_held(key):  # the server ends the dead client's session at once
+            assert time.monotonic() < deadline, "the dead replica's lock outlived it"
+            time.sleep(0.01)
         result = agent.send("are you there?", conversation)
         assert result.result.status == "completed"
         texts = [m.content for m in agent.load_conversation_history(conversation)]

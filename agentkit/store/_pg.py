@@ -23,6 +23,7 @@ Failures to reach the server are :class:`~agentkit.store.base.StoreUnavailableEr
 from __future__ import annotations
 
 import hashlib
+import select
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -133,6 +134,18 @@ def _configure(connection: psycopg.Connection[tuple[object, ...]]) -> None:
     connection.execute("SET TIME ZONE 'UTC'")
 
 
+def _check(connection: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Is a pooled connection still usable? Checked as it is handed out, without a round
+    trip: an idle connection has nothing to read unless the server ended its session (a
+    restart, ``pg_terminate_backend``: a FATAL message, then EOF); only then is it asked,
+    and one that fails is replaced by the pool."""
+    if connection.closed or connection.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([connection.fileno()], [], [], 0)
+    if readable:
+        psycopg_pool.ConnectionPool.check_connection(connection)
+
+
 class PostgresDatabase:
     """Two connection pools on *url* and the schema there, migrated when opened.
 
@@ -191,7 +204,7 @@ class PostgresDatabase:
                 timeout=self.timeout,
                 kwargs={"autocommit": True, "connect_timeout": max(1, round(self.timeout))},
                 configure=_configure,
-                check=psycopg_pool.ConnectionPool.check_connection,
+                check=_check,
                 open=False,
                 name=name,
             )

@@ -1,8 +1,10 @@
 """The conversation store interface, and the report ``verify()`` returns.
 
-Two implementations pass the same contract suite (tests/store_contract.py): the file store
-(the seed's on-disk layout, crash-safe) and an in-memory reference. Everything above the store
-(the Agent, the HTTP API, the workbench) talks to this interface only.
+Three implementations pass the same contract suite (tests/test_store_contract.py): the file
+store (the seed's on-disk layout, crash-safe), an in-memory reference, and PostgreSQL
+(``agentkit.store.postgres``, the ``postgres`` extra: N replicas sharing conversations).
+Everything above the store (the Agent, the HTTP API, the workbench) talks to this interface
+only.
 """
 
 from __future__ import annotations

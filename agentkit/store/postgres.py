@@ -91,8 +91,13 @@ Connection = psycopg.Connection[tuple[object, ...]]
 #: how long a writer that lost its connection waits for its old session's lock to go
 _TAKE_BACK_WAIT = 5.0
 
+# A held writer's commit: one statement (its own transaction), fenced by the epoch; the
+# commit waits for the WAL flush unless %(durable)s is false (set_config local to it).
 _APPEND = """
-WITH fenced AS (
+WITH settings AS (
+    SELECT set_config('synchronous_commit',
+        CASE WHEN %(durable)s THEN current_setting('synchronous_commit') ELSE 'off' END, true)
+), fenced AS (
     UPDATE conversations SET meta = %(meta)s, updated_at = %(updated)s, records = %(records)s
     WHERE agent_id = %(agent)s AND conversation_id = %(conversation)s
       AND epoch = %(epoch)s AND records = %(previous)s
@@ -100,9 +105,27 @@ WITH fenced AS (
 )
 INSERT INTO conversation_records (agent_id, conversation_id, seq, kind, turn_id, body)
 SELECT fenced.agent_id, fenced.conversation_id, r.seq, r.kind, r.turn_id, r.body
-FROM fenced,
+FROM settings, fenced,
      unnest(%(seqs)s::integer[], %(kinds)s::text[], %(turns)s::text[], %(bodies)s::text[])
      AS r(seq, kind, turn_id, body)
+"""
+# Taking the lock without waiting, and the epoch with it, in one statement: NULL = no such
+# conversation, false = busy, true = held (the lock is tried once, on the row found; the
+# bump's commit need not wait for the WAL flush, see _acquire).
+_TRY_ACQUIRE = """
+WITH settings AS (SELECT set_config('synchronous_commit', 'off', true)),
+target AS (
+    SELECT agent_id, conversation_id FROM conversations
+    WHERE agent_id = %(agent)s AND conversation_id = %(conversation)s
+),
+locked AS (SELECT pg_try_advisory_lock(%(lock)s) AS ok FROM target),
+bumped AS (
+    UPDATE conversations c SET epoch = c.epoch + 1 FROM settings, locked, target t
+    WHERE c.agent_id = t.agent_id AND c.conversation_id = t.conversation_id AND locked.ok
+    RETURNING c.epoch, c.meta, c.records
+)
+SELECT (SELECT ok FROM locked), bumped.epoch, bumped.meta, bumped.records
+FROM (SELECT 1) AS one LEFT JOIN bumped ON true
 """
 _INSERT_RECORDS = """
 INSERT INTO conversation_records (agent_id, conversation_id, seq, kind, turn_id, body)
@@ -277,6 +300,26 @@ class PostgresConversationStore(ConversationStore):
         connection = self.db.take()
         locked = False
         try:
+            if wait <= 0:  # the common case (a turn): one round trip
+                with self.db.errors("taking the writer lock"):
+                    found = connection.execute(
+                        _TRY_ACQUIRE,
+                        {
+                            "agent": key.agent_id,
+                            "conversation": key.conversation_id,
+                            "lock": lock_id,
+                        },
+                    ).fetchone()
+                assert found is not None
+                locked = found[0] is True
+                if found[0] is None:
+                    raise ConversationNotFoundError(key.agent_id, key.conversation_id)
+                if not locked:
+                    raise ConversationBusyError(key.agent_id, key.conversation_id, wait)
+                epoch, meta, records = found[1:]
+                assert isinstance(epoch, int)
+                assert isinstance(records, int)
+                return _Held(key, lock_id, connection, epoch, _meta(meta), records)
             with self.db.errors("taking the writer lock"), connection.transaction():
                 # The bump need not be flushed: a later durable commit of this writer flushes
                 # it with its own (the WAL is ordered), and a bump lost with nothing after it
@@ -448,15 +491,9 @@ class PostgresConversationStore(ConversationStore):
             "records": views.records,
             "epoch": held.epoch,
             "previous": held.records,
+            "durable": durable,
         }
-        if durable:  # one statement: its own transaction
-            cursor = connection.execute(_APPEND, params)
-        else:
-            with connection.transaction():
-                connection.execute("SET LOCAL synchronous_commit = off")
-                cursor = connection.execute(_APPEND, params)
-                if cursor.rowcount != len(numbered):
-                    raise _FencedError
+        cursor = connection.execute(_APPEND, params)  # one statement: its own transaction
         if cursor.rowcount != len(numbered):
             raise _FencedError
 
