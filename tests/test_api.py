@@ -13,16 +13,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from agentkit import ScriptedModel, UsageError
+from agentkit import FunctionModel, ModelRequest, ScriptedModel, UsageError
 from agentkit.api import create_app
 from agentkit.api.schemas import NON_BLANK_REGEX, ChatRequest
-from agentkit.models.base import ChatMessage, ChatModel, JsonSchema, ModelEvent, Purpose, TextDelta
 from agentkit.store import ConversationKey, FileConversationStore
 from pydantic import ValidationError
 
@@ -670,25 +669,20 @@ def test_fifty_disconnects_after_the_first_event_lose_no_turn(
         assert detail["meta"]["status"] == "completed"
 
 
-class BrokenModel(ChatModel):
-    """Streams one piece, then fails with an unexpected (non-model) error.
+def brokenmodel() -> FunctionModel:
+    """A backend with a bug: streams one piece, then raises something that is not a
+    ModelError (``wrap_errors=False``: the function's exception reaches the turn as it is)."""
 
-    Not a FunctionModel: that turns whatever its function raises into a ModelError, whose
-    message (with "boom" in it) the client would see.
-    """
-
-    spec = "broken"
-
-    async def stream(
-        self, messages: Sequence[ChatMessage], *, purpose: Purpose, schema: JsonSchema | None = None
-    ) -> AsyncIterator[ModelEvent]:
-        yield TextDelta(text="partial ")
+    async def reply(request: ModelRequest) -> AsyncIterator[str]:
+        yield "partial "
         raise RuntimeError("boom")
+
+    return FunctionModel(reply, name="broken", wrap_errors=False)
 
 
 def test_a_turn_that_fails_midway_ends_its_stream_with_an_error_event(data_dir: Path) -> None:
     with (
-        live_server(lambda port: create_app(data_dir, model=BrokenModel(), port=port)) as base,
+        live_server(lambda port: create_app(data_dir, model=brokenmodel(), port=port)) as base,
         httpx.Client(base_url=base, timeout=60) as client,
     ):
         events = chat(client, "hi")

@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,6 @@ from agentkit import (
 from agentkit.errors import UsageError
 from agentkit.events import ErrorEvent
 from agentkit.models import SessionRequest
-from agentkit.models.base import ChatMessage, ChatModel, JsonSchema, ModelEvent, Purpose, TextDelta
 from agentkit.models.scripted import ScriptedModel
 
 SCRIPT = Path(sys.executable).with_name("agentkit")
@@ -236,26 +235,21 @@ def test_cli_send_json_and_a_piped_chat_keep_one_session(data_dir: Path, tmp_pat
     assert "scenario B: nothing (live session)" in second_turn
 
 
-class CrashingModel(ChatModel):
-    """A backend with a bug: raises something that is not a ModelError mid-reply.
+def crashingmodel() -> FunctionModel:
+    """A backend with a bug: streams one piece, then raises something that is not a
+    ModelError (``wrap_errors=False``: the function's exception reaches the turn as it is)."""
 
-    Not a FunctionModel: that turns whatever its function raises into a ModelError, and this
-    is the turn's boundary for everything else.
-    """
-
-    spec = "crashing"
-
-    async def stream(
-        self, messages: Sequence[ChatMessage], *, purpose: Purpose, schema: JsonSchema | None = None
-    ) -> AsyncIterator[ModelEvent]:
-        yield TextDelta(text="half a ")
+    async def reply(request: ModelRequest) -> AsyncIterator[str]:
+        yield "half a "
         raise RuntimeError("backend bug")
+
+    return FunctionModel(reply, name="crashing", wrap_errors=False)
 
 
 def test_a_backend_crash_mid_reply_fails_the_turn_and_keeps_the_conversation_usable(
     data_dir: Path,
 ) -> None:
-    with Agent.open("innovator-001", data_dir=data_dir, model=CrashingModel()) as agent:
+    with Agent.open("innovator-001", data_dir=data_dir, model=crashingmodel()) as agent:
         turn = agent.send("hello")
         assert turn.result.status == "failed"
         errors = [e for e in turn.events if e.type == "error"]

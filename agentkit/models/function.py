@@ -64,7 +64,8 @@ class FunctionModel(ChatModel):
 
     *settings* are passed to the function in every request (``request.settings``): the knobs
     an experiment varies (temperature, a variant name, a seed), read-only. With
-    ``native_tools=False`` it stands for a backend without function calling.
+    ``native_tools=False`` it stands for a backend without function calling; with
+    ``wrap_errors=False`` for a backend with a bug (what the function raises is not wrapped).
     """
 
     native_tools = True
@@ -76,6 +77,7 @@ class FunctionModel(ChatModel):
         name: str | None = None,
         settings: Mapping[str, Any] | None = None,
         native_tools: bool = True,
+        wrap_errors: bool = True,
     ) -> None:
         if not callable(function):
             raise ModelSpecError(f"function:{name or function!r}", "not a callable")
@@ -87,6 +89,9 @@ class FunctionModel(ChatModel):
         #: False: a backend without function calling (as the embedded model); the planner's
         #: ``tool_loop`` then asks for a JSON action instead of offering tools
         self.native_tools = native_tools
+        #: False: an exception the function raises reaches the caller as it is (a backend
+        #: with a bug, for testing the turn's boundary), not as a ModelError
+        self.wrap_errors = wrap_errors
 
     @classmethod
     def from_import(cls, target: str) -> FunctionModel:
@@ -137,9 +142,13 @@ class FunctionModel(ChatModel):
         schema: JsonSchema | None = None,
     ) -> AsyncIterator[ModelEvent]:
         request = self._request(messages, purpose, schema, ())
-        result = await call_function(self.spec, self.function, request)
+        result = await call_function(self.spec, self.function, request, wrap=self.wrap_errors)
         async for event in reply_events(
-            self.spec, result, input_tokens=_size(request), tools_offered=bool(request.tools)
+            self.spec,
+            result,
+            input_tokens=_size(request),
+            tools_offered=bool(request.tools),
+            wrap=self.wrap_errors,
         ):
             yield event
 
@@ -151,10 +160,14 @@ class FunctionModel(ChatModel):
         purpose: Purpose = "act",
     ) -> Completion:
         request = self._request(messages, purpose, None, tools)
-        result = await call_function(self.spec, self.function, request)
+        result = await call_function(self.spec, self.function, request, wrap=self.wrap_errors)
         final: Completion | None = None
         async for event in reply_events(
-            self.spec, result, input_tokens=_size(request), tools_offered=bool(request.tools)
+            self.spec,
+            result,
+            input_tokens=_size(request),
+            tools_offered=bool(request.tools),
+            wrap=self.wrap_errors,
         ):
             if isinstance(event, Completion):
                 final = event
@@ -168,6 +181,7 @@ async def reply_events(
     *,
     input_tokens: int,
     tools_offered: bool,
+    wrap: bool = True,
 ) -> AsyncIterator[ModelEvent]:
     """A function's reply as model events, ending with one :class:`Completion` (the forms are
     listed in the module docstring); *input_tokens* is the request's estimated size."""
@@ -188,7 +202,7 @@ async def reply_events(
         return
     if inspect.isasyncgen(result) or isinstance(result, Iterator):
         parts: list[str] = []
-        async for event in _chunks(spec, result):
+        async for event in _chunks(spec, result, wrap=wrap):
             if isinstance(event, TextDelta):
                 parts.append(event.text)
             yield event
@@ -204,7 +218,9 @@ async def reply_events(
     yield Completion(text=text, usage=_usage(input_tokens, text))
 
 
-async def call_function(spec: str, function: Callable[[Any], Any], request: object) -> Any:  # noqa: ANN401
+async def call_function(
+    spec: str, function: Callable[[Any], Any], request: object, *, wrap: bool = True
+) -> Any:  # noqa: ANN401
     """``function(request)``, awaited when it is async; a failure is a :class:`ModelError`."""
     try:
         result = function(request)
@@ -213,6 +229,8 @@ async def call_function(spec: str, function: Callable[[Any], Any], request: obje
     except ModelError:
         raise
     except Exception as error:
+        if not wrap:
+            raise
         raise ModelError(spec, f"the model function raised {error!r}") from error
     return result
 
@@ -256,7 +274,7 @@ def _text_of(spec: str, result: Any) -> str:  # noqa: ANN401
         ) from None
 
 
-async def _chunks(spec: str, stream: Any) -> AsyncIterator[ModelEvent]:  # noqa: ANN401
+async def _chunks(spec: str, stream: Any, *, wrap: bool = True) -> AsyncIterator[ModelEvent]:  # noqa: ANN401
     """The chunks of a generator reply (sync or async) as text and thinking deltas."""
 
     def event_of(chunk: object) -> ModelEvent:
@@ -276,4 +294,6 @@ async def _chunks(spec: str, stream: Any) -> AsyncIterator[ModelEvent]:  # noqa:
     except ModelError:
         raise
     except Exception as error:
+        if not wrap:
+            raise
         raise ModelError(spec, f"the model function raised {error!r} while streaming") from error
