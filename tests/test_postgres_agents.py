@@ -259,16 +259,14 @@ def test_a_replica_killed_mid_turn_frees_the_conversation_and_keeps_the_message(
             [sys.executable, "-c", HANGING_TURN, str(root), postgres_url, conversation]
         ) as child:
             try:
-                deadline = time.monotonic() + 60
+                # bounded by the suite's per-test timeout, never by a clock in the test
                 while agent.store.meta(key).status != "running":
-                    assert child.poll() is None and time.monotonic() < deadline
+                    assert child.poll() is None, "the child died before its turn started"
                     time.sleep(0.02)
                 child.kill()  # kill -9 mid-turn: its connection drops, the lock goes with it
             finally:
                 child.kill()
-        deadline = time.monotonic() + 10
         while agent.store.is_held(key):  # the server ends the dead client's session at once
-            assert time.monotonic() < deadline, "the dead replica's lock outlived it"
             time.sleep(0.01)
         result = agent.send("are you there?", conversation)
         assert result.result.status == "completed"
@@ -278,10 +276,10 @@ def test_a_replica_killed_mid_turn_frees_the_conversation_and_keeps_the_message(
         assert agent.store.verify().ok
 
 
-def wait_for(condition: Any, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
+def wait_for(condition: Any, what: str) -> None:
+    """Poll until *condition* holds (*what* it waits for); bounded by the suite's per-test
+    timeout, never by a clock in the test."""
     while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
         time.sleep(0.01)
 
 

@@ -64,9 +64,7 @@ def terminate(url: str, pid: int) -> None:
     """What a dropped connection or a restart does to a session: the server ends it."""
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    deadline = time.monotonic() + 10
-    while pid in holders(url):
-        assert time.monotonic() < deadline, "the backend did not end"
+    while pid in holders(url):  # bounded by the suite's per-test timeout
         time.sleep(0.01)
 
 
@@ -107,10 +105,9 @@ def test_an_unreachable_server_fails_fast_with_a_clear_error(
 ) -> None:
     from tests._postgres import _free_port
 
-    started = time.monotonic()
+    # an error (not a hang: the per-test timeout would fail it), naming the server
     with pytest.raises(StoreUnavailableError, match="PostgreSQL at postgresql://"):
         PostgresDatabase(f"postgresql://postgres:pw@127.0.0.1:{_free_port()}/x", timeout=1)
-    assert time.monotonic() - started < 5
     with pytest.raises(StoreUnavailableError) as caught:
         PostgresDatabase(f"postgresql://postgres:secret@127.0.0.1:{_free_port()}/x", timeout=1)
     assert "secret" not in str(caught.value)
