@@ -28,7 +28,7 @@ from agentkit.errors import (
     ConversationNotFoundError,
     UsageError,
 )
-from agentkit.events import AgentEvent, ResultEvent, SessionEvent
+from agentkit.events import AgentEvent, CompressionEvent, ResultEvent, SessionEvent
 from agentkit.ids import check_id, new_conversation_id
 from agentkit.loop import BackgroundLoop
 from agentkit.memory import (
@@ -39,15 +39,20 @@ from agentkit.memory import (
     PendingApproval,
     TaskState,
     Versioned,
+    chat_window,
 )
 from agentkit.models._requests import check_model_requests
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning import PlannerEngine, approvals
 from agentkit.planning.approvals import Decision
+from agentkit.planning.replay import TraceNotFoundError, load_call_records
+from agentkit.planning.trace import CallRecord
 from agentkit.sessions import SessionPool
 from agentkit.store import ConfigStore, ConversationKey, ConversationStore
 from agentkit.store.choice import open_stores
+from agentkit.store.records import ConversationRecord, window_start
 from agentkit.telemetry import Telemetry
+from agentkit.titles import conversation_title
 from agentkit.tools import ToolRegistry
 from agentkit.types import Conversation, ConversationMeta, Message
 from agentkit.workspace import AgentFolder, resolve_data_dir
@@ -228,6 +233,29 @@ class Agent:
     def delete_conversation(self, conversation_id: str) -> None:
         self.store.delete(self._key(conversation_id))
 
+    def call_records(self, conversation_id: str, message_id: str) -> list[CallRecord]:
+        """The model calls turn *message_id* traced, in call order (empty: none; a planner
+        turn traces every call, a chat turn none). Raises
+        :class:`~agentkit.planning.replay.TraceError` for a trace that does not parse."""
+        try:
+            return load_call_records(
+                self.store, self._key(conversation_id), check_id(message_id, "message")
+            )
+        except TraceNotFoundError:
+            return []
+
+    def conversation_records(self, conversation_id: str) -> list[ConversationRecord]:
+        """The conversation's typed records (compressions, ``/clear``), oldest first."""
+        return self.store.records(self._key(conversation_id))
+
+    def chat_window(self, conversation_id: str, *, compressed: bool = True) -> list[Message]:
+        """The conversation's chat window as its next turn sees it (from where its records
+        say it starts, without system messages); with *compressed* False, the whole dialogue
+        since the last ``/clear`` (what the compression lab sweeps)."""
+        key = self._key(conversation_id)
+        start = window_start(self.store.records(key), compressed=compressed)
+        return chat_window(self.store.messages(key), start)
+
     def turn_log(self, conversation_id: str, message_id: str) -> str:
         """The text of ``{messageId}/messages.log``."""
         check_id(message_id, "message")
@@ -297,10 +325,12 @@ class Agent:
             check_model_requests(model.spec)
         engine = ENGINES[self.config.engine]
         if conversation_id is None:
-            conversation_id = self.create_conversation(text[:60]).conversation_id
+            title = conversation_title(text)  # the user's own words (agentkit.titles)
+            conversation_id = self.create_conversation(title).conversation_id
         key = self._key(conversation_id)
         if not self.store.exists(key):
             raise ConversationNotFoundError(self.id, conversation_id)
+        await self.runtime.upkeep.wait(key)  # the last turn's memory upkeep (bounded)
         lock = self.store.hold(key, timeout=0)  # another process's turn: busy at once
         async with self.pool.turn(self.id, conversation_id, lock):
             async for event in engine.run_turn(self.runtime, key, text):
@@ -362,6 +392,7 @@ class Agent:
             check_model_requests(model.spec)
         engine = ENGINES[self.config.engine]
         text = ("yes" if decision == "approve" else "no") + (f" — {note}" if note else "")
+        await self.runtime.upkeep.wait(key)  # the last turn's memory upkeep (bounded)
         deadline = time.monotonic() + DECISION_WAIT_SECONDS
         while True:  # wait for a turn in progress (e.g. the decision that won) to end
             try:
@@ -420,6 +451,17 @@ class Agent:
             return False
         await running.cancel()
         return True
+
+    async def await_upkeep(self, conversation_id: str) -> CompressionEvent | None:
+        """Wait for the memory upkeep the conversation's last turn left running after its
+        ``result`` (TaskState update, compression; at most ``compression.wait_seconds``,
+        then it is cancelled); its ``compression`` event, or None (nothing to do, nothing
+        compressed, or cancelled)."""
+        return await self.runtime.upkeep.wait(self._key(conversation_id))
+
+    def wait_upkeep(self, conversation_id: str) -> CompressionEvent | None:
+        """:meth:`await_upkeep`, synchronously (on the agent's loop, as :meth:`send`)."""
+        return self.loop.run(self.await_upkeep(conversation_id))
 
     async def aclose(self) -> None:
         """Close every live session (and its process), the model, the tools and memory."""

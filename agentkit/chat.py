@@ -47,7 +47,7 @@ from agentkit.models.base import (
     ToolCallRequest,
 )
 from agentkit.planning.approvals import Decision
-from agentkit.sessions import SessionPool, TranscriptSession, summarize_history
+from agentkit.sessions import PoolEntry, SessionPool, TranscriptSession, summarize_history
 from agentkit.sessions.context import HISTORY_LIMIT
 from agentkit.store import ConversationKey, ConversationStore
 from agentkit.telemetry import Telemetry, TurnTrace, provider_name
@@ -119,6 +119,7 @@ class ChatTurn:
         self._started = time.perf_counter()
         self._message_id = ""
         self._trace: TurnTrace | None = None
+        self._why_c = ""  # why a conversation with a live session is scenario C
 
     async def _open(self, scenario: Scenario) -> SessionModel:
         if isinstance(self.model, ChatModel):
@@ -163,7 +164,7 @@ class ChatTurn:
 
     async def run(self) -> AsyncIterator[AgentEvent]:
         agent_id, conversation_id = self.key.agent_id, self.key.conversation_id
-        entry = await self.pool.get(agent_id, conversation_id)
+        entry = await self._live_entry()
         history = [] if entry is not None else self.store.recent(self.key, HISTORY_LIMIT)
         scenario: Scenario = "B" if entry is not None else ("C" if history else "A")
 
@@ -270,21 +271,41 @@ class ChatTurn:
         if scenario == "B":
             return self.text, "nothing (live session)", 0
         if session.resumed:
-            return self.text, f"resumed backend session {session.session_id}", 0
-        injected = f"system prompt + summary of the last {len(history)} messages"
+            return self.text, f"resumed backend session {session.session_id}{self._why_c}", 0
+        injected = f"system prompt + summary of the last {len(history)} messages{self._why_c}"
         if isinstance(session, TranscriptSession):  # a chat model: the summary in its system
             session.restore(summarize_history(history, closing=False))
             return self.text, injected, len(history)
         return f"{summarize_history(history)}\n\n{self.text}", injected, len(history)
+
+    async def _live_entry(self) -> PoolEntry | None:
+        """The conversation's live session, if it is current: one that has not seen every
+        message (written since its last turn by another process sharing the store, e.g. a
+        replica) is closed, and the turn is scenario C. Read under the writer lock; the
+        history is append-only, so the count tells."""
+        agent_id, conversation_id = self.key.agent_id, self.key.conversation_id
+        entry = await self.pool.get(agent_id, conversation_id)
+        if entry is None or entry.store_messages is None:
+            return entry
+        stored = self.store.meta(self.key).stats.message_count
+        if stored == entry.store_messages:
+            return entry
+        missed = max(1, stored - entry.store_messages)
+        self._why_c = f" (the live session here missed {missed} messages written elsewhere)"
+        await self.pool.drop(agent_id, conversation_id)
+        return None
 
     def _persist_reply(self, reply: _Reply, usage: Usage, status: ConversationStatus) -> None:
         if reply.text or reply.calls:  # the reply and the final status: one durable commit
             answer = Message.assistant(
                 reply.text, message_id=self._message_id, tool_calls=tuple(reply.calls), usage=usage
             )
-            self.store.append(self.key, answer, status=status)
+            meta = self.store.append(self.key, answer, status=status)
         else:
-            self.store.set_status(self.key, status)
+            meta = self.store.set_status(self.key, status)
+        entry = self.pool.peek(self.key.agent_id, self.key.conversation_id)
+        if entry is not None:  # what the session has seen, for the next turn's check
+            entry.store_messages = meta.stats.message_count
 
     async def _fail(self, error: ModelError, reply: _Reply) -> AsyncIterator[AgentEvent]:
         yield ErrorEvent(message=str(error), code="model_error", retryable=error.retryable)

@@ -27,8 +27,11 @@ from pydantic_core import PydanticCustomError
 from agentkit.errors import ConfigError
 
 __all__ = [
+    "AcpConfig",
     "AgentConfig",
+    "ClientMcpConfig",
     "CompressionConfig",
+    "CompressionStrategy",
     "McpToolsetConfig",
     "McpUrlToolsetConfig",
     "PlannerConfig",
@@ -71,9 +74,21 @@ class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: how compression (and the incremental update) writes TaskState (:mod:`agentkit.memory.strategies`)
+CompressionStrategy = Literal["model", "extractive", "hybrid"]
+
+
 class CompressionConfig(_Config):
     """Compress when the window holds more than ``max_messages`` messages *and* more than
-    ``token_threshold`` estimated tokens; keep the last ``keep_recent`` (the seed's N, T, K)."""
+    ``token_threshold`` estimated tokens; keep the last ``keep_recent`` (the seed's N, T, K).
+
+    ``strategy``: ``model`` (the model's structured summary), ``extractive`` (no model call:
+    the facts the user stated, picked by rule) or ``hybrid`` (the model's goal, flow, open
+    loops and decision; the extractive facts plus the model's grounded ones). Model-written
+    facts are grounded against the summarised window (:mod:`agentkit.memory.grounding`).
+    ``max_facts`` and ``fact_tokens`` bound the important facts the extractive part keeps.
+    ``wait_seconds``: how long the next turn of a conversation waits for the background
+    upkeep of the previous one (past it the upkeep is cancelled: TaskState stays as it was)."""
 
     max_messages: int = Field(default=12, ge=1)
     token_threshold: int = Field(default=900, ge=1)
@@ -81,6 +96,10 @@ class CompressionConfig(_Config):
     #: after each completed planner turn, fold the last this-many messages into TaskState
     #: (one ``summarize`` call; the seed's incremental update used 6). 0 turns it off.
     incremental_messages: int = Field(default=0, ge=0, le=64)
+    strategy: CompressionStrategy = "model"
+    max_facts: int = Field(default=16, ge=1, le=256)
+    fact_tokens: int = Field(default=400, ge=16, le=8192)
+    wait_seconds: float = Field(default=120.0, gt=0, le=3600)
 
 
 class PlannerConfig(_Config):
@@ -107,6 +126,13 @@ class PlannerConfig(_Config):
     tool_choice: Literal["model", "router"] = "model"
     #: how many ranked tools the router keeps as candidates (the model votes among the near-tied)
     router_candidates: int = Field(default=3, ge=1, le=16)
+    #: what the router ranks and decides with: ``lexical`` (shared words), ``semantic``
+    #: (embeddings of the request and of each tool's description and examples, where the
+    #: backend has them) and ``settle`` (no or only weak candidates, and not small talk: the
+    #: model chooses among the tools and "none"); ``["lexical"]`` is the word-only router
+    router_signals: tuple[Literal["lexical", "semantic", "settle"], ...] = Field(
+        default=("lexical", "semantic", "settle"), min_length=1
+    )
     #: seconds a pending approval stays valid (None: no limit); an expired one is rejected
     approval_ttl_seconds: float | None = Field(default=None, gt=0)
 
@@ -121,6 +147,9 @@ class ToolFlags(_Config):
     side_effect: bool | None = None
     live_state: bool | None = None
     examples: tuple[Annotated[str, StringConstraints(min_length=1)], ...] | None = None
+    #: what a call does, in the words of the question asked before a side-effecting call
+    #: (the tool's description says it otherwise)
+    consent: Annotated[str, StringConstraints(min_length=1, max_length=300)] | None = None
 
     @model_validator(mode="after")
     def _a_read_or_a_write(self) -> ToolFlags:
@@ -162,6 +191,45 @@ class McpUrlToolsetConfig(_ToolsetConfig):
     timeout: float = Field(default=30.0, gt=0, le=3600, description="seconds per call")
 
 
+#: a tool of a client's MCP server as the ``acp.client_mcp`` lists name it: ``tool``,
+#: ``server:tool`` or ``server:*``
+_ClientToolName = Annotated[str, StringConstraints(min_length=1, pattern=r"^[^:]+(:[^:]+)?$")]
+
+
+class ClientMcpConfig(_Config):
+    """Which of the MCP servers an ACP client passes in ``session/new``/``session/load``
+    (``mcpServers``) ``agentkit acp`` starts for the session, and which of their tools are
+    reads. ``mode``: ``off`` (the default: none are started, so a small model's prompt is
+    not filled with a client's tools), ``all``, or ``allow`` (only the servers named in
+    ``servers``; each lists the tools used from it, ``[]`` for all of them). ``read_only``:
+    tools that run without consent (``tool``, ``server:tool`` or ``server:*``); every other
+    client tool asks first unless its server marks it ``readOnlyHint``. Chat-engine agents
+    never start client servers (they use no tools)."""
+
+    mode: Literal["off", "all", "allow"] = "off"
+    servers: dict[
+        Annotated[str, StringConstraints(min_length=1)],
+        tuple[Annotated[str, StringConstraints(min_length=1)], ...],
+    ] = Field(default_factory=dict)
+    read_only: tuple[_ClientToolName, ...] = ()
+
+    @model_validator(mode="after")
+    def _servers_only_for_allow(self) -> ClientMcpConfig:
+        if self.mode == "allow" and not self.servers:
+            raise ValueError("mode 'allow' needs 'servers': the servers (and tools) allowed")
+        if self.mode != "allow" and self.servers:
+            raise ValueError(f"'servers' is the allow-list of mode 'allow', not {self.mode!r}")
+        return self
+
+
+class AcpConfig(_Config):
+    """How ``agentkit acp`` serves this agent: ``replay`` (false: ``session/load`` restores a
+    conversation without replaying it, like ``--no-replay``) and the client MCP policy."""
+
+    replay: bool = True
+    client_mcp: ClientMcpConfig = ClientMcpConfig()
+
+
 def _toolset_kind(value: Any) -> str | None:  # noqa: ANN401 - raw config being validated
     if isinstance(value, BaseModel):
         value = value.model_dump()
@@ -198,6 +266,8 @@ class AgentConfig(_Config):
     tools: tuple[str, ...] | None = None
     compression: CompressionConfig = CompressionConfig()
     planner: PlannerConfig = PlannerConfig()
+    #: ``agentkit acp``: replay on load, the policy for a client's MCP servers
+    acp: AcpConfig = AcpConfig()
 
     @field_validator("toolsets")
     @classmethod

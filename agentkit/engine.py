@@ -28,6 +28,7 @@ from agentkit.memory import MemoryRepository
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import create_model, resolve_model_spec
 from agentkit.planning.approvals import Decision
+from agentkit.planning.upkeep import BackgroundUpkeep
 from agentkit.sessions import SessionPool, TurnRegistry
 from agentkit.store import ConfigStore, ConversationKey, ConversationStore, SqliteConfigStore
 from agentkit.telemetry import Telemetry
@@ -90,6 +91,8 @@ class AgentRuntime:
         self._resources = ExitStack()
         #: every turn's spans (OpenTelemetry GenAI), kept for the last turns
         self.telemetry = Telemetry(agent_id=folder.agent_id, agent_name=folder.config.name)
+        #: memory upkeep (TaskState update, compression) running after a turn's ``result``
+        self.upkeep = BackgroundUpkeep()
 
     @property
     def agent_id(self) -> str:
@@ -174,7 +177,9 @@ class AgentRuntime:
             self._memory = None
 
     async def aclose(self) -> None:
-        """Close every live session (and its process), the model, the tools and memory."""
+        """Wait for the memory upkeep still running (cancelling what is left past its bound),
+        then close every live session (and its process), the model, the tools and memory."""
+        await self.upkeep.close()
         await self.pool.close_all()
         if isinstance(self._model, ChatModel):
             await self._model.aclose()

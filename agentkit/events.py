@@ -118,6 +118,10 @@ class CompressionEvent(_Event):
     tokens_after: int
     facts_added: int = Field(default=0, description="important facts new in TaskState")
     facts_removed: int = Field(default=0, description="important facts no longer in TaskState")
+    strategy: str = Field(default="model", description="compression.strategy that wrote it")
+    facts_ungrounded: int = Field(
+        default=0, description="model-written facts dropped: not found in the summarised window"
+    )
 
 
 class PlanningEvent(_Event):

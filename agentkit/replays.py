@@ -30,7 +30,7 @@ from pydantic import JsonValue
 from agentkit._extras import require
 from agentkit.errors import TurnNotFoundError, UsageError
 from agentkit.ids import check_id
-from agentkit.layout import ConversationPaths
+from agentkit.planning.replay import TraceNotFoundError, load_call_records
 from agentkit.store import ConversationKey, ConversationStore, TurnCheckpoint
 from agentkit.store.forks import FORK_START
 from agentkit.tools.secrets import mask_secrets
@@ -72,28 +72,21 @@ def _consent(state: JsonValue) -> str:
     return str(target or "yes")
 
 
-def _calls(folder: Path | None, message_id: str) -> tuple[int, int, float]:
-    """Model calls, tokens and model latency (ms) of a turn, from its ``calls.jsonl``."""
-    if folder is None:
+def _calls(
+    store: ConversationStore, key: ConversationKey, message_id: str
+) -> tuple[int, int, float]:
+    """Model calls, tokens and model latency (ms) of a turn, from its trace."""
+    try:
+        records = load_call_records(store, key, message_id)
+    except TraceNotFoundError:
         return 0, 0, 0.0
-    path = ConversationPaths(folder).calls(message_id)
-    if not path.is_file():
-        return 0, 0, 0.0
-    count, tokens, latency = 0, 0, 0.0
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        record = json.loads(line)
-        count += 1
-        tokens += int(record.get("input_tokens", 0)) + int(record.get("output_tokens", 0))
-        latency += float(record.get("latency_ms", 0.0))
-    return count, tokens, latency
+    tokens = sum(r.input_tokens + r.output_tokens for r in records)
+    return len(records), tokens, sum(r.latency_ms for r in records)
 
 
 def turn_facts(store: ConversationStore, key: ConversationKey) -> list[dict[str, Any]]:
     """One dict per finished turn of a conversation: what the comparison table shows."""
     messages = store.messages(key)
-    folder = store.folder(key)
     by_turn: dict[str, list[Message]] = {}
     for message in messages:
         by_turn.setdefault(message.message_id, []).append(message)
@@ -106,7 +99,7 @@ def turn_facts(store: ConversationStore, key: ConversationKey) -> list[dict[str,
         plan, done = _tool_steps(checkpoint.execution_state)
         old_plan, old_done = _tool_steps(previous.execution_state if previous else None)
         ran = [call for step, call in done.items() if plan != old_plan or step not in old_done]
-        calls, tokens, model_ms = _calls(folder, checkpoint.message_id)
+        calls, tokens, model_ms = _calls(store, key, checkpoint.message_id)
         if not calls and answer is not None and answer.usage is not None:
             tokens = answer.usage.input_tokens + answer.usage.output_tokens
             calls = 1

@@ -25,11 +25,12 @@ from agentkit.planning.prompts import PROMPT_NAMES, load_prompt
 from agentkit.planning.replay import (
     REPLAYED_PURPOSES,
     ReplayedCall,
+    TraceNotFoundError,
     check_template,
-    load_call_records,
     replay_turn,
     save_prompt_override,
 )
+from agentkit.store import ConversationKey
 from pydantic import JsonValue
 
 from lab.prompt_view import (
@@ -37,7 +38,6 @@ from lab.prompt_view import (
     messages_text,
     plans_side_by_side,
     replay_frame,
-    trace_dir,
 )
 
 __all__ = ["PromptLab"]
@@ -70,7 +70,9 @@ class PromptLab:
         self.agent = agent
         self.conversation_id = check_id(conversation_id, "conversation")
         self.message_id = check_id(message_id, "message")
-        self.records = load_call_records(trace_dir(agent, conversation_id), message_id)
+        self.records = agent.call_records(conversation_id, message_id)
+        if not self.records:
+            raise TraceNotFoundError(ConversationKey(agent.id, conversation_id), message_id)
         self.purposes = tuple(purposes)
         self.timeout_scale = (
             agent.config.planner.stage_timeout_scale if timeout_scale is None else timeout_scale

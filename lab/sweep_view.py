@@ -21,7 +21,6 @@ from pathlib import Path
 import pandas as pd
 from agentkit import Agent, Message, TaskState
 from agentkit.errors import UsageError
-from agentkit.memory import chat_window
 from agentkit.memory.sweep import SweepRow, ThresholdGrid, load_scenario
 from matplotlib.figure import Figure
 
@@ -78,8 +77,7 @@ def conversation_source(
     other system messages left out, so the sweep sees the whole dialogue, not just what an
     earlier compression kept. It starts from the stored TaskState's pinned facts only (the
     rest of the stored state is an earlier summary of this very dialogue)."""
-    history = agent.load_conversation_history(conversation_id)
-    window = tuple(chat_window(history, compressed=False))
+    window = tuple(agent.chat_window(conversation_id, compressed=False))
     if not window:
         raise UsageError(f"conversation {conversation_id!r} has no messages to compress")
     pinned = agent.task_state(conversation_id).value.pinned_facts

@@ -41,7 +41,7 @@ __all__ = [
 FormValues = dict[str, str | bool]
 """Field name → what the control holds (text, lines joined by newlines, or a checkbox)."""
 
-_NOT_EDITED = frozenset({"v", "updated_at", "timestamp"})
+_NOT_EDITED = frozenset({"v", "updated_at", "timestamp", "fact_sources"})
 FACT_LISTS = ("important_facts", "pinned_facts")
 
 

@@ -38,6 +38,7 @@ def script(tmp_path: Path, name: str, replies: dict[str, Any]) -> str:
 def agentkit(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(AGENTKIT), "--data-dir", str(data_dir), *args],
+        stdin=subprocess.DEVNULL,  # `acp` with a startup error answers requests until EOF
         capture_output=True,
         text=True,
         timeout=180,

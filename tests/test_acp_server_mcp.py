@@ -41,10 +41,22 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def make_agent(data_dir: Path, agent_id: str, toolsets: list[dict[str, Any]]) -> None:
+ALL = {"client_mcp": {"mode": "all"}}
+
+
+def make_agent(
+    data_dir: Path,
+    agent_id: str,
+    toolsets: list[dict[str, Any]],
+    acp: dict[str, Any] | None = ALL,
+    engine: str = "planner",
+) -> None:
+    """An agent whose policy starts every client server (``acp=None``: the default, off)."""
     folder = data_dir / "agents" / agent_id
     (folder / "workspace").mkdir(parents=True)
-    body = {"engine": "planner", "toolsets": toolsets}
+    body: dict[str, Any] = {"engine": engine, "toolsets": toolsets}
+    if acp is not None:
+        body["acp"] = acp
     (folder / "config.json").write_text(json.dumps(body), encoding="utf-8")
 
 
@@ -158,5 +170,52 @@ def test_a_server_that_cannot_be_used_refuses_the_session_and_leaves_nothing(
             response = await served.prompt(sid, "What time is it in Shanghai?")
             assert response.stop_reason == "end_turn"
             assert served.client.of(ToolCallProgress, sid)[0].status == "completed"
+
+    run(body())
+
+
+def test_the_client_mcp_policy_decides_which_servers_and_tools_start(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """off (the default) starts none; a chat-engine agent none whatever its policy; allow
+    only the named servers and tools; read_only tools run without consent."""
+    make_agent(data_dir, "default", [], acp=None)
+    make_agent(data_dir, "chatty", [], engine="chat")
+    allow = {"mode": "allow", "servers": {"time": ["get_current_time"]}, "read_only": ["time:*"]}
+    make_agent(data_dir, "picky", [], acp={"client_mcp": allow})
+
+    async def tools_of(served: Served, sid: str) -> set[str]:
+        response = await served.prompt(sid, "What time is it in Shanghai?")
+        assert response.stop_reason == "end_turn"
+        return {update.title for update in served.client.of(ToolCallStart, sid)}
+
+    async def body() -> None:
+        for agent_id in ("default", "chatty"):
+            async with serve(data_dir, agent_id, "--model", time_plan(tmp_path)) as served:
+                await served.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+                await served.conn.new_session(cwd=str(tmp_path), mcp_servers=[time_server()])
+                assert time_servers(served) == set(), agent_id
+        async with serve(data_dir, "picky", "--model", time_plan(tmp_path)) as served:
+            await served.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            servers = [time_server(), time_server("other")]
+            new = await served.conn.new_session(cwd=str(tmp_path), mcp_servers=servers)
+            assert len(time_servers(served)) == 1  # 'other' is not in the allow-list
+            assert await tools_of(served, new.session_id) == {"get_current_time"}
+            assert served.client.permission_requests == []  # a read by the policy: no consent
+            finished = served.client.of(ToolCallProgress, new.session_id)
+            assert [update.status for update in finished] == ["completed"]
+
+    run(body())
+
+
+def test_an_invalid_client_mcp_policy_is_the_answer_to_initialize(data_dir: Path) -> None:
+    make_agent(data_dir, "wrong", [], acp={"client_mcp": {"mode": "allow"}})
+
+    async def body() -> None:
+        async with serve(data_dir, "wrong", check_exit=False) as served:
+            with pytest.raises(acp.RequestError) as error:
+                await served.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            assert "acp.client_mcp" in str(error.value) and "needs 'servers'" in str(error.value)
+            assert await asyncio.wait_for(served.process.wait(), 60) == 2
 
     run(body())

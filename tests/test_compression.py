@@ -78,6 +78,7 @@ def test_below_either_threshold_nothing_is_called() -> None:
 
 def test_over_both_thresholds_summarises_the_older_part_and_keeps_the_last_k() -> None:
     window = _window(20)
+    window[2] = _msg("user", "MSG02 the desk uses OKX")
     model = ScriptedModel(
         {"summarize": [_summary(current_goal="create a trader", important_facts=["uses OKX"])]}
     )
@@ -151,7 +152,9 @@ def test_pinned_facts_survive_when_the_model_omits_them() -> None:
 def test_the_event_figures() -> None:
     window = _window(20)
     state = TaskState(important_facts=("a", "b"))
-    model = ScriptedModel({"summarize": [_summary(important_facts=["B", "c", "d"])]})
+    invented = "the user lives in Berlin"
+    summary = _summary(important_facts=["B", "MSG03", "MSG05", invented])
+    model = ScriptedModel({"summarize": [summary]})
     outcome = _compress(window, state, model)
     assert outcome is not None
     event = outcome.event
@@ -162,7 +165,11 @@ def test_the_event_figures() -> None:
         tokens_after=estimate_messages(window[-12:], estimate_tokens),
         facts_added=2,
         facts_removed=1,
+        strategy="model",
+        facts_ungrounded=1,
     )
+    assert outcome.ungrounded == (invented,)
+    assert outcome.task_state.important_facts == ("B", "MSG03", "MSG05")
     per_message = (306 + 3) // 4 + MESSAGE_OVERHEAD_TOKENS
     assert event.tokens_before == 20 * per_message
     assert event.tokens_after == 12 * per_message
@@ -216,14 +223,14 @@ def test_a_model_failure_changes_nothing_and_is_not_raised() -> None:
 def test_the_summary_is_normalised() -> None:
     reply = _summary(
         open_loops=["wait for API secret", "finish trader setup once external config is ready"],
-        important_facts=[" x ", "X", ""],
+        important_facts=[" MSG01 ", "msg01", ""],
         last_decision={"action": "use OKX", "reason": "asked"},
     )
     outcome = _compress(_window(20), TaskState(), ScriptedModel({"summarize": [reply]}))
     assert outcome is not None
     state = outcome.task_state
     assert state.open_loops == ("finish trader setup once external config is ready",)
-    assert state.important_facts == ("x",)
+    assert state.important_facts == ("MSG01",)
     assert state.last_decision is not None
     assert state.last_decision.timestamp is not None
 

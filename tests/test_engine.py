@@ -26,7 +26,7 @@ from agentkit import (
 from agentkit.agent import ENGINES
 from agentkit.events import AgentEvent
 from agentkit.layout import DataLayout
-from agentkit.memory import ChatHistory, PlanStep, chat_window, compression_marker
+from agentkit.memory import ChatHistory, PlanStep, chat_window, kept_from
 from agentkit.planning import (
     PlanReply,
     StepReply,
@@ -149,17 +149,17 @@ def _message(role: str, text: str) -> Message:
     )
 
 
-def test_the_window_starts_after_clear_and_keeps_what_a_compression_kept() -> None:
+def test_the_window_starts_where_the_records_say_without_system_messages() -> None:
     old = [_message("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(6)]
-    marked = [*old, _message("system", compression_marker(4, 2)), _message("user", "new")]
-    assert [m.content for m in chat_window(marked)] == ["m4", "m5", "new"]
-    assert [m.content for m in chat_window(marked, compressed=False)] == [
-        *(m.content for m in old),
+    stored = [*old, _message("system", "a note"), _message("user", "new")]
+    assert [m.content for m in chat_window(stored)] == [*(m.content for m in old), "new"]
+    assert [m.content for m in chat_window(stored, 4)] == ["m4", "m5", "new"]
+    assert kept_from(stored, 3) == 4 and kept_from(stored, 0) == len(stored)
+    assert kept_from(stored, 99) == 0
+    assert [m.content for m in ChatHistory.of(stored, max_turns=1, start=4).messages] == [
+        "m5",
         "new",
     ]
-    cleared = [*marked, _message("user", "/clear"), _message("assistant", "ok"), old[0]]
-    assert [m.content for m in chat_window(cleared)] == ["m0"]
-    assert [m.content for m in ChatHistory.of(marked, max_turns=1).messages] == ["m5", "new"]
 
 
 # -- reply schemas ---------------------------------------------------------------------------------

@@ -24,6 +24,9 @@ from agentkit.memory.sweep import (
     sweep_compression,
 )
 from agentkit.memory.tokens import estimate_messages, estimate_tokens
+from agentkit.store import ConversationKey
+from agentkit.store.records import CompressionRecord, ResetRecord
+from agentkit.types import utc_now
 from lab import CompressionLab
 from lab.sweep_view import (
     conversation_source,
@@ -305,10 +308,11 @@ def test_the_cut_never_separates_a_tool_call_from_its_result() -> None:
             "facts": ["alpha"],
         }
     )
-    model = ScriptedModel({"summarize": [{"important_facts": ["trader alpha exists"]}]})
+    # only the first message is summarised: a fact from it is grounded
+    model = ScriptedModel({"summarize": [{"important_facts": ["list the traders"]}]})
     (row,) = run(
         sweep_compression(
-            scenario.window(), TaskState(), model, ThresholdGrid([2], [1], [3]), facts=["alpha"]
+            scenario.window(), TaskState(), model, ThresholdGrid([2], [1], [3]), facts=["traders"]
         )
     )
     # keeping 3 would start the window with a tool result: the whole call group is kept instead
@@ -408,10 +412,10 @@ def test_the_lab_sweeps_a_stored_conversation_from_its_pinned_facts(data_dir: Pa
         cid = agent.create_conversation("launch planning").conversation_id
         for message in scenario.window():
             agent.append_message(cid, message)
-        marker = "[compressed: 4 earlier messages summarised into TaskState; the last 14 kept]"
-        agent.append_message(
-            cid, Message(role="system", content=marker, message_id=message.message_id,
-                         timestamp=message.timestamp),
+        agent.runtime.store.add_record(  # an earlier compression kept the last 14
+            ConversationKey(agent.id, cid),
+            CompressionRecord(message_id=message.message_id, at=message.timestamp, start=4,
+                              summarised=4, kept=14),
         )  # fmt: skip
         stored = agent.task_state(cid)
         agent.save_task_state(
@@ -426,7 +430,7 @@ def test_the_lab_sweeps_a_stored_conversation_from_its_pinned_facts(data_dir: Pa
             lab.run_button.click()
             assert "color:#b00020" not in lab.status.value, lab.status.value
             (row,) = lab.rows
-            assert row.messages_before == 18  # the whole dialogue, without the marker
+            assert row.messages_before == 18  # the whole dialogue, not only what was kept
             assert row.task_state.pinned_facts == ("Sam runs marketing",)
             assert row.facts_in_state == 2 and row.lost_facts == ("Maria",)
             (request,) = summarize_requests(model)
@@ -448,6 +452,9 @@ def test_a_conversation_source_starts_after_the_last_clear(data_dir: Path) -> No
             agent.append_message(
                 cid, Message.assistant(f"reply to {text}", message_id=question.message_id)
             )
+            if text == "/clear":  # what a /clear turn leaves: the window starts after it
+                reset = ResetRecord(message_id=question.message_id, at=utc_now(), start=4)
+                agent.store.add_record(ConversationKey(agent.id, cid), reset)
         source = conversation_source(agent, cid, ["kept"])
         assert [m.content for m in source.window] == ["kept question", "reply to kept question"]
         with pytest.raises(ConversationNotFoundError):

@@ -9,17 +9,19 @@ from string import Template
 
 import pytest
 from agentkit import Agent, FunctionModel, InvalidIdError, ModelRequest, ScriptedModel
+from agentkit.planning import replay
 from agentkit.planning.prompts import load_prompt, render_prompt
 from agentkit.planning.replay import (
     PromptTemplateError,
     TraceError,
     TraceNotFoundError,
     check_template,
-    load_call_records,
     replay_turn,
     save_prompt_override,
     template_values,
 )
+from agentkit.planning.trace import CallRecord
+from agentkit.store import ConversationKey
 from agentkit.tools import agent_tools
 from lab import PromptLab
 from lab.prompt_view import calls_frame, messages_text, plan_lines, plans_side_by_side
@@ -66,12 +68,18 @@ def folder_of(agent: Agent, conversation_id: str) -> Path:
     return agent.folder.path / "conversations" / conversation_id
 
 
+def load_call_records(agent: Agent, conversation_id: str, message_id: str) -> list[CallRecord]:
+    return replay.load_call_records(
+        agent.runtime.store, ConversationKey(agent.id, conversation_id), message_id
+    )
+
+
 # -- traces -----------------------------------------------------------------------------------
 
 
 def test_a_turns_calls_are_loaded_in_order_with_their_schema(turn) -> None:
     agent, cid, mid = turn
-    records = load_call_records(folder_of(agent, cid), mid)
+    records = load_call_records(agent, cid, mid)
     assert [r.purpose for r in records] == ["plan", "replan", "respond"]
     plan = records[0]
     assert plan.schema_ is not None and plan.schema_["type"] == "object"
@@ -85,12 +93,12 @@ def test_a_turns_calls_are_loaded_in_order_with_their_schema(turn) -> None:
 
 def test_a_message_without_calls_jsonl_is_a_clear_error(turn) -> None:
     agent, cid, _ = turn
-    with pytest.raises(TraceNotFoundError, match=r"msg-nothere.*calls\.jsonl does not exist"):
-        load_call_records(folder_of(agent, cid), "msg-nothere")
+    with pytest.raises(TraceNotFoundError, match=r"no model calls recorded for turn msg-nothere"):
+        load_call_records(agent, cid, "msg-nothere")
     with pytest.raises(TraceNotFoundError):
         PromptLab(agent, cid, "msg-nothere")
     with pytest.raises(InvalidIdError):
-        load_call_records(folder_of(agent, cid), "../escape")
+        load_call_records(agent, cid, "../escape")
 
 
 def test_a_malformed_trace_line_is_named(turn) -> None:
@@ -98,8 +106,9 @@ def test_a_malformed_trace_line_is_named(turn) -> None:
     calls = folder_of(agent, cid) / mid / "calls.jsonl"
     lines = calls.read_text(encoding="utf-8").splitlines()
     calls.write_text("\n".join([lines[0], '{"purpose": "plan"', *lines[1:]]), encoding="utf-8")
+    assert agent.call_records(cid, mid)[0].purpose == "plan"  # readable before the damage
     with pytest.raises(TraceError, match="line 2 is not a call record"):
-        load_call_records(folder_of(agent, cid), mid)
+        load_call_records(agent, cid, mid)
 
 
 # -- templates --------------------------------------------------------------------------------
@@ -115,7 +124,7 @@ def test_template_values_invert_a_rendering_exactly() -> None:
 
 def test_the_recorded_plan_prompt_yields_the_values_the_runtime_used(turn) -> None:
     agent, cid, mid = turn
-    plan = load_call_records(folder_of(agent, cid), mid)[0]
+    plan = load_call_records(agent, cid, mid)[0]
     values = template_values(load_prompt("plan").template, plan.messages[1]["content"])
     assert values is not None
     assert values["request"] == "list my traders" and values["max_steps"] == "8"
@@ -142,7 +151,7 @@ def test_a_bad_template_is_refused_with_what_is_wrong(name: str, text: str, mess
 
 def test_the_replay_sends_the_same_inputs_in_the_edited_template(turn) -> None:
     agent, cid, mid = turn
-    records = load_call_records(folder_of(agent, cid), mid)
+    records = load_call_records(agent, cid, mid)
     edited = load_prompt("plan").template.replace(*EDIT)
     model = ScriptedModel({"plan": [NEW_PLAN], "replan": [{"action": "finish"}], "respond": ["ok"]})
     with agent_tools(agent.folder) as tools:
@@ -173,7 +182,7 @@ def test_the_replay_sends_the_same_inputs_in_the_edited_template(turn) -> None:
 
 def test_an_invalid_replayed_plan_gets_one_repair_round(turn) -> None:
     agent, cid, mid = turn
-    records = load_call_records(folder_of(agent, cid), mid)
+    records = load_call_records(agent, cid, mid)
     bad = {"goal": "x", "steps": [{"id": "a", "type": "tool", "tool_name": "launch_rocket"}]}
     model = ScriptedModel({"plan": [bad, NEW_PLAN]})
     with agent_tools(agent.folder) as tools:
@@ -191,7 +200,7 @@ def test_an_invalid_replayed_plan_gets_one_repair_round(turn) -> None:
 
 def test_a_model_failure_is_recorded_not_raised(turn) -> None:
     agent, cid, mid = turn
-    records = load_call_records(folder_of(agent, cid), mid)
+    records = load_call_records(agent, cid, mid)
     (plan,) = run(replay_turn(records, ScriptedModel({"respond": ["x"]}), purposes=["plan"]))
     assert "plan" in plan.error and plan.new_parsed is None
 
@@ -204,7 +213,7 @@ async def never_answers(request: ModelRequest) -> str:
 
 def test_a_call_over_its_stage_timeout_is_recorded_as_timed_out(turn) -> None:
     agent, cid, mid = turn
-    records = load_call_records(folder_of(agent, cid), mid)
+    records = load_call_records(agent, cid, mid)
     stuck = FunctionModel(never_answers)
     (plan,) = run(replay_turn(records, stuck, purposes=["plan"], timeouts={"plan": 0.05}))
     assert plan.error == "timed out after 0.05 s (the plan stage's limit)"
@@ -214,7 +223,7 @@ def test_a_call_over_its_stage_timeout_is_recorded_as_timed_out(turn) -> None:
 
 def test_a_prompt_no_template_reproduces_is_sent_as_recorded(turn) -> None:
     agent, cid, mid = turn
-    records = load_call_records(folder_of(agent, cid), mid)
+    records = load_call_records(agent, cid, mid)
     messages = [dict(m) for m in records[0].messages]
     messages[1]["content"] = "A prompt written by some older template: list my traders"
     altered = records[0].model_copy(update={"messages": messages})
@@ -228,7 +237,7 @@ def test_a_prompt_no_template_reproduces_is_sent_as_recorded(turn) -> None:
 def test_an_override_made_after_the_turn_still_finds_the_recorded_template(turn) -> None:
     agent, cid, mid = turn
     save_prompt_override(agent.folder.path, "plan", "New words.\n$request\n$tools")
-    records = load_call_records(folder_of(agent, cid), mid)
+    records = load_call_records(agent, cid, mid)
     model = ScriptedModel({"plan": [NEW_PLAN]})
     (plan,) = run(replay_turn(records, model, agent_dir=agent.folder.path, purposes=["plan"]))
     # the package default reproduced the recording; unedited, it is re-sent exactly
@@ -238,7 +247,7 @@ def test_an_override_made_after_the_turn_still_finds_the_recorded_template(turn)
 
 def test_an_unknown_placeholder_stops_the_replay_before_any_model_call(turn) -> None:
     agent, cid, mid = turn
-    records = load_call_records(folder_of(agent, cid), mid)
+    records = load_call_records(agent, cid, mid)
     model = ScriptedModel({"plan": [NEW_PLAN]})
     with pytest.raises(PromptTemplateError, match="unknown placeholder \\$budget"):
         run(replay_turn(records, model, templates={"plan": "Plan $request within $budget"}))

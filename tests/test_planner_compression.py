@@ -9,6 +9,7 @@ from agentkit import Agent, Message, ScriptedModel
 from agentkit.events import CompressionEvent, ResultEvent
 from agentkit.memory import MemoryRepository
 from agentkit.store import SqliteConfigStore
+from agentkit.store.records import CompressionRecord
 
 
 def test_an_over_long_window_is_summarised_into_task_state_and_marked(data_dir: Path) -> None:
@@ -27,16 +28,19 @@ def test_an_over_long_window_is_summarised_into_task_state_and_marked(data_dir: 
     model = ScriptedModel(script)
     with Agent.open("desk-001", data_dir=data_dir, model=model) as agent:
         cid = agent.create_conversation("long").conversation_id
-        for index in range(3):
-            question = Message.user(f"old question {index} about the weather")
+        for index in range(3):  # the summary's fact is said in the part it summarises
+            topic = "the weather" if index != 1 else "trading: I trade on Binance"
+            question = Message.user(f"old question {index} about {topic}")
             agent.append_message(cid, question)
             agent.append_message(
                 cid, Message.assistant(f"old answer {index}", message_id=question.message_id)
             )
         turn = agent.send("remember that I trade on Binance", cid)
-        compressions = [e for e in turn.events if isinstance(e, CompressionEvent)]
-        assert len(compressions) == 1 and isinstance(turn.events[-1], ResultEvent)
-        event = compressions[0]
+        # compression runs after the result, in the background: not in the turn's events
+        assert not [e for e in turn.events if isinstance(e, CompressionEvent)]
+        assert isinstance(turn.events[-1], ResultEvent)
+        event = agent.wait_upkeep(cid)
+        assert event is not None
         assert event.messages_before == 8 and event.messages_after == 2
         assert event.facts_added == 1
         summarize = [r for r in model.requests if r.purpose == "summarize"]
@@ -45,11 +49,16 @@ def test_an_over_long_window_is_summarised_into_task_state_and_marked(data_dir: 
         assert "old question 0" in sent and "old answer 2" in sent  # the older part
         assert "Noted." not in sent and "remember that I trade" not in sent  # not the kept part
         history = agent.load_conversation_history(cid)
-        marker = history[-1]
-        assert marker.role == "system"
-        assert marker.content == (
-            "[compressed: 6 earlier messages summarised into TaskState; the last 2 kept]"
-        )
+        assert all(m.role != "system" for m in history)  # no marker parsed back: a record
+        (record,) = agent.conversation_records(cid)
+        assert isinstance(record, CompressionRecord)
+        assert (record.start, record.summarised, record.kept) == (6, 6, 2)
+        assert record.message_id == turn.result.message_id
+        assert [m.content for m in agent.chat_window(cid)] == [
+            "remember that I trade on Binance",
+            history[-1].content,
+        ]
+        assert "[MEMORY]" in agent.turn_log(cid, turn.result.message_id)
 
         # The next plan prompt shows the kept messages and TaskState, not the summarised ones.
         turn2 = agent.send("what now?", cid)
@@ -93,6 +102,7 @@ def test_incremental_update_folds_the_latest_messages_into_task_state(data_dir: 
         )
         turn = agent.send("I trade on Binance", cid)
         assert turn.result.status == "completed"
+        assert agent.wait_upkeep(cid) is None  # an update, no compression
         state = agent.task_state(cid).value
         assert state.important_facts == ("trades on Binance",)
         assert state.pinned_facts == ("budget 100 USDT",)  # the model cannot drop it
@@ -118,6 +128,7 @@ def test_incremental_update_is_off_by_default_and_a_bad_summary_changes_nothing(
     with Agent.open("desk-001", data_dir=data_dir, model=bad) as agent:
         turn = agent.send("hello again", cid)
         assert turn.result.status == "completed"  # the turn itself is not failed by it
+        agent.wait_upkeep(cid)
         assert "summarize" in [r.purpose for r in bad.requests]
         assert agent.task_state(cid).version == 0  # nothing written
         assert "task state update" in agent.turn_log(cid, turn.session.message_id)

@@ -125,12 +125,12 @@ def test_a_clear_read_runs_its_tool_without_a_model_call(env: Env) -> None:
     assert events[-1].text == "You have one exchange account: binance/main."
 
 
-def test_the_route_decision_is_written_to_calls_jsonl(env: Env, tmp_path: Path) -> None:
+def test_the_route_decision_is_written_to_the_turns_trace(env: Env) -> None:
     script = {"replan": [{"action": "finish"}], "respond": ["No traders yet."]}
-    turn = env.turn("list my traders", script, config=ROUTER, conversation_dir=tmp_path)
-    run(turn)
-    (path,) = tmp_path.glob("*/calls.jsonl")
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    turn = env.turn("list my traders", script, config=ROUTER)
+    events = run(turn)
+    traced = turn.store.trace(turn.key, events[-1].message_id)  # calls.jsonl on a file store
+    lines = [json.loads(line) for line in traced]
     assert lines[0]["purpose"] == "route"
     assert lines[0]["route"]["decided"] == "list_traders"
     assert {"name", "score", "side_effect", "matched"} <= set(lines[0]["route"]["candidates"][0])

@@ -235,6 +235,7 @@ def test_a_compression_turn_traces_its_summary_through_the_tracer(
                 cid, Message.assistant(f"old answer {index}", message_id=question.message_id)
             )
         turn = agent.send("remember that I trade on Binance", cid)
+        assert agent.wait_upkeep(cid) is not None  # compression runs after the result
         records = spans_of(agent, turn.events)
         calls_file = (
             data_dir / "agents/desk-001/conversations" / cid / turn.result.message_id

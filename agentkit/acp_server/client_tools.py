@@ -8,6 +8,12 @@ started for that session and added to its tools.
 * They start when the session is created, so a server that does not start, or a tool name the
   agent or another server already has, refuses the request (``-32602``) with everything that
   was started closed again, never a failure mid-turn.
+* **The agent's policy decides** (``acp.client_mcp`` in its ``config.json``,
+  :class:`~agentkit.config.ClientMcpConfig`): ``off`` (the default) starts none, ``all``
+  every one, ``allow`` only the servers it names, and of those only the tools it lists.
+  Tools named in ``read_only`` run without consent (a client's read tools often carry no
+  ``readOnlyHint``). Chat-engine agents never start them: they use no tools. A server left
+  out is logged, never an error: the client offers, the agent chooses.
 * The session's prompts run on an :class:`~agentkit.agent.Agent` of their own: the served
   agent's folder, store and model, its configured toolsets, plus the servers' tools.
   :meth:`SessionTools.aclose` ends it (its live sessions, its toolsets, the servers' process
@@ -18,17 +24,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import acp
 from acp.schema import HttpMcpServer, McpServerStdio
 
 from agentkit.agent import Agent
+from agentkit.config import ClientMcpConfig
 from agentkit.errors import UsageError
+from agentkit.tools import Tool
 from agentkit.tools.mcp import McpToolset
 
-__all__ = ["SessionTools", "open_session_tools"]
+__all__ = ["SessionTools", "allowed_servers", "open_session_tools", "policy_tools"]
+
+log = logging.getLogger("agentkit.acp")
 
 
 @dataclass
@@ -66,17 +78,48 @@ def _toolset(server: object, cwd: str) -> McpToolset:
     )
 
 
-def _check_names(agent: Agent, toolsets: Sequence[McpToolset]) -> None:
+def _check_names(agent: Agent, tools: Sequence[Tool[Any]]) -> None:
     """A tool name may come from one place only: the agent or one of the servers."""
     owners = dict.fromkeys(agent.tools.names(), "the agent")
-    for toolset in toolsets:
-        for tool in toolset.tools():
-            if tool.name in owners:
-                raise UsageError(
-                    f"the MCP server {toolset.name!r} has a tool named {tool.name!r}, "
-                    f"and so has {owners[tool.name]}"
-                )
-            owners[tool.name] = f"the MCP server {toolset.name!r}"
+    for tool in tools:
+        if tool.name in owners:
+            raise UsageError(
+                f"the MCP server {tool.source!r} has a tool named {tool.name!r}, "
+                f"and so has {owners[tool.name]}"
+            )
+        owners[tool.name] = f"the MCP server {tool.source!r}"
+
+
+def allowed_servers(policy: ClientMcpConfig, servers: Sequence[object]) -> list[object]:
+    """The client's *servers* the policy lets start, in the client's order."""
+    if policy.mode == "off":
+        log.info("client MCP servers not started (acp.client_mcp.mode is 'off')")
+        return []
+    if policy.mode == "all":
+        return list(servers)
+    kept = [server for server in servers if getattr(server, "name", None) in policy.servers]
+    left = [str(getattr(server, "name", "?")) for server in servers if server not in kept]
+    if left:
+        log.info("client MCP servers not in acp.client_mcp.servers, not started: %s", left)
+    return kept
+
+
+def policy_tools(policy: ClientMcpConfig, toolset: McpToolset) -> list[Tool[Any]]:
+    """The *toolset*'s tools the policy keeps, the ``read_only`` ones marked as reads."""
+    listed = policy.servers.get(toolset.name, ()) if policy.mode == "allow" else ()
+    tools = [tool for tool in toolset.tools() if not listed or tool.name in listed]
+    missing = sorted(set(listed) - {tool.name for tool in tools})
+    if missing:
+        log.warning("the MCP server %r has no tools named %s", toolset.name, missing)
+    reads = set(policy.read_only)
+    return [
+        tool.with_flags(side_effect=False) if _is_read(reads, toolset.name, tool.name) else tool
+        for tool in tools
+    ]
+
+
+def _is_read(reads: set[str], server: str, tool: str) -> bool:
+    return bool({tool, f"{server}:{tool}", f"{server}:*"} & reads)
 
 
 async def open_session_tools(agent: Agent, servers: object, cwd: str) -> SessionTools | None:
@@ -86,12 +129,19 @@ async def open_session_tools(agent: Agent, servers: object, cwd: str) -> Session
         return None
     if not isinstance(servers, list):
         raise acp.RequestError.invalid_params({"message": "mcpServers must be a list"})
-    toolsets = [_toolset(server, cwd) for server in servers]
+    if agent.config.engine == "chat":
+        log.info("client MCP servers not started: a chat-engine agent uses no tools")
+        return None
+    policy = agent.config.acp.client_mcp
+    kept = allowed_servers(policy, servers)
+    if not kept:
+        return None
+    toolsets = [_toolset(server, cwd) for server in kept]
     try:
         for toolset in toolsets:
             await asyncio.to_thread(toolset.start)
-        _check_names(agent, toolsets)
-        tools = [tool for toolset in toolsets for tool in toolset.tools()]
+        tools = [tool for toolset in toolsets for tool in policy_tools(policy, toolset)]
+        _check_names(agent, tools)
         session_agent = Agent(agent.folder, agent.store, model=agent.model, tools=tools)
         await asyncio.to_thread(session_agent.runtime.load_tools)
     except BaseException:

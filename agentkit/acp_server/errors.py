@@ -86,6 +86,6 @@ def request_error(error: BaseException) -> acp.RequestError:
     return acp.RequestError.internal_error(
         {
             "code": "internal_error",
-            "message": f"{type(error).__name__}; the agent's stderr has the details",
+            "message": f"{type(error).__name__}: {error} (the agent's stderr has the details)",
         }
     )

@@ -2,8 +2,11 @@
 
 The order of things, and why:
 
-1. The agent is opened before stdio is touched, so an unknown agent or an invalid config
-   is one line on stderr and exit status 2 (the CLI's rule), not a silent protocol hang.
+1. The agent and its model are opened before serving. When that fails (an unknown agent,
+   an invalid ``config.json``, a bad ``--model``), the process still answers: every request
+   up to and including ``initialize`` gets a JSON-RPC error whose message is the startup
+   error (so an editor shows it instead of "connection closed"), then it exits 2 with the
+   same line on stderr (the CLI's rule). See :func:`refuse`.
 2. :func:`~agentkit.acp_server.stdio.claim_stdout` keeps fd 1 for protocol frames; logs
    go to stderr (an editor shows them in its agent log).
 3. The library's ``AgentSideConnection`` runs on :class:`~agentkit.acp_server.stdio.
@@ -26,12 +29,14 @@ from typing import BinaryIO, cast
 import acp
 from acp.agent.connection import AgentSideConnection
 
+from agentkit.acp_server.errors import request_error
 from agentkit.acp_server.sessions import AcpAgentServer
 from agentkit.acp_server.stdio import GuardedStdio, claim_stdout, open_stdio
 from agentkit.agent import Agent
+from agentkit.errors import AgentkitError
 from agentkit.models.spec import parse_model_spec, resolve_model_spec
 
-__all__ = ["run_server", "serve_stdio"]
+__all__ = ["refuse", "run_server", "serve_stdio"]
 
 log = logging.getLogger("agentkit.acp")
 
@@ -44,10 +49,18 @@ def serve_stdio(
     data_dir: Path | str | None = None,
     model: str | None = None,
     store: str | None = None,
+    replay: bool | None = None,
 ) -> None:
-    """What ``agentkit acp`` runs; returns when the client has gone."""
-    agent = Agent.open(agent_id, data_dir=data_dir, model=model, store=store)
-    parse_model_spec(resolve_model_spec(model, agent.config.model))  # a typo fails here
+    """What ``agentkit acp`` runs (*replay*: None takes the agent's ``acp.replay``); returns when the client has gone. A startup error is
+    answered to the client (:func:`refuse`) and then raised."""
+    try:
+        agent = Agent.open(agent_id, data_dir=data_dir, model=model, store=store)
+        parse_model_spec(resolve_model_spec(model, agent.config.model))  # a typo fails here
+        _ = agent.model  # a model that cannot be opened (no such GGUF, a missing extra)
+    except AgentkitError as error:
+        protocol_out = claim_stdout()
+        asyncio.run(_refuse(error, protocol_out))
+        raise
     protocol_out = claim_stdout()
     logging.basicConfig(
         stream=sys.stderr,
@@ -56,17 +69,45 @@ def serve_stdio(
         force=True,
     )
     log.info("serving %s (engine %s) on stdio", agent.id, agent.config.engine)
-    asyncio.run(_serve(agent, protocol_out))
+    replays = agent.config.acp.replay if replay is None else replay
+    asyncio.run(_serve(agent, protocol_out, replays))
 
 
-async def _serve(agent: Agent, protocol_out: BinaryIO) -> None:
+async def _refuse(error: AgentkitError, protocol_out: BinaryIO) -> None:
     transport = await open_stdio(protocol_out)
-    await run_server(agent, transport)
+    try:
+        await refuse(transport, error)
+    finally:
+        await transport.close()
 
 
-async def run_server(agent: Agent, transport: GuardedStdio) -> None:
+async def refuse(transport: GuardedStdio, error: AgentkitError) -> int:
+    """The server that could not start: answer each request with the startup *error* until
+    ``initialize`` has been answered or input ends; the number of requests answered."""
+    failure = request_error(error)
+    data = failure.data if isinstance(failure.data, dict) else {}
+    body = {"code": failure.code, "message": str(error), "data": {**data, "message": str(error)}}
+    answered = 0
+    while (message := await transport.receive()) is not None:
+        if "id" not in message or "method" not in message:
+            continue  # a notification or a stray response: nothing to answer
+        with contextlib.suppress(ConnectionError):
+            await transport.send({"jsonrpc": "2.0", "id": message["id"], "error": body})
+        answered += 1
+        if message["method"] == "initialize":
+            break
+    log.info("startup failed (%s); answered %d request(s)", error, answered)
+    return answered
+
+
+async def _serve(agent: Agent, protocol_out: BinaryIO, replay: bool) -> None:
+    transport = await open_stdio(protocol_out)
+    await run_server(agent, transport, replay=replay)
+
+
+async def run_server(agent: Agent, transport: GuardedStdio, *, replay: bool = True) -> None:
     """Serve *agent* on *transport* until end of input or a stop signal."""
-    server = AcpAgentServer(agent)
+    server = AcpAgentServer(agent, replay=replay)
     # the server implements the methods it supports; the library answers -32601 for the rest
     connection = AgentSideConnection(cast("acp.Agent", server), transport, listening=False)
     loop = asyncio.get_running_loop()

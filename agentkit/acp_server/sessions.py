@@ -4,13 +4,19 @@ conversation id), served through the public :class:`~agentkit.agent.Agent` API.
 * ``initialize`` advertises what is implemented: ``loadSession``, ``session/list``, embedded
   text context in prompts, MCP servers over stdio and HTTP; no authentication.
 * ``session/new`` reserves a fresh ``conv-…`` id; the conversation is created by its first
-  prompt (titled after it), so sessions an editor opens and never uses leave nothing behind.
+  prompt, titled after the user's own words (:mod:`agentkit.titles`: the prompt's last
+  paragraph, so a client's preamble is not the title), so sessions an editor opens and never
+  uses leave nothing behind.
 * MCP servers the client passes in ``session/new`` or ``session/load`` are started for that
   session and its prompts run with their tools added
   (:mod:`agentkit.acp_server.client_tools`); they stop when the session is forgotten or the
   client leaves.
-* ``session/load`` replays a stored conversation as message chunks; the next prompt builds
-  its context from history (scenario C) unless the session is still live in this process.
+* ``session/load`` replays a stored conversation as message chunks (not with
+  ``--no-replay`` / ``acp.replay: false``: for clients that keep their own transcript); the
+  next prompt builds its context from history (scenario C) unless the session is still live
+  in this process.
+* Any failure of ``session/new`` or ``session/load`` is an error response naming its cause
+  (:func:`~agentkit.acp_server.errors.request_error`), never a dropped connection.
 * ``session/list`` pages through the agent's conversations, most recent first.
 * ``session/prompt`` runs a :class:`~agentkit.acp_server.turns.PromptTurn`; one prompt per
   session at a time, and a conversation busy in another process is refused before anything
@@ -55,6 +61,7 @@ from agentkit.agent import MAX_MESSAGE_LENGTH, Agent
 from agentkit.errors import UsageError
 from agentkit.ids import check_id, new_conversation_id
 from agentkit.store import ConversationKey
+from agentkit.titles import conversation_title
 from agentkit.types import format_timestamp
 
 __all__ = ["AcpAgentServer"]
@@ -67,7 +74,6 @@ PAGE_SIZE: Final = 50
 MAX_SESSIONS: Final = 1000
 #: seconds running turns get to stop after the client left, before they are cancelled hard
 SHUTDOWN_GRACE: Final = 20.0
-MAX_TITLE: Final = 60
 
 
 @dataclass
@@ -108,8 +114,11 @@ def _absolute(value: object) -> str:
 class AcpAgentServer:
     """One agent served to one ACP client (one ``agentkit acp`` process)."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, *, replay: bool = True) -> None:
         self.agent = agent
+        #: False (``--no-replay``): ``session/load`` restores a conversation without sending
+        #: its history, for clients that keep their own transcript (jupyter-ai)
+        self.replay = replay
         self._client: Client | None = None
         self._sessions: dict[str, _Session] = {}
         #: the library's tasks running ``session/prompt`` handlers: each ends once its
@@ -165,6 +174,12 @@ class AcpAgentServer:
         **_meta: object,
     ) -> NewSessionResponse:
         self._track_handler()
+        try:
+            return await self._new_session(cwd, mcp_servers)
+        except Exception as error:  # an error response naming the cause, never a dropped line
+            raise request_error(error) from None
+
+    async def _new_session(self, cwd: object, mcp_servers: object) -> NewSessionResponse:
         session = _Session(new_conversation_id(), _absolute(cwd), created=False)
         session.tools = await self._open_tools(mcp_servers, session.cwd)
         await self._remember(session)
@@ -180,6 +195,14 @@ class AcpAgentServer:
         **_meta: object,
     ) -> LoadSessionResponse:
         self._track_handler()
+        try:
+            return await self._load_session(cwd, session_id, mcp_servers)
+        except Exception as error:
+            raise request_error(error) from None
+
+    async def _load_session(
+        self, cwd: object, session_id: object, mcp_servers: object
+    ) -> LoadSessionResponse:
         directory = _absolute(cwd)
         sid = self._session_id(session_id)
         known = self._sessions.get(sid)
@@ -199,7 +222,7 @@ class AcpAgentServer:
                 if reserved
                 else await asyncio.to_thread(self.agent.load_conversation_history, sid)
             )
-            for update in history_updates(messages):
+            for update in history_updates(messages) if self.replay else ():
                 await self.client.session_update(session_id=sid, update=update)
             if swapping_under_a_prompt(tools):  # a prompt started while this was loading
                 raise _busy()
@@ -212,7 +235,8 @@ class AcpAgentServer:
         session.tools = tools
         if known is None:
             await self._remember(session)
-        log.info("loaded session %s (%d messages replayed)", sid, len(messages))
+        replayed = len(messages) if self.replay else 0
+        log.info("loaded session %s (%d messages, %d replayed)", sid, len(messages), replayed)
         return LoadSessionResponse()
 
     async def list_sessions(
@@ -315,7 +339,7 @@ class AcpAgentServer:
     def _create(self, session: _Session, text: str) -> None:
         if session.created:
             return
-        title = " ".join(text.split())[:MAX_TITLE] or "ACP session"
+        title = conversation_title(text) or "ACP session"  # the user's words, not a preamble
         self.agent.store.create(ConversationKey(self.agent.id, session.session_id), title)
         session.created = True
 

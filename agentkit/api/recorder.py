@@ -2,10 +2,8 @@
 
 :class:`RecordingTurnTasks` is the server's :class:`~agentkit.api.turns.TurnTasks`: every
 turn it starts passes its events through a :class:`TurnRecorder` on their way to the turn's
-observer. It also keeps a live session honest when other processes (replicas) share the
-store: it remembers how many messages a conversation had after this server's last turn there,
-and a live session of a conversation that has more (or fewer) by the next turn missed turns
-made elsewhere, so it is closed first and that turn restores the context (scenario C).
+observer. (A live session that missed turns made by another replica is not used as current:
+the chat turn checks that under the writer lock, :mod:`agentkit.chat`, scenario C.)
 
 :class:`TurnRecorder` numbers every event of a turn from 1 (the ``session`` event), as the
 chat stream's SSE ids ``{messageId}:{n}`` do, and appends them to the server's
@@ -92,8 +90,6 @@ class RecordingTurnTasks(TurnTasks):
     def __init__(self, events: TurnEvents) -> None:
         super().__init__()
         self.events = events
-        #: (agent, conversation) → its message count after this server's last turn there
-        self._seen: dict[tuple[str, str], int] = {}
 
     def start(
         self,
@@ -103,49 +99,15 @@ class RecordingTurnTasks(TurnTasks):
         events: AsyncIterator[AgentEvent] | None = None,
     ) -> TurnTask:
         source = events if events is not None else agent.send_message(conversation_id, text)
-        recorded = self._recorded(agent, conversation_id, source)
-        return super().start(agent, conversation_id, text, recorded)
+        return super().start(agent, conversation_id, text, self._recorded(agent, source))
 
     async def _recorded(
-        self, agent: Agent, conversation_id: str | None, source: AsyncIterator[AgentEvent]
+        self, agent: Agent, source: AsyncIterator[AgentEvent]
     ) -> AsyncIterator[AgentEvent]:
-        await self.check_before(agent, conversation_id)  # before the turn picks its session
         recorder = TurnRecorder(self.events, agent.id)
         try:
             async for event in source:
                 recorder.record(event)
                 yield event
-                if isinstance(event, ResultEvent) and recorder.key is not None:
-                    await self._remember(agent, recorder.key)
         finally:
             await recorder.close()
-
-    async def check_before(self, agent: Agent, conversation_id: str | None) -> None:
-        """Close the conversation's live session when turns were made elsewhere since this
-        server's last turn there (its context is not current)."""
-        if conversation_id is None:
-            return
-        seen = self._seen.get((agent.id, conversation_id))
-        if seen is None or agent.pool.turns.is_running(agent.id, conversation_id):
-            return
-        if await agent.pool.get(agent.id, conversation_id) is None:
-            return
-        key = ConversationKey(agent.id, conversation_id)
-        try:
-            meta = await asyncio.to_thread(agent.store.meta, key)
-        except Exception:  # the turn reports a missing conversation or a store failure
-            return
-        stale = meta.stats.message_count != seen
-        if stale and not agent.pool.turns.is_running(agent.id, conversation_id):
-            await agent.pool.drop(agent.id, conversation_id)
-
-    async def _remember(self, agent: Agent, key: ConversationKey) -> None:
-        try:
-            meta = await asyncio.to_thread(agent.store.meta, key)
-        except Exception as error:
-            log.warning("could not read %s after its turn: %s", key, error)
-            self._seen.pop((key.agent_id, key.conversation_id), None)
-            return
-        if len(self._seen) > 10_000:
-            self._seen.clear()
-        self._seen[(key.agent_id, key.conversation_id)] = meta.stats.message_count

@@ -17,7 +17,16 @@ import sys
 import typer
 
 # each module registers its commands on ``app`` (the order is the order of --help)
-from agentkit.cli import agents, branches, conversations, db, serving, tools, turns  # noqa: F401
+from agentkit.cli import (  # noqa: F401
+    agents,
+    branches,
+    conversations,
+    db,
+    serving,
+    tools,
+    transfer,
+    turns,
+)
 from agentkit.cli._app import app
 from agentkit.errors import MissingExtraError
 

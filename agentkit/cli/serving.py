@@ -82,16 +82,27 @@ def acp_command(
         ),
     ] = None,
     store: StoreOption = None,
+    no_replay: Annotated[
+        bool,
+        typer.Option(
+            "--no-replay",
+            help="session/load restores a conversation without replaying its history (for "
+            "clients that keep their own transcript, e.g. jupyter-ai; config: acp.replay).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the agent over the Agent Client Protocol on stdio (Zed, JetBrains, marimo, jupyter-ai).
 
     Only protocol messages go to stdout; logs go to stderr. Runs until the client closes stdin.
+    A startup error (unknown agent, bad config.json or --model) is the answer to the client's
+    initialize, then the exit status is 2.
     """
     with clean_errors(), exporting():
         from agentkit.acp_server import serve_stdio  # the ACP edge loads only for this command
 
         root = resolve_data_dir(data_dir) if data_dir is not None else data_root(ctx)
-        serve_stdio(agent_id, data_dir=root, model=model, store=store)
+        replay = False if no_replay else None  # None: the agent's acp.replay decides
+        serve_stdio(agent_id, data_dir=root, model=model, store=store, replay=replay)
 
 
 @app.command("eval")

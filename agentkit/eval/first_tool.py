@@ -67,6 +67,9 @@ class FirstToolRow(BaseModel):
     expect: str = Field(min_length=1, description="a tool name, or none")
     lang: Literal["zh", "en"]
     split: Literal["dev", "heldout"] = "dev"
+    #: which batch of rows this one came in (held-out rows are written in batches, each
+    #: before any result for it was seen); reported on its own with ``by_batch``
+    batch: str = ""
 
 
 class FirstToolTable(BaseModel):
@@ -171,7 +174,6 @@ async def _run_table(
     from agentkit.agent import Agent
     from agentkit.eval.params import apply_params, validate_config
     from agentkit.models.spec import create_model
-    from agentkit.planning.replay import load_call_records
 
     root = Path(tempfile.mkdtemp(prefix="agentkit-first-tool-"))
     rows: list[dict[str, Any]] = []
@@ -196,7 +198,7 @@ async def _run_table(
                 if row.split not in splits:
                     continue
                 row_result = await _run_row(agent, table, number, row, tools)
-                row_result.update(_traced(files, row_result.pop("_ids"), load_call_records))
+                row_result.update(_traced(agent, row_result.pop("_ids")))
                 rows.append(row_result)
         finally:
             await agent.aclose()
@@ -252,17 +254,10 @@ async def _run_row(
     }
 
 
-def _traced(
-    files: Any,  # noqa: ANN401 - an AgentFiles layout
-    ids: tuple[str, str],
-    load_call_records: Any,  # noqa: ANN401
-) -> dict[str, Any]:
-    """What the turn's ``calls.jsonl`` says: the choice's latency and the route decision."""
+def _traced(agent: Any, ids: tuple[str, str]) -> dict[str, Any]:  # noqa: ANN401 - an Agent
+    """What the turn's trace says: the choice's latency and the route decision."""
     conversation, message_id = ids
-    try:
-        records = load_call_records(files.conversation(conversation).dir, message_id)
-    except Exception:  # a turn stopped before it traced anything
-        records = []
+    records = agent.call_records(conversation, message_id) if message_id else []
     route = next((r.route for r in records if r.purpose == "route" and r.route), None)
     return {
         "choice_ms": _choice_latency(records),

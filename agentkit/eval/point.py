@@ -413,11 +413,8 @@ class _Run:
 
     # -- observing --
 
-    def _traced_calls(self, message_id: str, conversation_id: str) -> int:
-        calls = self.files.conversation(conversation_id).calls(message_id)
-        if not calls.is_file():
-            return 0
-        return sum(1 for line in calls.read_text(encoding="utf-8").splitlines() if line.strip())
+    def _traced_calls(self, agent: Agent, message_id: str, conversation_id: str) -> int:
+        return len(agent.call_records(conversation_id, message_id))
 
     def _observe(
         self, agent: Agent, conversation_id: str, facts: TurnFacts, calls: int
@@ -501,7 +498,8 @@ class _Run:
                 deadline.cancel()
         facts = turn_facts(events)
         message_id = next((e.message_id for e in events if isinstance(e, SessionEvent)), "")
-        calls = self._traced_calls(message_id, conversation_id) + len(facts.compressions)
+        # summaries are traced too (purpose ``summarize``)
+        calls = self._traced_calls(agent, message_id, conversation_id) if message_id else 0
         if agent.config.engine == "chat":
             calls += 1
         self.model_calls += calls
@@ -540,6 +538,10 @@ class _Run:
             async with asyncio.timeout(limit):
                 async for event in stream:
                     events.append(event)
+                # the memory upkeep the turn left running after its result: checked with it
+                upkept = await agent.await_upkeep(conversation_id)
+                if upkept is not None:
+                    events.append(upkept)
         except TimeoutError:
             raise _RunError(f"turn {number} took longer than the limit of {limit:g} s") from None
         return events
@@ -703,6 +705,8 @@ class _Run:
             "messages_after": last.messages_after if last else None,
             "tokens_before": last.tokens_before if last else None,
             "tokens_after": last.tokens_after if last else None,
+            "compression_strategy": last.strategy if last else "",
+            "facts_ungrounded": sum(c.facts_ungrounded for c in facts.compressions),
             "facts_total": retention.total if retention else None,
             "facts_kept": len(retention.kept) if retention else None,
             "fact_retention": retention.ratio if retention else None,

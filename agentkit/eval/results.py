@@ -16,7 +16,9 @@ Columns, in order:
   failed, where, expected vs seen) and ``error`` (a run that could not finish);
 * figures: ``turns``, ``steps``, ``tool_calls``, ``tools``, ``questions``, ``consents``,
   ``model_calls``, ``input_tokens``, ``output_tokens``, ``compressions`` and the last
-  compression's ``messages_before/after``, ``tokens_before/after``; the fidelity probe
+  compression's ``messages_before/after``, ``tokens_before/after`` and
+  ``compression_strategy``, ``facts_ungrounded`` (model-written facts the run's
+  compressions dropped because the summarised window never said them); the fidelity probe
   ``facts_total``, ``facts_kept``, ``fact_retention`` (of the scenario's known ``facts``, the
   share TaskState still carries at the end); ``final_status``, ``result_status``, ``answer``,
   ``errors`` (error events), ``budget_reason`` (why the run stopped over budget, or why it

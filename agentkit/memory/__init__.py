@@ -29,7 +29,7 @@ from agentkit.memory.execution_state import (
     StepType,
     Waiting,
 )
-from agentkit.memory.history import ChatHistory, chat_window, compression_marker, tool_safe_cut
+from agentkit.memory.history import ChatHistory, chat_window, kept_from, tool_safe_cut
 from agentkit.memory.repository import CorruptStateError, MemoryRepository, Versioned
 from agentkit.memory.task_state import (
     DecisionMemory,
@@ -72,7 +72,7 @@ __all__ = [
     "Waiting",
     "build_summarize_messages",
     "chat_window",
-    "compression_marker",
+    "kept_from",
     "estimate_messages",
     "estimate_tokens",
     "estimator_for",

@@ -1,9 +1,12 @@
 """Compression: fold the older part of the chat window into TaskState (seed 002).
 
 :func:`maybe_compress` does nothing unless the window holds more than ``max_messages``
-messages *and* more than ``token_threshold`` estimated tokens. Then the model (purpose
-``summarize``, structured JSON) merges the older messages into TaskState and the window keeps
-its last ``keep_recent`` messages.
+messages *and* more than ``token_threshold`` estimated tokens. Then the older messages are
+folded into TaskState by the configured strategy (``compression.strategy``,
+:mod:`agentkit.memory.strategies`: the model's summary — purpose ``summarize``, structured
+JSON —, extraction by rule, or both) and the window keeps its last ``keep_recent`` messages.
+Every model-written fact is grounded against the summarised messages
+(:mod:`agentkit.memory.grounding`); an ungrounded one is dropped and counted.
 
 Invariants:
 
@@ -12,8 +15,9 @@ Invariants:
 * pinned facts survive whatever the model writes (it cannot edit them);
 * the summary is validated (:class:`~agentkit.memory.task_state.TaskStateSummary`) and
   normalised before it is used;
-* on a model failure nothing changes: the outcome carries the old window and state and the
-  error, and nothing is raised. Persisting the new state is the caller's job.
+* on a model failure nothing changes (``model``; ``hybrid`` keeps its extractive part and
+  says so in ``warning``): the outcome carries the old window and state and the error, and
+  nothing is raised. Persisting the new state is the caller's job.
 
 Traced when the caller passes a ``parent`` span (the turn's, :mod:`agentkit.telemetry`): an
 attempt that calls the model is an ``update_memory task_state`` span under it (strategy
@@ -34,12 +38,18 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from agentkit.config import CompressionConfig
+from agentkit.config import CompressionConfig, CompressionStrategy
 from agentkit.errors import ModelError, StructuredOutputError
 from agentkit.events import CompressionEvent
 from agentkit.memory.history import tool_safe_cut
+from agentkit.memory.strategies import Folded, fold
 from agentkit.memory.task_state import TaskState, TaskStateSummary, summary_schema
-from agentkit.memory.tokens import TokenEstimator, estimate_messages, message_text
+from agentkit.memory.tokens import (
+    TokenEstimator,
+    estimate_messages,
+    estimator_for,
+    message_text,
+)
 from agentkit.models.base import ChatMessage, ChatModel, Completion, JsonSchema
 from agentkit.types import Message
 
@@ -55,6 +65,7 @@ __all__ = [
     "build_summarize_messages",
     "maybe_compress",
     "should_compress",
+    "update_memory",
     "update_task_state",
 ]
 
@@ -77,6 +88,11 @@ class CompressionOutcome:
     window: tuple[Message, ...]
     event: CompressionEvent | None
     error: ModelError | None = None
+    strategy: CompressionStrategy = "model"
+    #: the model-written facts grounding dropped (not found in the summarised messages)
+    ungrounded: tuple[str, ...] = ()
+    #: the model failed but the strategy still wrote a state (hybrid: its extractive part)
+    warning: str = ""
 
     @property
     def compressed(self) -> bool:
@@ -143,8 +159,8 @@ async def _summarize(
     *,
     memory: Span | None = None,
     summarize: Summarize | None = None,
-) -> TaskState | ModelError:
-    """The merged state, or the model's failure (nothing raised); *memory*: the
+) -> TaskStateSummary | ModelError:
+    """The model's validated summary, or its failure (nothing raised); *memory*: the
     ``update_memory`` span the summarise call is traced under. *summarize*: the caller's way
     of making the call (a planner turn's call tracer, which traces it itself); else
     ``model.complete``, traced here."""
@@ -161,7 +177,7 @@ async def _summarize(
         if call is not None:
             call.usage(completion.usage.input_tokens, completion.usage.output_tokens)
             call.finish_reasons([completion.stop_reason])
-        summary = TaskStateSummary.model_validate(completion.structured)
+        return TaskStateSummary.model_validate(completion.structured)
     except ValidationError as error:
         problem = error.errors()[0]
         where = "/".join(str(part) for part in problem["loc"]) or "(root)"
@@ -176,7 +192,38 @@ async def _summarize(
     finally:
         if call is not None:
             call.end()
-    return task_state.apply_summary(summary)
+
+
+async def _fold(
+    messages: list[Message],
+    task_state: TaskState,
+    model: ChatModel,
+    *,
+    config: CompressionConfig,
+    estimate: TokenEstimator,
+    mode: str,
+    memory: Span | None,
+    summarize: Summarize | None,
+    scrub: Callable[[str], str] | None,
+) -> Folded:
+    async def ask(sent: object, state: TaskState) -> TaskStateSummary | ModelError:
+        return await _summarize(messages, state, model, mode, memory=memory, summarize=summarize)
+
+    folded = await fold(
+        config.strategy,
+        messages,
+        task_state,
+        config=config,
+        estimate=estimate,
+        ask=ask,
+        scrub=scrub,
+    )
+    if memory is not None:
+        memory.set_many({
+            "agentkit.compression.strategy": folded.strategy,
+            "agentkit.compression.facts_ungrounded": folded.facts_ungrounded,
+        })  # fmt: skip
+    return folded
 
 
 def _memory_span(parent: Span | None, strategy: str) -> Span | None:
@@ -191,6 +238,39 @@ def _failed(error: ModelError, *spans: Span | None) -> None:
             span.fail(type(error).__name__, str(error))
 
 
+async def update_memory(
+    window: list[Message],
+    task_state: TaskState,
+    model: ChatModel,
+    last: int,
+    *,
+    config: CompressionConfig | None = None,
+    estimate: TokenEstimator | None = None,
+    parent: Span | None = None,
+    summarize: Summarize | None = None,
+    scrub: Callable[[str], str] | None = None,
+) -> Folded:
+    """The incremental update: fold the last *last* messages of the window into TaskState
+    with ``config.strategy`` without removing them (the window is unchanged). A model failure
+    is in the result (``error``), never raised. *parent*: the span the ``update_memory``
+    span goes under (None: not traced)."""
+    config = config or CompressionConfig()
+    recent = [m for m in window if m.role in ("user", "assistant")][-last:]
+    if len(recent) < 2:
+        return Folded(task_state, config.strategy)
+    memory = _memory_span(parent, "update")
+    try:
+        if memory is not None:
+            memory.set("agentkit.memory.messages", len(recent))
+        return await _fold(
+            recent, task_state, model, config=config, estimate=estimate or estimator_for(model),
+            mode="update", memory=memory, summarize=summarize, scrub=scrub,
+        )  # fmt: skip
+    finally:
+        if memory is not None:
+            memory.end()
+
+
 async def update_task_state(
     window: list[Message],
     task_state: TaskState,
@@ -200,23 +280,12 @@ async def update_task_state(
     parent: Span | None = None,
     summarize: Summarize | None = None,
 ) -> TaskState | ModelError:
-    """The seed's incremental update: fold the last *last* messages of the window into
-    TaskState without removing them (the window is unchanged). Returns the new state, or the
-    model's failure, in which case the caller keeps the old state. *parent*: the span the
-    ``update_memory`` span goes under (None: not traced)."""
-    recent = [m for m in window if m.role in ("user", "assistant")][-last:]
-    if len(recent) < 2:
-        return task_state
-    memory = _memory_span(parent, "update")
-    try:
-        if memory is not None:
-            memory.set("agentkit.memory.messages", len(recent))
-        return await _summarize(
-            recent, task_state, model, "update", memory=memory, summarize=summarize
-        )
-    finally:
-        if memory is not None:
-            memory.end()
+    """The seed's incremental update (strategy ``model``, :func:`update_memory`): the new
+    state, or the model's failure, in which case the caller keeps the old state."""
+    folded = await update_memory(
+        window, task_state, model, last, parent=parent, summarize=summarize
+    )
+    return folded.error if folded.error is not None else folded.task_state
 
 
 def should_compress(
@@ -243,9 +312,11 @@ async def maybe_compress(
     *,
     parent: Span | None = None,
     summarize: Summarize | None = None,
+    scrub: Callable[[str], str] | None = None,
 ) -> CompressionOutcome | None:
     """Compress *window* into *task_state* when it is over both thresholds, else None.
-    *parent*: the span an attempt's ``update_memory`` span goes under (None: not traced)."""
+    *parent*: the span an attempt's ``update_memory`` span goes under (None: not traced);
+    *scrub*: removes the secret values the caller knows from extracted facts."""
     try:
         if not should_compress(window, config, estimate):
             return None
@@ -257,11 +328,15 @@ async def maybe_compress(
         return None
     memory = _memory_span(parent, "archive")
     try:
-        new_state = await _summarize(
-            older, task_state, model, "archive", memory=memory, summarize=summarize
-        )
-        if isinstance(new_state, ModelError):
-            return CompressionOutcome(task_state, tuple(window), None, new_state)
+        folded = await _fold(
+            older, task_state, model, config=config, estimate=estimate, mode="archive",
+            memory=memory, summarize=summarize, scrub=scrub,
+        )  # fmt: skip
+        if folded.error is not None:
+            return CompressionOutcome(
+                task_state, tuple(window), None, folded.error, strategy=folded.strategy
+            )
+        new_state = folded.task_state
         added, removed = _fact_changes(task_state, new_state)
         event = CompressionEvent(
             messages_before=len(window),
@@ -270,6 +345,8 @@ async def maybe_compress(
             tokens_after=estimate_messages(kept, estimate),
             facts_added=added,
             facts_removed=removed,
+            strategy=folded.strategy,
+            facts_ungrounded=folded.facts_ungrounded,
         )
         if memory is not None:
             memory.set_many({
@@ -280,7 +357,10 @@ async def maybe_compress(
                 "agentkit.compression.facts_added": added,
                 "agentkit.compression.facts_removed": removed,
             })  # fmt: skip
-        return CompressionOutcome(new_state, tuple(kept), event)
+        return CompressionOutcome(
+            new_state, tuple(kept), event, strategy=folded.strategy,
+            ungrounded=folded.ungrounded, warning=folded.warning,
+        )  # fmt: skip
     finally:
         if memory is not None:
             memory.end()

@@ -3,13 +3,13 @@
 This module is the one chat window every part uses: the planner's prompt context and its
 memory upkeep, a chat model's in-memory transcript (scenario B) and the compression lab.
 
-:func:`chat_window` says which stored messages are in the window: those after the last
-``/clear`` (the command and its reply included), without system messages, and when an earlier
-compression cut the history (its marker, :func:`compression_marker`) only the messages it kept
-(the older part lives on in TaskState). :class:`ChatHistory` holds a window in memory, capped
-at ``max_turns * 2`` messages (a turn is a user message and its reply). Neither is the source
-of truth: the conversation store's ``history.json`` is, and :meth:`ChatHistory.rebuild`
-refills the window from it when a session is restored.
+:func:`chat_window` says which stored messages are in the window: those from where the
+conversation's typed records (:mod:`agentkit.store.records`: a ``/clear``, a compression) say
+it starts, without system messages (the older part lives on in TaskState, or was cleared).
+:class:`ChatHistory` holds a window in memory, capped at ``max_turns * 2`` messages (a
+turn is a user message and its reply). Neither is the source of truth: the conversation
+store is, and :meth:`ChatHistory.rebuild` refills the window from it when a session is
+restored.
 
 Invariant: the window never starts with an orphan tool result. An assistant message that made
 tool calls and the ``tool`` messages that follow it (its results) stay together; trimming and
@@ -18,7 +18,6 @@ compression cut only at a :func:`tool_safe_cut` boundary.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
 from agentkit.errors import UsageError
@@ -27,54 +26,30 @@ from agentkit.types import Message
 __all__ = [
     "ChatHistory",
     "chat_window",
-    "compression_marker",
-    "is_clear_command",
-    "marker_kept",
+    "kept_from",
     "tool_safe_cut",
 ]
 
-_MARKER_PREFIX = "[compressed:"
-_MARKER = re.compile(
-    r"\[compressed: \d+ earlier messages summarised into TaskState; the last (\d+) kept\]"
-)
+
+def chat_window(messages: Sequence[Message], start: int = 0) -> list[Message]:
+    """The window of a stored history (oldest first): the messages from index *start* (where
+    the conversation's records say it begins, :func:`agentkit.store.records.window_start`,
+    made relative to *messages*), without system messages."""
+    return [m for m in messages[max(0, start) :] if m.role != "system"]
 
 
-def compression_marker(summarised: int, kept: int) -> str:
-    """The system message a compression leaves in the history where it cut."""
-    return (
-        f"{_MARKER_PREFIX} {summarised} earlier messages summarised into TaskState; "
-        f"the last {kept} kept]"
-    )
-
-
-def marker_kept(message: Message) -> int | None:
-    """How many messages a compression marker kept, or None if *message* is not one."""
-    if message.role != "system" or not message.content.startswith(_MARKER_PREFIX):
-        return None
-    found = _MARKER.fullmatch(message.content)
-    return int(found.group(1)) if found else None
-
-
-def is_clear_command(message: Message) -> bool:
-    """A user's ``/clear``: the window starts after it (and its reply)."""
-    return message.role == "user" and message.content.strip().lower() == "/clear"
-
-
-def chat_window(messages: Sequence[Message], *, compressed: bool = True) -> list[Message]:
-    """The window of a stored history (oldest first): after the last ``/clear``, without
-    system messages, and for an earlier compression only the messages it kept. With
-    *compressed* False a compression's cut is ignored (the whole dialogue since ``/clear``,
-    what the compression lab sweeps)."""
+def kept_from(messages: Sequence[Message], kept: int) -> int:
+    """The index in *messages* of the first of its last *kept* non-system messages (where a
+    window that keeps them starts; ``len(messages)`` when *kept* is 0)."""
+    if kept <= 0:
+        return len(messages)
+    seen = 0
     for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if is_clear_command(message):
-            return [m for m in messages[index + 2 :] if m.role != "system"]
-        kept = marker_kept(message) if compressed else None
-        if kept is not None:
-            before = [m for m in messages[:index] if m.role != "system"]
-            after = [m for m in messages[index + 1 :] if m.role != "system"]
-            return before[len(before) - kept :] + after if kept else after
-    return [m for m in messages if m.role != "system"]
+        if messages[index].role != "system":
+            seen += 1
+            if seen == kept:
+                return index
+    return 0
 
 
 def tool_safe_cut(messages: Sequence[Message], cut: int) -> int:
@@ -112,9 +87,9 @@ class ChatHistory:
         self.rebuild(messages)
 
     @classmethod
-    def of(cls, stored: Sequence[Message], max_turns: int) -> ChatHistory:
-        """The window of a stored history (see :func:`chat_window`), capped."""
-        return cls(max_turns, chat_window(stored))
+    def of(cls, stored: Sequence[Message], max_turns: int, start: int = 0) -> ChatHistory:
+        """The window of a stored history from *start* (see :func:`chat_window`), capped."""
+        return cls(max_turns, chat_window(stored, start))
 
     @property
     def max_messages(self) -> int:

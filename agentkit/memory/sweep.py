@@ -1,18 +1,21 @@
-"""Threshold sweeps: run compression over a grid of N / T / K and measure what survives.
+"""Threshold sweeps: run compression over a grid of strategy / N / T / K and measure what
+survives.
 
 A sweep takes one chat window (a conversation's, or a scenario file's), a starting TaskState,
 a model and a :class:`ThresholdGrid`, and runs :func:`~agentkit.memory.compression.maybe_compress`
-at every grid point, recording tokens before/after and which known facts are still carried
-(:mod:`agentkit.memory.fidelity`). It is the engine of the compression lab and the threshold
-notebooks, and free of any notebook library.
+at every grid point, recording tokens before/after, which known facts are still carried
+(:mod:`agentkit.memory.fidelity`) and how many model-written facts grounding dropped
+(``facts_ungrounded``, :mod:`agentkit.memory.grounding`). It is the engine of the
+compression lab and the threshold notebooks, and free of any notebook library.
 
 Invariants:
 
 * every grid point yields exactly one :class:`SweepRow`, in grid order, whatever the model does:
   a failed summary is a row with ``status="failed"`` and the error, and the sweep goes on;
 * the model sees exactly what a planner turn would send it (the same function builds the
-  request), and it is asked once per distinct cut: N and T only decide *whether* to compress,
-  K decides *what* is summarised, so points with the same cut share one summary (``reused``);
+  request), and it is asked once per distinct strategy and cut: N and T only decide *whether*
+  to compress, K decides *what* is summarised, so points with the same strategy and cut share
+  one summary (``reused``); ``extractive`` never calls the model;
 * nothing is persisted: the window and the starting state are never changed.
 
 Scenario files (:class:`CompressionScenario`) are a trust boundary and are validated strictly;
@@ -31,11 +34,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from agentkit.config import CompressionConfig
+from agentkit.config import CompressionConfig, CompressionStrategy
 from agentkit.errors import ConfigError, UsageError
 from agentkit.memory.compression import CompressionOutcome, maybe_compress, should_compress
 from agentkit.memory.fidelity import fact_retention, facts_in_messages
 from agentkit.memory.history import tool_safe_cut
+from agentkit.memory.strategies import STRATEGIES
 from agentkit.memory.task_state import TaskState
 from agentkit.memory.tokens import TokenEstimator, estimate_messages, estimator_for
 from agentkit.models.base import ChatModel
@@ -135,38 +139,66 @@ def _axis(name: str, values: Iterable[int], minimum: int) -> tuple[int, ...]:
     return axis
 
 
+def _strategy_axis(values: Iterable[str]) -> tuple[CompressionStrategy, ...]:
+    axis: list[CompressionStrategy] = []
+    for value in dict.fromkeys(values):
+        known = next((name for name in STRATEGIES if name == value), None)
+        if known is None:
+            names = ", ".join(STRATEGIES)
+            raise UsageError(f"the grid's strategy values are {names}, not {value!r}")
+        axis.append(known)
+    if not axis:
+        raise UsageError("the grid's strategy has no values: give at least one")
+    return tuple(axis)
+
+
 @dataclass(frozen=True, slots=True)
 class ThresholdGrid:
-    """The N (``max_messages``), T (``token_threshold``) and K (``keep_recent``) values to try;
-    the sweep runs their product, N varying slowest. Duplicates are dropped."""
+    """The strategies, N (``max_messages``), T (``token_threshold``) and K (``keep_recent``)
+    values to try; the sweep runs their product, the strategy varying slowest, then N.
+    Duplicates are dropped. The other compression keys come from *base* (``max_facts``…)."""
 
     max_messages: tuple[int, ...]
     token_threshold: tuple[int, ...]
     keep_recent: tuple[int, ...]
+    strategy: tuple[CompressionStrategy, ...]
+    base: CompressionConfig
 
     def __init__(
         self,
         max_messages: Iterable[int],
         token_threshold: Iterable[int],
         keep_recent: Iterable[int],
+        strategy: Iterable[str] = ("model",),
+        *,
+        base: CompressionConfig | None = None,
     ) -> None:
         object.__setattr__(self, "max_messages", _axis("max_messages (N)", max_messages, 1))
         object.__setattr__(
             self, "token_threshold", _axis("token_threshold (T)", token_threshold, 1)
         )
         object.__setattr__(self, "keep_recent", _axis("keep_recent (K)", keep_recent, 0))
+        object.__setattr__(self, "strategy", _strategy_axis(strategy))
+        object.__setattr__(self, "base", base or CompressionConfig())
 
     def configs(self) -> list[CompressionConfig]:
         return [
-            CompressionConfig(max_messages=n, token_threshold=t, keep_recent=k)
-            for n, t, k in itertools.product(
-                self.max_messages, self.token_threshold, self.keep_recent
+            self.base.model_copy(
+                update={"strategy": s, "max_messages": n, "token_threshold": t, "keep_recent": k}
+            )
+            for s, n, t, k in itertools.product(
+                self.strategy, self.max_messages, self.token_threshold, self.keep_recent
             )
         ]
 
     @property
     def size(self) -> int:
-        return len(self.max_messages) * len(self.token_threshold) * len(self.keep_recent)
+        return (
+            len(self.strategy)
+            * len(self.max_messages)
+            * len(self.token_threshold)
+            * len(self.keep_recent)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +208,9 @@ class SweepRow:
     ``facts_in_state`` counts the known facts the resulting TaskState carries;
     ``facts_in_context`` those still reaching the next prompt at all (TaskState or the kept
     window); ``lost_facts`` are the ones in neither. Without compression nothing is lost.
+    ``facts_ungrounded``: model-written facts dropped by grounding (``ungrounded_facts``);
+    ``state_tokens``: the TaskState block's estimated tokens (what the prompt carries instead
+    of the summarised messages).
     """
 
     max_messages: int
@@ -194,10 +229,15 @@ class SweepRow:
     summary_ms: float = 0.0
     error: str = ""
     task_state: TaskState = field(default_factory=TaskState)
+    strategy: str = "model"
+    facts_ungrounded: int = 0
+    ungrounded_facts: tuple[str, ...] = ()
+    state_tokens: int = 0
 
     def as_record(self) -> dict[str, Any]:
         """A flat record (for a table): everything but the TaskState, lists as text."""
         return {
+            "strategy": self.strategy,
             "N": self.max_messages,
             "T": self.token_threshold,
             "K": self.keep_recent,
@@ -210,6 +250,9 @@ class SweepRow:
             "facts_in_state": self.facts_in_state,
             "facts_in_context": self.facts_in_context,
             "lost_facts": "; ".join(self.lost_facts),
+            "facts_ungrounded": self.facts_ungrounded,
+            "ungrounded_facts": "; ".join(self.ungrounded_facts),
+            "state_tokens": self.state_tokens,
             "reused": self.reused,
             "summary_ms": self.summary_ms,
             "error": self.error,
@@ -264,6 +307,10 @@ class _Measure:
             summary_ms=summary_ms,
             error=error,
             task_state=state,
+            strategy=config.strategy,
+            facts_ungrounded=len(outcome.ungrounded) if outcome is not None and compressed else 0,
+            ungrounded_facts=outcome.ungrounded if outcome is not None and compressed else (),
+            state_tokens=self.estimate(state.render()) if state.render() else 0,
         )
 
 
@@ -289,7 +336,7 @@ async def sweep_compression(
     messages = list(window)
     measure = _Measure(messages, task_state, known, estimate, estimate_messages(messages, estimate))
     configs = grid.configs()
-    summaries: dict[int, tuple[CompressionOutcome | None, float]] = {}
+    summaries: dict[tuple[str, int], tuple[CompressionOutcome | None, float]] = {}
     rows: list[SweepRow] = []
     for done, config in enumerate(configs, start=1):
         cut = tool_safe_cut(messages, len(messages) - config.keep_recent)
@@ -298,12 +345,13 @@ async def sweep_compression(
         elif cut == 0:
             rows.append(measure.row(config, "nothing_to_cut"))
         else:
-            reused = cut in summaries
+            point = (config.strategy, cut)
+            reused = point in summaries
             if not reused:
                 started = time.perf_counter()
                 outcome = await maybe_compress(messages, task_state, model, config, estimate)
-                summaries[cut] = (outcome, round((time.perf_counter() - started) * 1000, 1))
-            outcome, elapsed = summaries[cut]
+                summaries[point] = (outcome, round((time.perf_counter() - started) * 1000, 1))
+            outcome, elapsed = summaries[point]
             if outcome is not None and outcome.compressed:
                 row = measure.row(config, "compressed", outcome, reused=reused, summary_ms=elapsed)
             else:

@@ -36,6 +36,7 @@ from agentkit.types import Timestamp, utc_now
 __all__ = [
     "DecisionMemory",
     "DecisionSummary",
+    "FactSource",
     "TaskState",
     "TaskStateSummary",
     "clean_list",
@@ -128,8 +129,19 @@ class DecisionMemory(_Value):
     timestamp: Timestamp | None = None
 
 
+class FactSource(_Value):
+    """Which messages an important fact was taken from (extractive compression)."""
+
+    fact: str
+    message_ids: tuple[str, ...] = ()
+
+
 class TaskState(_Value):
-    """Durable memory of one conversation. Persisted as JSON under ``task_state:{agent}:{conv}``."""
+    """Durable memory of one conversation. Persisted as JSON under ``task_state:{agent}:{conv}``.
+
+    ``fact_sources``: for important facts taken from the dialogue by rule (compression
+    strategies ``extractive``/``hybrid``), the ids of the messages they came from; kept only
+    for facts still in ``important_facts`` (not shown to the model, not edited by hand)."""
 
     v: Literal[1] = 1
     current_goal: str = ""
@@ -139,6 +151,7 @@ class TaskState(_Value):
     pinned_facts: tuple[str, ...] = ()
     last_decision: DecisionMemory | None = None
     updated_at: Timestamp | None = None
+    fact_sources: tuple[FactSource, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -169,16 +182,18 @@ class TaskState(_Value):
                 if action or reason
                 else None
             )
+        facts = clean_list(self.important_facts, exclude=pinned)
         return TaskState(
             current_goal=self.current_goal.strip(),
             active_flow=self.active_flow.strip(),
             open_loops=tuple(
                 item for item in clean_list(self.open_loops) if is_allowed_open_loop(item)
             ),
-            important_facts=clean_list(self.important_facts, exclude=pinned),
+            important_facts=facts,
             pinned_facts=pinned,
             last_decision=decision,
             updated_at=self.updated_at or moment,
+            fact_sources=_sources_of(facts, self.fact_sources),
         )
 
     def pin(self, fact: str) -> TaskState:
@@ -235,6 +250,7 @@ class TaskState(_Value):
             pinned_facts=self.pinned_facts,
             last_decision=decision,
             updated_at=moment,
+            fact_sources=self.fact_sources,
         ).normalize(now=moment)
 
     def render(self) -> str:
@@ -257,6 +273,20 @@ class TaskState(_Value):
                 f"- Last decision: {decision.action} | reason: {decision.reason} | {validity}"
             )
         return "\n".join(lines)
+
+
+def _sources_of(facts: tuple[str, ...], sources: Iterable[FactSource]) -> tuple[FactSource, ...]:
+    """The sources of *facts* (one per fact, in their order; message ids de-duplicated)."""
+    by_fact: dict[str, list[str]] = {}
+    for source in sources:
+        ids = by_fact.setdefault(" ".join(source.fact.split()).casefold(), [])
+        ids.extend(mid for mid in source.message_ids if mid not in ids)
+    kept: list[FactSource] = []
+    for fact in facts:
+        found = by_fact.get(fact.casefold())
+        if found:
+            kept.append(FactSource(fact=fact, message_ids=tuple(found)))
+    return tuple(kept)
 
 
 class DecisionSummary(_Value):

@@ -12,6 +12,7 @@ Protocol: one JSON object per line. The parent writes requests on stdin::
      "max_tokens": 256, "temperature": 0.2, "repeat_penalty": 1.3, "seed": 7}
     {"op": "count", "id": 2, "texts": ["...", ...]}
     {"op": "score", "id": 3, "pairs": [["prompt", "continuation"], ...]}
+    {"op": "embed", "id": 4, "texts": ["...", ...]}
     {"op": "cancel", "id": 1}
 
 and reads replies on the file descriptor that was stdout when the process started (native
@@ -23,11 +24,15 @@ code's own prints are sent to stderr, so they cannot corrupt the stream)::
     {"id": 1, "done": {"text", "input_tokens", "output_tokens", "stop_reason"}}
     {"id": 2, "counts": [3, 5]}
     {"id": 3, "scores": [[-1.2, -0.4], ...], "prompt_tokens": [9, 12], "evaluated_tokens": 30}
+    {"id": 4, "vectors": [[0.01, -0.2, ...], ...]}  unit length, one per text
     {"id": N, "error": "...", "kind": "grammar" | "request"}
 
 ``score`` generates nothing: for each pair it gives the log-probability of each token of the
 continuation after the prompt (raw text), read off one batched decode
 (:mod:`agentkit.models._llama_scoring`); a prompt start the context already holds is reused.
+
+``embed`` reads each text with a second context on the same weights, loaded on the first
+``embed`` request (:mod:`agentkit.models._llama_embed`).
 
 Requests run one at a time, in order. A cancel stops a generation between tokens (the parent
 kills the process if it does not stop soon). End of stdin — the parent closed the pipe or
@@ -166,6 +171,11 @@ def _score(llama: Any, request: dict[str, Any], out: IO[str]) -> None:  # noqa: 
     _send(out, reply)
 
 
+def _embed(embedder: Any, request: dict[str, Any], out: IO[str]) -> None:  # noqa: ANN401
+    texts = [str(text) for text in request["texts"]]
+    _send(out, {"id": int(request["id"]), "vectors": embedder.embed(texts)})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agentkit.models._llama_worker")
     parser.add_argument("--model", required=True)
@@ -189,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     system_info = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
     _send(out, {"ready": True, "system_info": system_info.strip()})
 
+    from agentkit.models._llama_embed import Embedder
+
+    embedder = Embedder(args.model, args.seed)
     requests = _Requests()
     while (request := requests.pending.get()) is not None:
         try:
@@ -198,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                 _count(llama, request, out)
             elif request.get("op") == "score":
                 _score(llama, request, out)
+            elif request.get("op") == "embed":
+                _embed(embedder, request, out)
             else:
                 message = f"unknown op {request.get('op')!r}"
                 _send(out, {"id": request.get("id"), "error": message, "kind": "request"})

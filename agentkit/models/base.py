@@ -24,6 +24,8 @@ from agentkit.errors import ModelError, StructuredOutputError
 from agentkit.types import Usage
 
 __all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "DEFAULT_OUTPUT_RESERVE",
     "PURPOSES",
     "ChatMessage",
     "ChatModel",
@@ -38,6 +40,7 @@ __all__ = [
     "ThinkingDelta",
     "ToolCallRequest",
     "ToolSpec",
+    "estimate_prompt_tokens",
     "validate_structured",
 ]
 
@@ -139,11 +142,30 @@ def validate_structured(backend: str, text: str, schema: JsonSchema) -> Any:  # 
     return value
 
 
+#: the context window assumed for a backend that is not told its own (tokens): the planner
+#: fits its prompts to it (:mod:`agentkit.planning.tool_budget`)
+DEFAULT_CONTEXT_WINDOW = 32_768
+#: the reply tokens reserved in the window when nothing says how long a reply may be
+DEFAULT_OUTPUT_RESERVE = 1024
+
+
+def estimate_prompt_tokens(text: str) -> int:
+    """A tokenizer-free token count that errs high: one token per three characters
+    (English runs near four, JSON and CJK text nearer two or three)."""
+    return -(-len(text) // 3)
+
+
 class ChatModel(ABC):
     """A stateless model: the caller sends the whole context on every call."""
 
     #: the spec string this model was created from, e.g. ``llama`` or ``openai:gpt-4o-mini``
     spec: str = ""
+    #: the tokens one call may hold, prompt and reply together (llama: its ``n_ctx``; openai:
+    #: ``$AGENTKIT_OPENAI_CONTEXT_WINDOW``; test doubles: ``settings["context_window"]``);
+    #: :data:`DEFAULT_CONTEXT_WINDOW` when nothing says
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    #: the tokens a structured reply may take, kept free when a prompt is fitted to the window
+    output_reserve: int = DEFAULT_OUTPUT_RESERVE
     #: True for a backend that reaches a real model (llama, openai): ``agentkit.testing`` can
     #: turn those off; test doubles leave it False
     real_requests: bool = False
@@ -195,6 +217,11 @@ class ChatModel(ABC):
         raise ModelError(
             self.spec or type(self).__name__, "this backend has no native function calling"
         )
+
+    def count_prompt_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text as this model would count them (the base: an estimate,
+        :func:`estimate_prompt_tokens`; llama counts with its own tokenizer)."""
+        return [estimate_prompt_tokens(text) for text in texts]
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release what the model holds (HTTP clients, loaded weights)."""

@@ -185,6 +185,9 @@ class RecordingModel(ChatModel):
         self.spec = inner.spec
         self.native_tools = inner.native_tools
         self.real_requests = inner.real_requests
+        self.context_window = inner.context_window
+        self.output_reserve = inner.output_reserve
+        self.count_prompt_tokens = inner.count_prompt_tokens  # type: ignore[method-assign]
         self._lock = threading.Lock()
 
     def _append(self, request: CassetteRequest, reply: CassetteReply) -> None:

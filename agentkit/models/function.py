@@ -85,6 +85,12 @@ class FunctionModel(ChatModel):
         self.name = name or getattr(function, "__qualname__", None) or type(function).__name__
         self.spec = f"function:{self.name}"
         self.settings: Mapping[str, Any] = MappingProxyType(dict(settings or {}))
+        window = self.settings.get("context_window")
+        if window is not None:  # a small window, to test what is fitted to it
+            if not isinstance(window, int) or isinstance(window, bool) or window < 64:
+                raise ModelSpecError(self.spec, "settings['context_window'] is an int >= 64")
+            self.context_window = window
+            self.output_reserve = int(self.settings.get("output_reserve", min(256, window // 4)))
         self.requests: list[ModelRequest] = []
         #: False: a backend without function calling (as the embedded model); the planner's
         #: ``tool_loop`` then asks for a JSON action instead of offering tools

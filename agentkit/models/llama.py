@@ -18,6 +18,7 @@ the silent fallback to "any JSON" that ``response_format`` would give.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -106,6 +107,23 @@ class LlamaModel(ChatModel):
         worker.call({"op": "count", "texts": []})
         return worker.system_info
 
+    @property
+    def context_window(self) -> int:  # type: ignore[override]
+        """The worker's ``n_ctx``: prompt and reply together."""
+        return self.n_ctx
+
+    @property
+    def output_reserve(self) -> int:  # type: ignore[override]
+        return self.structured_max_tokens
+
+    def count_prompt_tokens(self, texts: Sequence[str]) -> list[int]:
+        """The model's own token counts, in one request to the worker."""
+        if not texts:
+            return []
+        reply = self.worker.call({"op": "count", "texts": list(texts)})
+        counts: list[int] = reply["counts"]
+        return counts
+
     def count_tokens(self, text: str) -> int:
         """The model's own token count for *text* (for compression thresholds)."""
         reply = self.worker.call({"op": "count", "texts": [text]})
@@ -121,6 +139,16 @@ class LlamaModel(ChatModel):
         reply = await asyncio.get_running_loop().run_in_executor(None, worker.call, request)
         scores: list[list[float]] = reply["scores"]
         return scores
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """A unit vector per text, from this GGUF's hidden states (mean-pooled): similar
+        meanings give nearby vectors even without a shared word. Run in the worker process,
+        on a second context loaded on first use."""
+        request = {"op": "embed", "texts": list(texts)}
+        worker = self.worker
+        reply = await asyncio.get_running_loop().run_in_executor(None, worker.call, request)
+        vectors: list[list[float]] = reply["vectors"]
+        return vectors
 
     async def stream(
         self,
@@ -143,7 +171,10 @@ class LlamaModel(ChatModel):
         queue: asyncio.Queue[object] = asyncio.Queue()
 
         def sink(item: object) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
+            # a reply may arrive after the caller's loop has closed (a timed-out plan at the
+            # end of an ``asyncio.run``): nobody waits for it any more, so it is dropped
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(queue.put_nowait, item)
 
         # begin() waits for the worker to be free (and started): off the event loop
         started = loop.run_in_executor(None, worker.begin, request, sink)

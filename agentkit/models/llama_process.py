@@ -27,6 +27,7 @@ import atexit
 import collections
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -46,6 +47,7 @@ CANCEL_GRACE = 3.0
 _STARTUP_TIMEOUT = 120.0
 
 Sink = Callable[[object], None]
+_log = logging.getLogger("agentkit.models.llama")
 
 
 def describe_exit(returncode: int) -> str:
@@ -275,10 +277,10 @@ class LlamaWorker:
                     sink = self._sinks.get(request_id)
             if sink is None:
                 continue
-            if "error" in message:
-                sink(ModelError(self.backend, str(message["error"])))
-            else:
-                sink(message)
+            item = (
+                ModelError(self.backend, str(message["error"])) if "error" in message else message
+            )
+            _deliver(sink, item)
             if terminal:
                 self._turn.release()
         process.stdout.close()
@@ -296,7 +298,7 @@ class LlamaWorker:
             if self._process is process:
                 self._process = None
         for sink in orphans:
-            sink(problem)
+            _deliver(sink, problem)
         if orphans:
             self._turn.release()
 
@@ -314,6 +316,15 @@ class LlamaWorker:
     def _kill(process: subprocess.Popen[str]) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
+
+
+def _deliver(sink: Sink, item: object) -> None:
+    """Hand *item* to its sink; a sink that fails (its caller is gone) never ends the reader
+    thread, which must go on releasing the turn lock for the next request."""
+    try:
+        sink(item)
+    except Exception as error:  # the caller's problem, not the worker's
+        _log.debug("a model reply was dropped: %s", error)
 
 
 def _worker_environment() -> dict[str, str]:

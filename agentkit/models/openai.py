@@ -43,7 +43,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentkit.errors import ModelError
+from agentkit.errors import ModelError, ModelSpecError
 from agentkit.models._negotiation import (
     SHAPE_MEMORY,
     Endpoint,
@@ -89,9 +89,14 @@ class OpenAIModel(ChatModel):
         backoff: float = 0.5,
         transport: httpx.AsyncBaseTransport | None = None,
         shapes: ShapeMemory | None = None,
+        context_window: int | None = None,
     ) -> None:
         self.model = model
         self.spec = f"openai:{model}"
+        if context_window is not None:  # else the documented default (DEFAULT_CONTEXT_WINDOW)
+            if context_window < 256:
+                raise ModelSpecError(self.spec, "a context window has at least 256 tokens")
+            self.context_window = context_window
         self.endpoint = Endpoint.of(base_url, model)
         self.url = f"{self.endpoint.base_url}/chat/completions"
         #: which structured-output shape each endpoint took; shared process-wide by default
@@ -108,13 +113,24 @@ class OpenAIModel(ChatModel):
     @classmethod
     def from_env(cls, model: str) -> OpenAIModel:
         """Base URL from ``$AGENTKIT_OPENAI_BASE_URL``, else ``$OPENAI_BASE_URL``, else OpenAI's;
-        the key from ``$OPENAI_API_KEY`` (local servers need none: no Authorization is sent)."""
+        the key from ``$OPENAI_API_KEY`` (local servers need none: no Authorization is sent);
+        the context window from ``$AGENTKIT_OPENAI_CONTEXT_WINDOW`` (tokens)."""
+        window = os.environ.get("AGENTKIT_OPENAI_CONTEXT_WINDOW", "").strip()
+        if window and not window.isdigit():
+            raise ModelSpecError(
+                f"openai:{model}", f"AGENTKIT_OPENAI_CONTEXT_WINDOW is not a number: {window!r}"
+            )
         base_url = (
             os.environ.get("AGENTKIT_OPENAI_BASE_URL")
             or os.environ.get("OPENAI_BASE_URL")
             or DEFAULT_BASE_URL
         )
-        return cls(model, base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY") or None)
+        return cls(
+            model,
+            base_url=base_url,
+            api_key=os.environ.get("OPENAI_API_KEY") or None,
+            context_window=int(window) if window else None,
+        )
 
     async def stream(
         self,

@@ -41,7 +41,7 @@ from agentkit.planning.schemas import act_schema, plan_schema, replan_schema
 from agentkit.planning.state import PLANNER_VERSION, STAGE_TIMEOUTS, capability_signature
 from agentkit.planning.strategies import Strategy, get_strategy, strategy_names
 from agentkit.planning.strategies import register as register_strategy
-from agentkit.planning.trace import CallRecord, append_call_record
+from agentkit.planning.trace import CallRecord
 from agentkit.planning.turn import PlannerEngine, PlannerTurn
 
 __all__ = [
@@ -58,7 +58,6 @@ __all__ = [
     "StepReply",
     "Strategy",
     "act_schema",
-    "append_call_record",
     "capability_signature",
     "extract_json",
     "get_strategy",

@@ -15,6 +15,7 @@ from pydantic import JsonValue
 from agentkit.errors import ModelError, StructuredOutputError
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, JsonSchema, Purpose
+from agentkit.planning import reads
 from agentkit.planning.errors import TurnFailedError
 from agentkit.planning.plan import PlanFormatError, extract_json, parse_plan
 from agentkit.planning.prompts import render_prompt
@@ -100,7 +101,7 @@ async def request_plan(
         problem, value, raw = await structured(turn, "plan", messages, schema, span)
         goal, steps, problem = _read_plan(turn, value, problem, taken)
         if not problem:
-            return goal, steps, False
+            return goal, _reads_kept(turn, steps, what, taken), False
         problem, value, raw = await repair(
             turn, "plan", messages, schema, problem=problem, last=raw, parent=span
         )
@@ -111,10 +112,27 @@ async def request_plan(
             raise TurnFailedError(
                 "invalid_plan", f"no usable {what} after one repair round: {problem}"
             )
-        return goal, steps, True
+        return goal, _reads_kept(turn, steps, what, taken), True
     finally:
         if span is not None:
             span.end()
+
+
+def _reads_kept(
+    turn: Turn, steps: tuple[PlanStep, ...], what: str, taken: frozenset[str] | None
+) -> tuple[PlanStep, ...]:
+    """*steps* without the side-effecting ones when the request asks for nothing to change
+    (:mod:`agentkit.planning.reads`); a whole plan left with no answer step gets one."""
+    kept = reads.keep_reads(turn, steps, what)
+    if kept == steps or taken is not None or any(s.type == "respond" for s in kept):
+        return kept
+    answer = PlanStep(
+        id="answer_reads" if all(s.id != "answer_reads" for s in kept) else "answer_reads_2",
+        type="respond",
+        title="Answer",
+        instruction="Answer the request from the observations; nothing is to be changed.",
+    )
+    return (*kept, answer)
 
 
 def _read_plan(

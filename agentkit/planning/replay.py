@@ -34,14 +34,15 @@ from string import Template
 
 from pydantic import JsonValue
 
-from agentkit.errors import ModelError, StructuredOutputError, UsageError
-from agentkit.layout import AgentPaths, ConversationPaths
+from agentkit.errors import ModelError, StoreError, StructuredOutputError, UsageError
+from agentkit.layout import AgentPaths
 from agentkit.models.base import ChatMessage, ChatModel, Completion
 from agentkit.planning.plan import PlanFormatError, extract_json, parse_plan
 from agentkit.planning.prompts import PROMPT_NAMES, load_prompt
 from agentkit.planning.state import STAGE_TIMEOUTS
 from agentkit.planning.trace import CallRecord
 from agentkit.planning.tracer import CallTracer, CancelScope
+from agentkit.store.base import ConversationKey, ConversationStore
 from agentkit.tools import ToolRegistry
 
 __all__ = [
@@ -69,13 +70,14 @@ class TraceError(UsageError):
 
 
 class TraceNotFoundError(TraceError, LookupError):
-    """The turn has no ``calls.jsonl`` (not a planner turn, or made by a store without files)."""
+    """The turn has no trace (not a planner turn, or a turn that made no model call)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, key: ConversationKey, message_id: str) -> None:
+        self.key = key
+        self.message_id = message_id
         super().__init__(
-            f"no model calls recorded for this turn: {path} does not exist "
-            "(only planner turns on a file store write one)"
+            f"no model calls recorded for turn {message_id} of {key} "
+            "(only planner turns trace their calls)"
         )
 
 
@@ -91,23 +93,29 @@ class PromptTemplateError(UsageError):
 # -- traces -----------------------------------------------------------------------------------
 
 
-def load_call_records(conversation_dir: Path, message_id: str) -> list[CallRecord]:
-    """The model calls of turn *message_id*, in call order."""
-    path = ConversationPaths(conversation_dir).calls(message_id)
+def load_call_records(
+    store: ConversationStore, key: ConversationKey, message_id: str
+) -> list[CallRecord]:
+    """The model calls of turn *message_id*, in call order, as the store traced them
+    (:meth:`ConversationStore.trace`; the one reader of traces). Raises
+    :class:`TraceNotFoundError` when there are none, :class:`TraceError` for a bad line."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise TraceNotFoundError(path) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise TraceError(f"{path} cannot be read: {error}") from None
+        lines = store.trace(key, message_id)
+    except StoreError as error:
+        raise TraceError(
+            f"the trace of turn {message_id} of {key} cannot be read: {error}"
+        ) from None
+    if not lines:
+        raise TraceNotFoundError(key, message_id)
     records: list[CallRecord] = []
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
         try:
             records.append(CallRecord.from_json_line(line))
         except ValueError as error:  # not JSON, or not a call record
-            raise TraceError(f"{path} line {number} is not a call record: {error}") from None
+            raise TraceError(
+                f"the trace of turn {message_id} of {key}: line {number} is not a call "
+                f"record: {error}"
+            ) from None
     return records
 
 

@@ -108,9 +108,8 @@ class Scrubber:
 
 @dataclass(frozen=True, kw_only=True)
 class TurnContext:
-    """What one turn is given, and what it read once at intake. ``traces`` is the
-    conversation folder where each turn's ``calls.jsonl`` goes (None: records in memory
-    only); ``agent_dir`` is where prompt overrides live."""
+    """What one turn is given, and what it read once at intake. ``agent_dir`` is where
+    prompt overrides live."""
 
     key: ConversationKey
     text: str
@@ -123,12 +122,16 @@ class TurnContext:
     config: PlannerConfig
     system_prompt: str = ""
     agent_dir: Path | None = None
-    traces: Path | None = None
     max_turns: int = 20
     compression: CompressionConfig | None = None
     stage_timeouts: Mapping[str, float] = field(default_factory=lambda: dict(STAGE_TIMEOUTS))
     #: the conversation before this turn's message (its last ``4 * max_turns + 2``)
     history: tuple[Message, ...] = ()
+    #: the index in the whole history of ``history[0]``
+    history_offset: int = 0
+    #: the index in ``history`` where the chat window starts (the conversation's records:
+    #: a ``/clear``, a compression; :func:`agentkit.store.records.window_start`)
+    history_start: int = 0
     #: TaskState as stored at intake, with its version (read once per turn)
     task: Versioned[TaskState] = field(default_factory=lambda: Versioned(TaskState(), 0))
     signature: str = ""
@@ -141,8 +144,10 @@ class TurnContext:
 
     @cached_property
     def window(self) -> list[Message]:
-        """The part of the history a prompt may show (its last ``2 * max_turns``)."""
-        return list(self.history[-2 * self.max_turns :])
+        """The part of the history a prompt may show: the chat window's last
+        ``2 * max_turns`` messages."""
+        start = max(self.history_start, len(self.history) - 2 * self.max_turns)
+        return list(self.history[start:])
 
     @cached_property
     def conversation(self) -> str:

@@ -28,8 +28,9 @@ from agentkit.events import (
 )
 from agentkit.memory import ExecutionState, Observation, PlanStep, Waiting
 from agentkit.models.base import ChatMessage, TextDelta
-from agentkit.planning import calls, context
+from agentkit.planning import calls, context, reads
 from agentkit.planning.approvals import new_approval
+from agentkit.planning.consent import consent_question, conversation_language
 from agentkit.planning.errors import TurnCancelledError, TurnFailedError
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.state import Stage, Then, Turn, cut, planned
@@ -113,6 +114,8 @@ def run_step(step: PlanStep) -> Stage:
         tools = turn.ctx.tools
         tool = tools.get(step.tool_name) if step.tool_name in tools else None
         if tool is not None and tool.side_effect:
+            if reads.drop_writes(turn):  # a read's turn: never proposed as a consent
+                return _dropped(step)(turn)
             return _ask_consent(step)(turn)  # whatever requires_confirmation says
         return run_tool(step)(turn)
 
@@ -126,14 +129,46 @@ def _after(turn: Turn, step: PlanStep) -> Then | None:
     return Then(turn.ctx.strategy.after_step(turn, step.id))
 
 
+def _dropped(step: PlanStep) -> Stage:
+    """A side-effecting step in a turn whose request asks for nothing to change (a
+    ``tool_loop`` action, a step planned before the rule): skipped and noted, then the
+    answer from what is known."""
+
+    async def drop(turn: Turn) -> AsyncIterator[Item]:
+        reads.note_dropped(turn, step, "step")
+        state = turn.state
+        skipped = tuple(
+            s.model_copy(update={"status": "skipped"}) if s.id == step.id else s
+            for s in state.steps
+        )
+        state = state.with_steps(skipped, plan_id=state.plan_id)
+        if state.next_pending_step() is None:
+            ids = {s.id for s in state.steps}
+            answer = PlanStep(
+                id=next(
+                    f"answer_reads_{n}"
+                    for n in range(1, len(ids) + 2)
+                    if f"answer_reads_{n}" not in ids
+                ),
+                type="respond",
+                title="Answer",
+                instruction="Answer the request from the observations; nothing is to be changed.",
+            )
+            state = state.with_steps((*state.steps, answer), plan_id=state.plan_id)
+        turn.flow.save(state)
+        yield Then(execute)
+
+    return drop
+
+
 def _ask_consent(step: PlanStep) -> Stage:
     async def ask(turn: Turn) -> AsyncIterator[Item]:
         args = mask_secrets(dict(step.tool_args))
         shown = json.dumps(args, ensure_ascii=False, sort_keys=True)
-        question = (
-            f"To continue I need to run {step.tool_name} with {shown}. "
-            "This changes your configuration. Shall I go ahead? (yes / no)"
-        )
+        tools = turn.ctx.tools
+        tool = tools.get(step.tool_name) if step.tool_name in tools else None
+        language = conversation_language([turn.ctx.text, *_user_texts(turn)])
+        question = consent_question(step.tool_name, step.tool_args, tool, language)
         approval = new_approval(step, turn.ctx.tools, question)
         waiting = Waiting(
             question=question,
@@ -162,6 +197,11 @@ def _ask_consent(step: PlanStep) -> Stage:
         )
 
     return ask
+
+
+def _user_texts(turn: Turn) -> list[str]:
+    """The conversation's user messages, latest first (for the question's language)."""
+    return [m.content for m in reversed(turn.ctx.window) if m.role == "user" and m.content]
 
 
 def _ask(step: PlanStep) -> Stage:

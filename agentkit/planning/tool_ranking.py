@@ -46,8 +46,10 @@ __all__ = [
     "RankedTool",
     "ToolIndex",
     "asks_for_change",
+    "asks_to_read",
     "rank_tools",
     "reads_as_question",
+    "says_change",
     "terms",
 ]
 
@@ -180,6 +182,19 @@ def asks_for_change(text: str) -> bool:
     and is not a question about one."""
     found = terms(text)
     return any(action in found for action in _CHANGES) and not reads_as_question(text)
+
+
+def says_change(text: str) -> bool:
+    """*text* names a change (add, delete, rename, save … 新建, 删除, 记住), question or not."""
+    found = terms(text)
+    return any(action in found for action in _CHANGES)
+
+
+def asks_to_read(text: str) -> bool:
+    """A question, or a request to see or find something that says no change."""
+    found = terms(text)
+    reading = _READ in found or "~search" in found
+    return reads_as_question(text) or (reading and not asks_for_change(text))
 
 
 def _request_terms(text: str) -> tuple[dict[str, float], bool]:

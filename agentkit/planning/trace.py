@@ -1,22 +1,20 @@
 """The trace of a planner turn: every model call, as written to ``{messageId}/calls.jsonl``.
 
-The prompt lab and the evaluation read it back (:func:`agentkit.planning.replay.load_call_records`);
-where the file lives is :mod:`agentkit.layout`'s business.
+A turn writes its records through the store (:meth:`ConversationStore.open_trace`: the file
+store's ``{messageId}/calls.jsonl``); the prompt lab, replays and the evaluation read them back
+with :func:`agentkit.planning.replay.load_call_records`, the one reader.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agentkit.layout import ConversationPaths
 from agentkit.models.base import JsonSchema, Purpose
 
-__all__ = ["CallRecord", "CallsFile", "append_call_record"]
+__all__ = ["CallRecord"]
 
 #: id(schema) -> (the schema, kept alive so the id stays its own; its JSON)
 _SCHEMA_JSON: dict[int, tuple[JsonSchema, str]] = {}
@@ -71,40 +69,3 @@ class CallRecord(BaseModel):
         if isinstance(data, dict) and "schema" in data:
             data["schema_"] = data.pop("schema")
         return cls.model_validate(data)
-
-
-def append_call_record(conversation_dir: Path, message_id: str, record: CallRecord) -> None:
-    """Append *record* to the ``calls.jsonl`` of turn *message_id* in *conversation_dir*
-    (one ``O_APPEND`` write of the whole line; the turn's folder is made if it is missing)."""
-    calls = CallsFile(conversation_dir, message_id)
-    try:
-        calls.append(record)
-    finally:
-        calls.close()
-
-
-class CallsFile:
-    """A turn's ``calls.jsonl``, opened on the first record and kept open until :meth:`close`
-    (one ``O_APPEND`` write per record: a reader sees whole lines)."""
-
-    def __init__(self, conversation_dir: Path, message_id: str) -> None:
-        self.path = ConversationPaths(conversation_dir).calls(message_id)
-        self._fd: int | None = None
-
-    def append(self, record: CallRecord) -> None:
-        line = (record.to_json_line() + "\n").encode()
-        if self._fd is None:
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-            try:
-                self._fd = os.open(self.path, flags, 0o644)
-            except FileNotFoundError:  # the turn's folder is made by its first journal commit
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._fd = os.open(self.path, flags, 0o644)
-        view = memoryview(line)
-        while view:
-            view = view[os.write(self._fd, view) :]
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None

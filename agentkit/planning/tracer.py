@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -38,7 +37,8 @@ from agentkit.models.base import (
     ToolSpec,
 )
 from agentkit.planning.errors import TurnCancelledError, TurnFailedError
-from agentkit.planning.trace import CallRecord, CallsFile
+from agentkit.planning.trace import CallRecord
+from agentkit.store.base import TraceSink
 from agentkit.telemetry import ModelCallSpan, Span, TurnTrace, semconv
 from agentkit.types import Usage
 
@@ -52,6 +52,13 @@ class LikelihoodScorer(Protocol):
     """A backend that scores continuations instead of generating (the embedded model)."""
 
     async def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]: ...
+
+
+@runtime_checkable
+class TextEmbedder(Protocol):
+    """A backend that turns texts into unit vectors (the embedded model does)."""
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
 def error_text(error: BaseException) -> str:
@@ -103,7 +110,7 @@ class CallTracer:
         timeout: Callable[[str], float],
         scrub: Callable[[str], str],
         cancel: CancelScope,
-        traces: Path | None = None,
+        sink: TraceSink | None = None,
         trace: TurnTrace | None = None,
         records: list[CallRecord] | None = None,
     ) -> None:
@@ -112,12 +119,12 @@ class CallTracer:
         self.timeout = timeout
         self.scrub = scrub
         self.cancel = cancel
-        self.traces = traces
         self.trace = trace
         #: every model call of the turn, in order (also appended to ``calls.jsonl``)
         self.records: list[CallRecord] = [] if records is None else records
         self.usage = Usage()
-        self._file = CallsFile(traces, message_id) if traces is not None else None
+        #: where each record goes as it is made (the store's trace of the turn)
+        self._sink = sink
 
     def chat_model(self) -> ChatModel:
         """The turn's model; the planner needs a stateless chat model."""
@@ -154,13 +161,13 @@ class CallTracer:
 
     def _keep(self, record: CallRecord) -> None:
         self.records.append(record)
-        if self._file is not None:
-            self._file.append(record)
+        if self._sink is not None:
+            self._sink.append(record.to_json_line())
 
     def close(self) -> None:
         """The turn is over: its ``calls.jsonl`` is closed (a later record opens it again)."""
-        if self._file is not None:
-            self._file.close()
+        if self._sink is not None:
+            self._sink.close()
 
 
 class ModelCall:
@@ -321,6 +328,10 @@ class ModelCall:
     ) -> list[list[float]]:
         """Likelihood scores of *pairs* (a scoring backend: nothing is generated)."""
         return await self._run(scorer.score(pairs))
+
+    async def embed(self, embedder: TextEmbedder, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors of *texts* (a backend with embeddings: nothing is generated)."""
+        return await self._run(embedder.embed(texts))
 
     async def _run(self, awaitable: Awaitable[T]) -> T:
         """*awaitable* under the stage's time, interruptible by a cancel; a failure is

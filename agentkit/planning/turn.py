@@ -17,6 +17,8 @@ No exception escapes :func:`drive`: failures become an ``error`` event, status f
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 
 from agentkit.config import CompressionConfig, PlannerConfig
 from agentkit.errors import AgentkitError
-from agentkit.events import AgentEvent, ErrorEvent, ResultEvent, SessionEvent
+from agentkit.events import AgentEvent, CompressionEvent, ErrorEvent, ResultEvent, SessionEvent
 from agentkit.memory import MemoryRepository
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning import routing, upkeep
@@ -44,13 +46,16 @@ from agentkit.planning.state import (
     capability_signature,
     intake_limit,
 )
+from agentkit.planning.prompts import render_prompt
 from agentkit.planning.strategies import get_strategy
+from agentkit.planning.tool_budget import fit_tools
 from agentkit.planning.trace import CallRecord
 from agentkit.planning.tracer import CallTracer, CancelScope
 from agentkit.store import ConversationKey, ConversationStore
+from agentkit.store.records import ResetRecord, window_start
 from agentkit.telemetry import Telemetry, TurnTrace, provider_name
 from agentkit.tools import ToolRegistry
-from agentkit.types import Message
+from agentkit.types import Message, utc_now
 
 if TYPE_CHECKING:
     from agentkit.engine import AgentRuntime
@@ -83,11 +88,14 @@ class PlannerEngine:
             config=config.planner,
             system_prompt=runtime.system_prompt(),
             agent_dir=runtime.folder.path,
-            conversation_dir=runtime.traces(key),
             max_turns=config.max_turns,
             compression=config.compression,
             telemetry=runtime.telemetry,
             decision=decision,
+            background=runtime.upkeep,
+            admit=lambda: runtime.pool.turn(
+                key.agent_id, key.conversation_id, runtime.store.hold(key, timeout=0)
+            ),
         )
         running = runtime.turns.running(key.agent_id, key.conversation_id)
         return drive(turn, None if running is None else running.on_cancel)
@@ -98,8 +106,9 @@ class PlannerTurn:
     """Everything one planner turn needs; :meth:`run` streams its events, :meth:`cancel`
     stops it at its next safe point.
 
-    ``conversation_dir`` is where ``{messageId}/calls.jsonl`` goes; None keeps the records in
-    :attr:`calls` only (in-memory stores, tests). ``agent_dir`` is where prompt overrides live.
+    Every model call is traced through the store (:meth:`ConversationStore.open_trace`: the
+    file store's ``{messageId}/calls.jsonl``) and kept in :attr:`calls`. ``agent_dir`` is
+    where prompt overrides live.
     With ``telemetry`` the turn is a trace (``invoke_agent`` and its children).
     """
 
@@ -112,7 +121,6 @@ class PlannerTurn:
     config: PlannerConfig = field(default_factory=PlannerConfig)
     system_prompt: str = ""
     agent_dir: Path | None = None
-    conversation_dir: Path | None = None
     max_turns: int = 20
     compression: CompressionConfig | None = None
     stage_timeouts: Mapping[str, float] = field(default_factory=lambda: dict(STAGE_TIMEOUTS))
@@ -123,6 +131,10 @@ class PlannerTurn:
     calls: list[CallRecord] = field(default_factory=list)
     #: the turn's cancel switch (safe to use from any thread)
     cancel_scope: CancelScope = field(default_factory=CancelScope)
+    #: where memory upkeep runs after ``result`` (None: in the turn, before ``result``) and
+    #: how its job is admitted to the conversation (:mod:`agentkit.planning.upkeep`)
+    background: upkeep.BackgroundUpkeep | None = None
+    admit: upkeep.Admit | None = None
 
     def run(self) -> AsyncIterator[AgentEvent]:
         return drive(self)
@@ -143,7 +155,7 @@ async def drive(
         await on_cancel(plan.cancel)
     key, store = plan.key, plan.store
     strategy = get_strategy(plan.config.strategy)
-    history = tuple(store.recent(key, intake_limit(plan.max_turns)))
+    history, window = _intake(store, key, plan.max_turns)
     scenario: Literal["A", "C"] = "C" if history else "A"
     question = Message.user(plan.text)
     message_id = question.message_id
@@ -159,11 +171,13 @@ async def drive(
         history_messages=len(history[-2 * plan.max_turns :]),
         model=plan.model.spec,
     )
-    turn = _turn(plan, strategy, history, message_id, scenario)
+    turn = _turn(plan, strategy, history, message_id, scenario=scenario, window=window)
     ctx = turn.ctx
     error_type: str | None = None
     try:
         stage: Stage | None = routing.route
+        if not _fast_path(ctx.text):
+            turn = await _fit_tools(turn)  # the prompts fit the model's window, or a clear error
         while stage is not None:
             following: Then | None = None
             async for item in stage(turn):
@@ -188,8 +202,7 @@ async def drive(
     answer = _persist(turn)
     if outcome.status == "completed" and not _fast_path(ctx.text):
         added = (question,) if answer is None else (question, answer)
-        compressed = await upkeep.upkeep(ctx, turn.calls, added)
-        turn.calls.close()
+        compressed = await _upkeep(plan, turn, added)
         if compressed is not None:
             yield compressed
     usage = turn.calls.usage
@@ -211,12 +224,24 @@ async def drive(
     )
 
 
+def _intake(
+    store: ConversationStore, key: ConversationKey, max_turns: int
+) -> tuple[tuple[Message, ...], tuple[int, int]]:
+    """The recent history a turn reads, and (the index in the whole history of its first
+    message, the index in it where the chat window starts: the conversation's records)."""
+    history = tuple(store.recent(key, intake_limit(max_turns)))
+    offset = store.meta(key).stats.message_count - len(history)
+    return history, (offset, max(0, window_start(store.records(key)) - offset))
+
+
 def _turn(
     plan: PlannerTurn,
     strategy: object,
     history: tuple[Message, ...],
     message_id: str,
+    *,
     scenario: str,
+    window: tuple[int, int],
 ) -> Turn:
     """The turn's context and owners, after intake."""
     key = plan.key
@@ -243,11 +268,12 @@ def _turn(
         config=plan.config,
         system_prompt=plan.system_prompt,
         agent_dir=plan.agent_dir,
-        traces=plan.conversation_dir,
         max_turns=plan.max_turns,
         compression=plan.compression,
         stage_timeouts=plan.stage_timeouts,
         history=history,
+        history_offset=window[0],
+        history_start=window[1],
         task=plan.memory.load_task_state(key.agent_id, key.conversation_id),
         signature=capability_signature(plan.tools, plan.config.strategy),
         scrub=scrub,
@@ -260,12 +286,60 @@ def _turn(
         timeout=ctx.timeout,
         scrub=scrub,
         cancel=plan.cancel_scope,
-        traces=plan.conversation_dir,
+        sink=plan.store.open_trace(key, message_id),
         trace=trace,
         records=plan.calls,
     )
     flow = FlowRecorder(key, plan.memory, ctx.note)
     return Turn(ctx=ctx, flow=flow, calls=tracer, outcome=Outcome(), cancel=plan.cancel_scope)
+
+
+async def _fit_tools(turn: Turn) -> Turn:
+    """The turn offering the tools that fit the model's window (all of them when they do);
+    a request that cannot fit fails here, before any model call
+    (:mod:`agentkit.planning.tool_budget`)."""
+    ctx = turn.ctx
+    keep: list[str] = []
+    try:
+        stored = ctx.memory.load_execution_state(ctx.key.agent_id, ctx.key.conversation_id)
+    except AgentkitError:  # unreadable: routing discards it and says so
+        stored = None
+    if stored is not None and stored.value.is_active:
+        keep = [step.tool_name for step in stored.value.steps if step.tool_name]
+    prompt = render_prompt(
+        "plan",
+        ctx.agent_dir,
+        max_steps=str(ctx.config.max_steps),
+        tools="",
+        live_state="",
+        task_state=ctx.task.value.render(),
+        previous="(none)",
+        conversation=ctx.conversation,
+        request=ctx.text,
+    )
+    fit = await asyncio.to_thread(
+        fit_tools, ctx.model, ctx.tools, ctx.text, f"{ctx.system_prompt}\n{prompt}", keep
+    )
+    if not fit.narrowed and not fit.overflow:
+        return turn
+    ctx.note("TOOLS", fit.note())
+    turn.calls.note(CallRecord(purpose="route", messages=[], route=fit.trace()))
+    if fit.overflow:
+        raise TurnFailedError("context_overflow", fit.overflow)
+    return dataclasses.replace(turn, ctx=dataclasses.replace(ctx, tools=fit.tools))
+
+
+async def _upkeep(
+    plan: PlannerTurn, turn: Turn, added: tuple[Message, ...]
+) -> CompressionEvent | None:
+    """Memory upkeep: handed to the background (after ``result``) when the turn has one,
+    else now, in the turn (its ``compression`` event, if any, then precedes ``result``)."""
+    if plan.background is not None and plan.admit is not None:
+        upkeep.queue(turn.ctx, added, plan.background, plan.admit, plan.calls)
+        return None
+    compressed = await upkeep.upkeep(turn.ctx, turn.calls, added)
+    turn.calls.close()
+    return compressed
 
 
 def _fast_path(text: str) -> bool:
@@ -311,11 +385,16 @@ def _persist(turn: Turn) -> Message | None:
         checkpoint = ctx.memory.turn_checkpoint(key.agent_id, key.conversation_id, ctx.message_id)
     except AgentkitError:  # the answer comes first; the agent writes a checkpoint after it
         checkpoint = None
+    answer = None
     if outcome.answer:
         answer = Message.assistant(
             outcome.answer, message_id=ctx.message_id, usage=turn.calls.usage
         )
-        store.append(key, answer, status=status, checkpoint=checkpoint)
-        return answer
-    store.set_status(key, status, checkpoint=checkpoint)
-    return None
+        meta = store.append(key, answer, status=status, checkpoint=checkpoint)
+    else:
+        meta = store.set_status(key, status, checkpoint=checkpoint)
+    if outcome.status == "completed" and ctx.text.strip().lower() == "/clear":
+        # the window starts after the command's reply (TaskState was cleared by the command)
+        reset = ResetRecord(message_id=ctx.message_id, at=utc_now(), start=meta.stats.message_count)
+        store.add_record(key, reset)
+    return answer

@@ -28,6 +28,10 @@ class PoolEntry:
     session: SessionModel
     message_count: int = 0
     last_used: float = field(default_factory=time.monotonic)
+    #: the conversation's stored message count after this session's last turn (None: before
+    #: it): a store with more at the next turn was written by another process (a replica),
+    #: so the session missed those turns and is not current (agentkit.chat, scenario C)
+    store_messages: int | None = None
 
     @property
     def key(self) -> str:
@@ -74,6 +78,10 @@ class SessionPool:
             await self._close(key)
             return None
         return entry
+
+    def peek(self, agent_id: str, conversation_id: str) -> PoolEntry | None:
+        """The entry of this key as it is (no liveness check, nothing closed)."""
+        return self._entries.get(self.key(agent_id, conversation_id))
 
     async def put(self, agent_id: str, conversation_id: str, session: SessionModel) -> PoolEntry:
         """Register a new session for the key, replacing (and closing) any previous one."""

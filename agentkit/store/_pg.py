@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import select
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final, LiteralString
@@ -45,6 +46,10 @@ __all__ = [
     "is_postgres_url",
     "redact_url",
 ]
+
+#: how long a request waits for a connection while the server was found unreachable moments
+#: ago (instead of the pool's timeout): it fails fast, and holds no event loop for seconds
+_UNREACHABLE_WAIT: Final = 0.1
 
 #: URL schemes that name a PostgreSQL store (``--store``, ``$AGENTKIT_STORE``)
 SCHEMES: Final = ("postgresql://", "postgres://")
@@ -114,6 +119,22 @@ MIGRATIONS: tuple[tuple[str, LiteralString], ...] = (
         );
         """,
     ),
+    (
+        "0004_turn_traces",
+        """
+        -- Each turn's model-call trace (calls.jsonl of the file store), a line per row.
+        CREATE TABLE turn_traces (
+            id              bigserial PRIMARY KEY,
+            agent_id        text COLLATE "C" NOT NULL,
+            conversation_id text COLLATE "C" NOT NULL,
+            message_id      text COLLATE "C" NOT NULL,
+            line            text    NOT NULL,
+            FOREIGN KEY (agent_id, conversation_id)
+                REFERENCES conversations (agent_id, conversation_id) ON DELETE CASCADE
+        );
+        CREATE INDEX turn_traces_by_turn ON turn_traces (agent_id, conversation_id, message_id, id);
+        """,
+    ),
 )
 
 
@@ -177,6 +198,8 @@ class PostgresDatabase:
         self.lock_pool = self._pool(min(min_size, max_turns), max_turns, "agentkit-locks")
         self._taken = 0
         self._taken_guard = threading.Lock()
+        #: until when a wait for a connection is short (the server was found unreachable)
+        self._unreachable_until = 0.0
         try:
             with self.connection() as connection:
                 row = connection.execute("SELECT current_database(), current_schema()").fetchone()
@@ -217,8 +240,15 @@ class PostgresDatabase:
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
         """A pooled connection (autocommit) for the block; errors become StoreErrors."""
-        with self.errors(), self.pool.connection() as connection:
+        with self.errors(), self.pool.connection(timeout=self._wait()) as connection:
+            self._unreachable_until = 0.0
             yield connection
+
+    def _wait(self) -> float:
+        """The pool's timeout; a fraction of a second after a wait for a connection timed out,
+        until one is had again (the pools reconnect in the background meanwhile): while the
+        server is down every request fails at once (HTTP 503), and the first waits."""
+        return _UNREACHABLE_WAIT if time.monotonic() < self._unreachable_until else self.timeout
 
     def take(self) -> psycopg.Connection[tuple[object, ...]]:
         """A writer lock's connection, until :meth:`give_back`; none left is an error now."""
@@ -231,7 +261,9 @@ class PostgresDatabase:
             self._taken += 1
         try:
             with self.errors():
-                return self.lock_pool.getconn()
+                connection = self.lock_pool.getconn(timeout=self._wait())
+            self._unreachable_until = 0.0
+            return connection
         except BaseException:
             with self._taken_guard:
                 self._taken -= 1
@@ -250,6 +282,7 @@ class PostgresDatabase:
         try:
             yield
         except psycopg_pool.PoolTimeout as error:
+            self._unreachable_until = time.monotonic() + max(1.0, self.timeout)
             raise StoreUnavailableError(
                 f"PostgreSQL at {self.shown} gave no connection within {self.timeout:.0f}s"
                 f"{doing}: is the server up? ({error})"

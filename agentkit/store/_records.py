@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter
 
 from agentkit.store._checkpoint import TurnCheckpoint
+from agentkit.store.records import ConversationRecord
 from agentkit.types import (
     ConversationMeta,
     ConversationStats,
@@ -35,6 +36,7 @@ __all__ = [
     "JournalRecord",
     "Label",
     "MessageRecord",
+    "RecordEntry",
     "StatusRecord",
     "TurnEntry",
     "Views",
@@ -116,13 +118,22 @@ class ForkedRecord(_Record):
     origin: ForkOrigin
 
 
+class RecordEntry(_Record):
+    """A typed conversation record (:mod:`agentkit.store.records`: a compression, a reset),
+    in order with the messages. Not part of any view."""
+
+    kind: Literal["record"] = "record"
+    record: ConversationRecord
+
+
 JournalRecord = Annotated[
     CreatedRecord
     | MessageRecord
     | StatusRecord
     | AnnotationRecord
     | CheckpointRecord
-    | ForkedRecord,
+    | ForkedRecord
+    | RecordEntry,
     Field(discriminator="kind"),
 ]
 _RECORD_ADAPTER: TypeAdapter[JournalRecord] = TypeAdapter(JournalRecord)

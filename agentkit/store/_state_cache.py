@@ -19,14 +19,16 @@ from pathlib import Path
 
 from agentkit.layout import HISTORY_FILE, JOURNAL_FILE, META_FILE
 from agentkit.store._checkpoint import TurnCheckpoint
-from agentkit.store._records import CheckpointRecord, JournalRecord, MessageRecord
+from agentkit.store._records import CheckpointRecord, JournalRecord, MessageRecord, RecordEntry
 from agentkit.store._views import (
     Checkpoint,
     FolderState,
     last_checkpoint_in,
     read_state,
     recent_messages,
+    records_in,
 )
+from agentkit.store.records import ConversationRecord
 from agentkit.types import Message
 
 __all__ = ["FolderStates", "Identity", "identity_of", "is_clean"]
@@ -80,6 +82,7 @@ class FolderStates:
         self._entries: dict[Path, tuple[FolderState, Identity]] = {}
         self._tails: dict[Path, _Tail] = {}
         self._checkpoints: dict[Path, tuple[int, TurnCheckpoint | None]] = {}
+        self._records: dict[Path, tuple[int, list[ConversationRecord]]] = {}
 
     def read(self, directory: Path) -> FolderState | None:
         """The folder's state: the remembered one while still valid, else ``meta.json``'s
@@ -115,12 +118,14 @@ class FolderStates:
         self._entries.pop(directory, None)
         self._tails.pop(directory, None)
         self._checkpoints.pop(directory, None)
+        self._records.pop(directory, None)
 
     def _put(self, directory: Path, state: FolderState, identity: Identity) -> None:
         if len(self._entries) >= self._limit:
             self._entries.clear()
             self._tails.clear()
             self._checkpoints.clear()
+            self._records.clear()
         self._entries[directory] = (state, identity)
 
     # -- the last messages ------------------------------------------------------------------
@@ -164,6 +169,12 @@ class FolderStates:
             self._checkpoints[directory] = (after, known[1])
         else:
             self._checkpoints.pop(directory, None)
+        added = [record.record for record in records if isinstance(record, RecordEntry)]
+        typed = self._records.get(directory)
+        if typed is not None and typed[0] == before:
+            self._records[directory] = (after, typed[1] + added)
+        else:
+            self._records.pop(directory, None)
 
     # -- the newest turn checkpoint ------------------------------------------------------------
 
@@ -177,3 +188,16 @@ class FolderStates:
             known = (journal_bytes, last_checkpoint_in(directory, journal_bytes))
             self._checkpoints[directory] = known
         return known[1]
+
+    # -- the typed conversation records ----------------------------------------------------
+
+    def records(self, directory: Path, journal_bytes: int) -> list[ConversationRecord]:
+        """The typed records of the folder's journal at *journal_bytes* (read once, then kept
+        up to date by :meth:`appended`). Raises ``FileNotFoundError``."""
+        known = self._records.get(directory)
+        if known is None or known[0] != journal_bytes:
+            if len(self._records) >= self._limit:
+                self._records.clear()
+            known = (journal_bytes, records_in(directory, journal_bytes))
+            self._records[directory] = known
+        return list(known[1])

@@ -11,17 +11,13 @@ from __future__ import annotations
 import contextlib
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from agentkit.errors import ConversationBusyError, ConversationNotFoundError, StoreError
 from agentkit.ids import is_valid_id
 from agentkit.layout import JOURNAL_FILE
-from agentkit.store._state_cache import is_clean
+from agentkit.store._folders import Folders
 from agentkit.store._views import verify_conversation
 from agentkit.store.base import ConversationKey, Problem, VerifyReport
-
-if TYPE_CHECKING:
-    from agentkit.store.files import FileConversationStore
 
 __all__ = ["CREATING", "DELETED", "recover_folders", "verify_folders"]
 
@@ -33,12 +29,10 @@ def _leftover(name: str) -> bool:
     return name.startswith(".") and (CREATING in name or DELETED in name)
 
 
-def recover_folders(
-    store: FileConversationStore, agent_id: str | None, *, full: bool
-) -> list[ConversationKey]:
+def recover_folders(store: Folders, agent_id: str | None, *, full: bool) -> list[ConversationKey]:
     """See ``FileConversationStore.recover``."""
     repaired: list[ConversationKey] = []
-    for conversations in store._conversation_dirs(agent_id):
+    for conversations in store.conversation_dirs(agent_id):
         for entry in conversations.iterdir():
             if _leftover(entry.name):
                 shutil.rmtree(entry, ignore_errors=True)
@@ -46,25 +40,21 @@ def recover_folders(
             if not is_valid_id(entry.name) or not (entry / JOURNAL_FILE).is_file():
                 continue
             key = ConversationKey(conversations.parent.name, entry.name)
-            state = store._states.read(entry)
-            if not full and state is not None and is_clean(entry, state.checkpoint):
+            if not full and store.settled(entry):
                 continue
             # A busy conversation is left to its writer; a corrupt one is left for a person
             # (verify() reports it) and does not stop the others' recovery.
             with contextlib.suppress(ConversationBusyError, StoreError), store.hold(key, timeout=0):
-                if full:
-                    store._recover_conversation(key, full=True)
-                else:
-                    store._writable_state(key)
+                store.repair(key, full=full)
                 repaired.append(key)
     return repaired
 
 
-def verify_folders(store: FileConversationStore, agent_id: str | None) -> VerifyReport:
+def verify_folders(store: Folders, agent_id: str | None) -> VerifyReport:
     """See ``FileConversationStore.verify``."""
     problems: list[Problem] = []
     checked = 0
-    for conversations in store._conversation_dirs(agent_id):
+    for conversations in store.conversation_dirs(agent_id):
         agent = conversations.parent.name
         for entry in sorted(conversations.iterdir()):
             if _leftover(entry.name):
@@ -75,7 +65,7 @@ def verify_folders(store: FileConversationStore, agent_id: str | None) -> Verify
     return VerifyReport(conversations=checked, problems=tuple(problems))
 
 
-def _verify_one(store: FileConversationStore, key: ConversationKey, folder: Path) -> list[Problem]:
+def _verify_one(store: Folders, key: ConversationKey, folder: Path) -> list[Problem]:
     agent, name = key.agent_id, key.conversation_id
     try:
         with store.hold(key, timeout=min(1.0, store.lock_timeout)):

@@ -35,12 +35,14 @@ from agentkit.store._records import (
     CheckpointRecord,
     JournalRecord,
     MessageRecord,
+    RecordEntry,
     Views,
     decode_record,
     decode_records,
     fold,
 )
 from agentkit.store.base import ConversationKey, Problem, ProblemKind
+from agentkit.store.records import ConversationRecord
 from agentkit.types import ConversationMeta, Message
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "read_state",
     "rebuild_views",
     "recent_messages",
+    "records_in",
     "render_history",
     "verify_conversation",
 ]
@@ -68,6 +71,7 @@ HISTORY_CLOSE = b"\n]\n"
 #: every message record's payload holds this; a JSON string cannot (its quotes are escaped)
 _MESSAGE_KIND = b'"kind":"message"'
 _CHECKPOINT_KIND = b'"kind":"checkpoint"'
+_RECORD_KIND = b'"kind":"record"'
 
 
 class Checkpoint(BaseModel):
@@ -189,6 +193,23 @@ def last_checkpoint_in(directory: Path, end: int) -> TurnCheckpoint | None:
     except (ValueError, ValidationError) as error:
         raise CorruptJournalError(journal, -1, str(error), None) from None
     return None
+
+
+def records_in(directory: Path, end: int) -> list[ConversationRecord]:
+    """The typed conversation records in the journal's first *end* bytes, oldest first
+    (only their frames are parsed). Raises ``FileNotFoundError``."""
+    journal = directory / JOURNAL_FILE
+    found: list[ConversationRecord] = []
+    try:
+        for payload in read_tail_frames(journal, end):
+            if _RECORD_KIND in payload:
+                record = decode_record(payload)
+                if isinstance(record, RecordEntry):
+                    found.append(record.record)
+    except (ValueError, ValidationError) as error:
+        raise CorruptJournalError(journal, -1, str(error), None) from None
+    found.reverse()
+    return found
 
 
 def make_turn_dir(directory: Path, message_id: str) -> Path:

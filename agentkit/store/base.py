@@ -10,29 +10,34 @@ only.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from agentkit.errors import StoreError
+from agentkit.errors import StoreError, UsageError
 from agentkit.ids import check_id
 from agentkit.store._checkpoint import TurnCheckpoint
+from agentkit.store._records import CreatedRecord, JournalRecord, Views, fold
+from agentkit.store.records import ConversationRecord
 from agentkit.types import ConversationMeta, ConversationStatus, Message
-
-if TYPE_CHECKING:
-    from agentkit.store.forks import Prepare
 
 __all__ = [
     "ConversationKey",
     "ConversationStore",
+    "Prepare",
     "Problem",
     "ProblemKind",
     "StaleWriterError",
     "StoreUnavailableError",
+    "TraceSink",
     "VerifyReport",
+    "checked_journal",
 ]
+
+Prepare = Callable[[TurnCheckpoint | None], None]
+"""Called with a fork's checkpoint after every check and before the fork is visible."""
 
 
 class StoreUnavailableError(StoreError):
@@ -109,6 +114,33 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+
+def checked_journal(key: ConversationKey, records: Sequence[JournalRecord]) -> Views:
+    """The fold of *records* as the journal of *key* (what :meth:`ConversationStore.restore`
+    accepts): it starts with *key*'s ``created`` record and numbers records 1, 2, …"""
+    first = records[0] if records else None
+    if not isinstance(first, CreatedRecord) or (first.agent_id, first.conversation_id) != (
+        key.agent_id,
+        key.conversation_id,
+    ):
+        raise UsageError(f"the journal of {key} must start with its own 'created' record")
+    try:
+        return fold(records)
+    except ValueError as error:
+        raise UsageError(f"the journal of {key} does not fold: {error}") from None
+
+
+class TraceSink(ABC):
+    """Where one turn's model-call trace goes, a JSON line at a time
+    (:meth:`ConversationStore.open_trace`)."""
+
+    @abstractmethod
+    def append(self, line: str) -> None:
+        """Add one record (one JSON object, no newline). A reader sees whole records only."""
+
+    def close(self) -> None:  # noqa: B027 - nothing to release for most sinks
+        """The turn is over (a later :meth:`append` opens the trace again)."""
 
 
 class ConversationStore(ABC):
@@ -228,6 +260,44 @@ class ConversationStore(ABC):
         ``FORK_START``: before the first), all or nothing; *source* is only read (its lock
         is taken without waiting: busy is an error). *prepare* runs before the fork is
         visible, with the checkpoint the fork ends at."""
+
+    # -- typed records and traces -------------------------------------------------------------
+
+    @abstractmethod
+    def add_record(self, key: ConversationKey, record: ConversationRecord) -> None:
+        """Keep a typed record (:mod:`agentkit.store.records`) in order with the messages,
+        durably (a compression's, a reset's). Its ``start`` must not pass the history's end."""
+
+    @abstractmethod
+    def records(self, key: ConversationKey) -> list[ConversationRecord]:
+        """The conversation's typed records, oldest first."""
+
+    @abstractmethod
+    def open_trace(self, key: ConversationKey, message_id: str) -> TraceSink:
+        """Where turn *message_id*'s model calls are traced (the file store: its
+        ``calls.jsonl``). Not a durability point: a line is durable with the conversation's
+        next commit. A fork carries the traces of the turns it copies."""
+
+    @abstractmethod
+    def trace(self, key: ConversationKey, message_id: str) -> list[str]:
+        """The trace lines of turn *message_id*, in order (empty: none kept)."""
+
+    # -- moving conversations (agentkit export / import) -------------------------------------
+
+    @abstractmethod
+    def journal(self, key: ConversationKey) -> list[JournalRecord]:
+        """The conversation's acknowledged records, oldest first, as its journal holds them
+        (every message, status, note, checkpoint and typed record): what export copies."""
+
+    @abstractmethod
+    def restore(
+        self,
+        key: ConversationKey,
+        records: Sequence[JournalRecord],
+        traces: Mapping[str, Sequence[str]],
+    ) -> ConversationMeta:
+        """Create *key* from *records* (:func:`checked_journal`) and the turns' *traces*,
+        exactly, all or nothing: what import writes. Fails if it exists."""
 
     def folder(self, key: ConversationKey) -> Path | None:
         """The conversation's folder on disk (where each turn's files go, ``calls.jsonl``

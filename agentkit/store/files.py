@@ -51,10 +51,9 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from agentkit.errors import (
     ConversationBusyError,
@@ -81,6 +80,7 @@ from agentkit.store._records import (
     CreatedRecord,
     JournalRecord,
     MessageRecord,
+    RecordEntry,
     StatusRecord,
     Views,
     encode_record,
@@ -88,6 +88,7 @@ from agentkit.store._records import (
 )
 from agentkit.store._state_cache import FolderStates, is_clean
 from agentkit.store._sweep import CREATING, DELETED, recover_folders, verify_folders
+from agentkit.store._traces import FileTraceSink, read_trace
 from agentkit.store._views import (
     EMPTY_HISTORY,
     Checkpoint,
@@ -101,12 +102,14 @@ from agentkit.store._views import (
 from agentkit.store.base import (
     ConversationKey,
     ConversationStore,
+    Prepare,
+    TraceSink,
     VerifyReport,
+    checked_journal,
 )
+from agentkit.store.forks import checkpoints_of, write_file_fork, write_folder
+from agentkit.store.records import ConversationRecord
 from agentkit.types import ConversationMeta, ConversationStatus, Message, utc_now
-
-if TYPE_CHECKING:
-    from agentkit.store.forks import Prepare
 
 __all__ = ["FileConversationStore"]
 
@@ -151,6 +154,10 @@ class FileConversationStore(ConversationStore):
     def folder(self, key: ConversationKey) -> Path:
         """``{root}/agents/{agentId}/conversations/{conversationId}``."""
         return self._dir(key)
+
+    def conversations_dir(self, agent_id: str) -> Path:
+        """``{root}/agents/{agentId}/conversations`` (checked to be under the root)."""
+        return self._conversations_dir(agent_id)
 
     def _existing_dir(self, key: ConversationKey) -> Path:
         directory = self._dir(key)
@@ -277,6 +284,44 @@ class FileConversationStore(ConversationStore):
         ``meta.json``, a stray temp file (what :meth:`verify` reports).
         """
         return recover_folders(self, agent_id, full=full)
+
+    # -- the seam forks and recovery use (agentkit.store._folders.Folders) -------------------
+
+    def journal(self, key: ConversationKey) -> list[JournalRecord]:
+        with self.hold(key):
+            state = self._writable_state(key)
+            end = state.checkpoint.journal_bytes
+            _, _, located = self._load_journal(self._dir(key), end=end)
+        return [record for _, record in located]
+
+    def restore(
+        self,
+        key: ConversationKey,
+        records: Sequence[JournalRecord],
+        traces: Mapping[str, Sequence[str]],
+    ) -> ConversationMeta:
+        checked_journal(key, records)
+        lines = {
+            turn: "".join(f"{line}\n" for line in found).encode()
+            for turn, found in traces.items()
+            if found
+        }
+        for turn in lines:
+            check_id(turn, "message")
+        return write_folder(self, key, records, lines)
+
+    def settled(self, folder: Path) -> bool:
+        state = self._states.read(folder)
+        return state is not None and is_clean(folder, state.checkpoint)
+
+    def repair(self, key: ConversationKey, *, full: bool) -> None:
+        if full:
+            self._recover_conversation(key, full=True)
+        else:
+            self._writable_state(key)
+
+    def conversation_dirs(self, agent_id: str | None) -> list[Path]:
+        return self._conversation_dirs(agent_id)
 
     def _conversation_dirs(self, agent_id: str | None) -> list[Path]:
         if agent_id is not None:
@@ -468,8 +513,6 @@ class FileConversationStore(ConversationStore):
             raise ConversationNotFoundError(key.agent_id, key.conversation_id) from None
 
     def checkpoints(self, key: ConversationKey) -> list[TurnCheckpoint]:
-        from agentkit.store.forks import checkpoints_of
-
         state = self._snapshot(key)
         _, _, located = self._load_journal(self._dir(key), end=state.checkpoint.journal_bytes)
         return checkpoints_of([record for _, record in located])
@@ -483,9 +526,37 @@ class FileConversationStore(ConversationStore):
         at: str | None,
         prepare: Prepare | None = None,
     ) -> ConversationMeta:
-        from agentkit.store.forks import write_file_fork
-
         return write_file_fork(self, source, target, title=title, at=at, prepare=prepare)
+
+    # -- typed records and traces -------------------------------------------------------------
+
+    def add_record(self, key: ConversationKey, record: ConversationRecord) -> None:
+        def build(seq: int) -> JournalRecord:
+            return RecordEntry(seq=seq, record=record)
+
+        with self.hold(key):
+            count = self._writable_state(key).meta.stats.message_count
+            if record.start > count:
+                raise UsageError(
+                    f"a record of {key} starts at message {record.start}; it has {count}"
+                )
+            self._commit(key, build)
+
+    def records(self, key: ConversationKey) -> list[ConversationRecord]:
+        state = self._snapshot(key)
+        try:
+            return self._states.records(self._dir(key), state.checkpoint.journal_bytes)
+        except FileNotFoundError:
+            raise ConversationNotFoundError(key.agent_id, key.conversation_id) from None
+
+    def open_trace(self, key: ConversationKey, message_id: str) -> TraceSink:
+        check_id(message_id, "message")
+        return FileTraceSink(self.layout.conversation(key).calls(message_id))
+
+    def trace(self, key: ConversationKey, message_id: str) -> list[str]:
+        check_id(message_id, "message")
+        self._existing_dir(key)
+        return read_trace(self.layout.conversation(key).calls(message_id))
 
     def delete(self, key: ConversationKey) -> None:
         with self.hold(key):

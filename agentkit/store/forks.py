@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import secrets
 import shutil
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
 from agentkit.errors import StoreError, TurnNotFinishedError, TurnNotFoundError, UsageError
-from agentkit.layout import HISTORY_FILE, JOURNAL_FILE, META_FILE, TURN_LOG_FILE
+from agentkit.layout import CALLS_FILE, HISTORY_FILE, JOURNAL_FILE, META_FILE, TURN_LOG_FILE
 from agentkit.store._checkpoint import TurnCheckpoint
+from agentkit.store._folders import Folders
 from agentkit.store._fsio import append_durable, atomic_write, fsync_dir
 from agentkit.store._journal import encode_frame
 from agentkit.store._records import (
@@ -42,22 +42,20 @@ from agentkit.store._records import (
 )
 from agentkit.store._sweep import CREATING
 from agentkit.store._views import Checkpoint, FolderState, meta_bytes, render_history
-from agentkit.store.base import ConversationKey
+from agentkit.store.base import ConversationKey, Prepare
 from agentkit.types import ConversationMeta, ForkOrigin, utc_now
 
-if TYPE_CHECKING:
-    from agentkit.store.files import FileConversationStore
-
-__all__ = ["FORK_START", "Prepare", "checkpoints_of", "fork_records", "write_file_fork"]
+__all__ = [
+    "FORK_START",
+    "Prepare",
+    "checkpoints_of",
+    "fork_records",
+    "write_file_fork",
+    "write_folder",
+]
 
 #: ``at`` for a fork taken before the first turn (an empty conversation with no memory)
 FORK_START = ""
-
-Prepare = Callable[[TurnCheckpoint | None], None]
-"""Called with the fork's checkpoint after every check and before the fork is visible."""
-
-#: the calls trace of a turn, copied into the fork with the turn (see agentkit.layout)
-_TURN_FILES = ("calls.jsonl",)
 
 
 def checkpoints_of(records: Sequence[JournalRecord]) -> list[TurnCheckpoint]:
@@ -143,7 +141,7 @@ def fork_records(
 
 
 def write_file_fork(
-    store: FileConversationStore,
+    store: Folders,
     source: ConversationKey,
     target: ConversationKey,
     *,
@@ -154,52 +152,69 @@ def write_file_fork(
     """The file store's fork: built in a temp folder, renamed into place (see above)."""
     with store.hold(source, timeout=0):
         source_dir = store.folder(source)
-        state = store._writable_state(source)
-        _, _, located = store._load_journal(source_dir, end=state.checkpoint.journal_bytes)
         records, checkpoint = fork_records(
-            [record for _, record in located], source, target, title=title, at=at
+            store.journal(source), source, target, title=title, at=at
         )
-        conversations = store._conversations_dir(target.agent_id)
-        final = store.folder(target)
-        if final.exists():
-            raise UsageError(f"conversation {target} already exists")
-        views = fold(records)
-        journal = b"".join(encode_frame(encode_record(record)) for record in records)
-        history = render_history(views.messages)
-        folder_state = FolderState(
-            views.meta,
-            Checkpoint(
-                journal_bytes=len(journal),
-                journal_records=views.records,
-                history_bytes=len(history),
-            ),
-        )
-        name = f".{target.conversation_id}{CREATING}{secrets.token_hex(4)}"
-        staging = conversations / name
+        traces = {}
+        for message_id in fold(records).turns:
+            copied = source_dir / message_id / CALLS_FILE
+            if copied.is_file():
+                traces[message_id] = copied.read_bytes()
+        return write_folder(store, target, records, traces, prepare=prepare, checkpoint=checkpoint)
+
+
+def write_folder(
+    store: Folders,
+    target: ConversationKey,
+    records: Sequence[JournalRecord],
+    traces: Mapping[str, bytes],
+    *,
+    prepare: Prepare | None = None,
+    checkpoint: TurnCheckpoint | None = None,
+) -> ConversationMeta:
+    """A new conversation folder holding *records* (its journal) and their views, with the
+    turns' ``calls.jsonl`` from *traces*: built in a temp folder, *prepare* run, renamed into
+    place, so it is complete or absent (a fork, an import)."""
+    conversations = store.conversations_dir(target.agent_id)
+    final = store.folder(target)
+    if final.exists():
+        raise UsageError(f"conversation {target} already exists")
+    views = fold(records)
+    journal = b"".join(encode_frame(encode_record(record)) for record in records)
+    history = render_history(views.messages)
+    folder_state = FolderState(
+        views.meta,
+        Checkpoint(
+            journal_bytes=len(journal),
+            journal_records=views.records,
+            history_bytes=len(history),
+        ),
+    )
+    conversations.mkdir(parents=True, exist_ok=True)
+    name = f".{target.conversation_id}{CREATING}{secrets.token_hex(4)}"
+    staging = conversations / name
+    try:
+        staging.mkdir()
+        append_durable(staging / JOURNAL_FILE, journal)
+        append_durable(staging / HISTORY_FILE, history)
+        for message_id in views.turns:
+            turn = staging / message_id
+            turn.mkdir()
+            append_durable(turn / TURN_LOG_FILE, views.turn_log(message_id).encode())
+            if message_id in traces:
+                append_durable(turn / CALLS_FILE, traces[message_id])
+        fsync_dir(staging)
+        atomic_write(staging / META_FILE, meta_bytes(folder_state))
+        if prepare is not None:
+            prepare(checkpoint)
         try:
-            staging.mkdir()
-            append_durable(staging / JOURNAL_FILE, journal)
-            append_durable(staging / HISTORY_FILE, history)
-            for message_id in views.turns:
-                turn = staging / message_id
-                turn.mkdir()
-                append_durable(turn / TURN_LOG_FILE, views.turn_log(message_id).encode())
-                for extra in _TURN_FILES:
-                    copied = source_dir / message_id / extra
-                    if copied.is_file():
-                        append_durable(turn / extra, copied.read_bytes())
-            fsync_dir(staging)
-            atomic_write(staging / META_FILE, meta_bytes(folder_state))
-            if prepare is not None:
-                prepare(checkpoint)
-            try:
-                staging.rename(final)
-            except OSError:
-                raise UsageError(f"conversation {target} already exists") from None
-            fsync_dir(conversations)
-        except OSError as error:
-            raise StoreError(f"could not fork {source} into {target}: {error}") from error
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
-        return folder_state.meta
+            staging.rename(final)
+        except OSError:
+            raise UsageError(f"conversation {target} already exists") from None
+        fsync_dir(conversations)
+    except OSError as error:
+        raise StoreError(f"could not write {target}: {error}") from error
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return folder_state.meta

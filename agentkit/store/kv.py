@@ -95,6 +95,11 @@ class ConfigStore(ABC):
     def keys(self, prefix: str = "") -> list[str]:
         """Keys starting with *prefix*, sorted."""
 
+    @abstractmethod
+    def restore(self, entry: ConfigEntry) -> None:
+        """Write *entry* exactly as given (its version and time), replacing what is there:
+        how ``agentkit import`` moves memory between stores with its CAS versions intact."""
+
 
 def _canonical(value: JsonValue) -> JsonValue:
     """A deep copy through JSON: what is stored is exactly what JSON can carry."""
@@ -147,3 +152,11 @@ class InMemoryConfigStore(ConfigStore):
     def keys(self, prefix: str = "") -> list[str]:
         with self._lock:
             return sorted(key for key in self._entries if key.startswith(prefix))
+
+    def restore(self, entry: ConfigEntry) -> None:
+        check_key(entry.key)
+        if entry.version < 1:
+            raise UsageError(f"a config entry's version is at least 1, not {entry.version}")
+        stored = ConfigEntry(entry.key, _canonical(entry.value), entry.version, entry.updated_at)
+        with self._lock:
+            self._entries[entry.key] = stored

@@ -7,7 +7,7 @@ against (both pass tests/store_contract.py).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -20,12 +20,22 @@ from agentkit.store._records import (
     CreatedRecord,
     JournalRecord,
     MessageRecord,
+    RecordEntry,
     StatusRecord,
     Views,
     fold,
 )
-from agentkit.store.base import ConversationKey, ConversationStore, Problem, VerifyReport
-from agentkit.store.forks import Prepare, checkpoints_of, fork_records
+from agentkit.store.base import (
+    ConversationKey,
+    ConversationStore,
+    Prepare,
+    Problem,
+    TraceSink,
+    VerifyReport,
+    checked_journal,
+)
+from agentkit.store.forks import checkpoints_of, fork_records
+from agentkit.store.records import ConversationRecord
 from agentkit.types import ConversationMeta, ConversationStatus, Message, utc_now
 
 __all__ = ["InMemoryConversationStore"]
@@ -36,6 +46,18 @@ class _Conversation:
     views: Views
     records: list[JournalRecord]
     lock: threading.RLock = field(default_factory=threading.RLock)
+    #: message id -> the turn's trace lines
+    traces: dict[str, list[str]] = field(default_factory=dict)
+
+
+class _ListSink(TraceSink):
+    def __init__(self, lines: list[str]) -> None:
+        self._lines = lines
+
+    def append(self, line: str) -> None:
+        if "\n" in line:
+            raise ValueError("a trace line must not contain a newline")
+        self._lines.append(line)
 
 
 class InMemoryConversationStore(ConversationStore):
@@ -168,6 +190,12 @@ class InMemoryConversationStore(ConversationStore):
             if self.exists(target):
                 raise UsageError(f"conversation {target} already exists")
             forked = _Conversation(views=fold(records), records=records)
+            source_traces = self._get(source).traces
+            forked.traces = {
+                turn: list(source_traces[turn])
+                for turn in forked.views.turns
+                if turn in source_traces
+            }
             if prepare is not None:
                 prepare(checkpoint)
             with self._guard:
@@ -175,6 +203,47 @@ class InMemoryConversationStore(ConversationStore):
                     raise UsageError(f"conversation {target} already exists")
                 self._conversations[target] = forked
             return forked.views.meta
+
+    def add_record(self, key: ConversationKey, record: ConversationRecord) -> None:
+        with self.hold(key):
+            count = self._get(key).views.message_count
+            if record.start > count:
+                raise UsageError(
+                    f"a record of {key} starts at message {record.start}; it has {count}"
+                )
+            self._write(key, RecordEntry(seq=self._next_seq(key), record=record))
+
+    def records(self, key: ConversationKey) -> list[ConversationRecord]:
+        return [r.record for r in list(self._get(key).records) if isinstance(r, RecordEntry)]
+
+    def journal(self, key: ConversationKey) -> list[JournalRecord]:
+        with self.hold(key):
+            return list(self._get(key).records)
+
+    def restore(
+        self,
+        key: ConversationKey,
+        records: Sequence[JournalRecord],
+        traces: Mapping[str, Sequence[str]],
+    ) -> ConversationMeta:
+        views = checked_journal(key, records)
+        restored = _Conversation(views=views, records=list(records))
+        restored.traces = {
+            check_id(t, "message"): list(lines) for t, lines in traces.items() if lines
+        }
+        with self._guard:
+            if key in self._conversations:
+                raise UsageError(f"conversation {key} already exists")
+            self._conversations[key] = restored
+        return views.meta
+
+    def open_trace(self, key: ConversationKey, message_id: str) -> TraceSink:
+        check_id(message_id, "message")
+        return _ListSink(self._get(key).traces.setdefault(message_id, []))
+
+    def trace(self, key: ConversationKey, message_id: str) -> list[str]:
+        check_id(message_id, "message")
+        return list(self._get(key).traces.get(message_id, ()))
 
     def turn_log(self, key: ConversationKey, message_id: str) -> str:
         check_id(message_id, "message")

@@ -32,14 +32,15 @@ One writer per conversation, across processes and replicas (see README "Running 
   first attempt had committed is read from the record count under the same epoch (only this
   writer can have moved it), so nothing is written twice.
 
-Traces (``calls.jsonl``) are not stored here yet: :meth:`folder` is None, so a planner turn
-keeps its model-call trace in memory only.
+Typed conversation records (compressions, resets) are journal rows of kind ``record``; a
+turn's model-call trace (the file store's ``calls.jsonl``) is ``turn_traces``, a row per line,
+committed on its own without waiting for the WAL flush (as the file store does not fsync it).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
@@ -59,6 +60,7 @@ from agentkit.store._records import (
     CreatedRecord,
     JournalRecord,
     MessageRecord,
+    RecordEntry,
     StatusRecord,
     Views,
     decode_record,
@@ -71,12 +73,16 @@ from agentkit.store._records import (
 from agentkit.store.base import (
     ConversationKey,
     ConversationStore,
+    Prepare,
     Problem,
     StaleWriterError,
     StoreUnavailableError,
+    TraceSink,
     VerifyReport,
+    checked_journal,
 )
-from agentkit.store.forks import Prepare, checkpoints_of, fork_records
+from agentkit.store.forks import checkpoints_of, fork_records
+from agentkit.store.records import ConversationRecord
 from agentkit.types import ConversationMeta, ConversationStatus, Message, utc_now
 
 try:
@@ -144,6 +150,39 @@ SELECT r.body FROM conversations c LEFT JOIN conversation_records r
     ON r.agent_id = c.agent_id AND r.conversation_id = c.conversation_id AND r.kind = %s
 WHERE c.agent_id = %s AND c.conversation_id = %s ORDER BY r.seq
 """
+
+
+_COPY_TRACES = """
+INSERT INTO turn_traces (agent_id, conversation_id, message_id, line)
+SELECT agent_id, %s, message_id, line FROM turn_traces
+WHERE agent_id = %s AND conversation_id = %s AND message_id = ANY(%s::text[]) ORDER BY id
+"""
+
+
+class _RowSink(TraceSink):
+    """A turn's trace in ``turn_traces``: a row per line, each committed on its own."""
+
+    def __init__(self, db: PostgresDatabase, key: ConversationKey, message_id: str) -> None:
+        self._db, self._key, self._message_id = db, key, message_id
+
+    def append(self, line: str) -> None:
+        if "\n" in line:
+            raise ValueError("a trace line must not contain a newline")
+        key = self._key
+        with (
+            self._db.connection() as connection,
+            self._db.errors(f"tracing a turn of {key}"),
+            connection.transaction(),
+        ):
+            connection.execute("SET LOCAL synchronous_commit = off")
+            try:
+                connection.execute(
+                    "INSERT INTO turn_traces (agent_id, conversation_id, message_id, line)"
+                    " VALUES (%s, %s, %s, %s)",
+                    (key.agent_id, key.conversation_id, self._message_id, line),
+                )
+            except psycopg.errors.ForeignKeyViolation:
+                raise ConversationNotFoundError(key.agent_id, key.conversation_id) from None
 
 
 def _meta_json(meta: ConversationMeta) -> str:
@@ -567,6 +606,8 @@ class PostgresConversationStore(ConversationStore):
         records: Sequence[JournalRecord],
         prepare: Prepare | None = None,
         checkpoint: TurnCheckpoint | None = None,
+        *,
+        also: Callable[[Connection], None] | None = None,
     ) -> None:
         """A new conversation with its records, in one transaction (``prepare`` runs last
         in it: before the conversation is visible)."""
@@ -591,6 +632,8 @@ class PostgresConversationStore(ConversationStore):
             except psycopg.errors.UniqueViolation:
                 raise UsageError(f"conversation {key} already exists") from None
             connection.execute(_INSERT_RECORDS, _columns(key, records))
+            if also is not None:
+                also(connection)
             if prepare is not None:
                 prepare(checkpoint)
 
@@ -667,8 +710,77 @@ class PostgresConversationStore(ConversationStore):
             if self.exists(target):
                 raise UsageError(f"conversation {target} already exists")
             views = fold(records)
-            self._insert(target, views, records, prepare, checkpoint)
+            turns = list(views.turns)
+
+            def copy_traces(connection: Connection) -> None:
+                connection.execute(
+                    _COPY_TRACES,
+                    (target.conversation_id, source.agent_id, source.conversation_id, turns),
+                )
+
+            self._insert(target, views, records, prepare, checkpoint, also=copy_traces)
             return views.meta
+
+    # ------------------------------------------------------------------ records, traces
+
+    def add_record(self, key: ConversationKey, record: ConversationRecord) -> None:
+        with self.hold(key):
+            count = self._holds()[key].meta.stats.message_count
+            if record.start > count:
+                raise UsageError(
+                    f"a record of {key} starts at message {record.start}; it has {count}"
+                )
+            self._commit(key, [RecordEntry(seq=1, record=record)])
+
+    def records(self, key: ConversationKey) -> list[ConversationRecord]:
+        return [r.record for r in self._records(key, "record") if isinstance(r, RecordEntry)]
+
+    def journal(self, key: ConversationKey) -> list[JournalRecord]:
+        return self._records(key)
+
+    def restore(
+        self,
+        key: ConversationKey,
+        records: Sequence[JournalRecord],
+        traces: Mapping[str, Sequence[str]],
+    ) -> ConversationMeta:
+        views = checked_journal(key, records)
+        rows = [
+            (key.agent_id, key.conversation_id, check_id(turn, "message"), line)
+            for turn, lines in traces.items()
+            for line in lines
+        ]
+
+        def insert_traces(connection: Connection) -> None:
+            if rows:
+                with connection.cursor() as cursor:
+                    cursor.executemany(
+                        "INSERT INTO turn_traces (agent_id, conversation_id, message_id, line)"
+                        " VALUES (%s, %s, %s, %s)",
+                        rows,
+                    )
+
+        self._insert(key, views, records, also=insert_traces)
+        return views.meta
+
+    def open_trace(self, key: ConversationKey, message_id: str) -> TraceSink:
+        check_id(message_id, "message")
+        return _RowSink(self.db, key, message_id)
+
+    def trace(self, key: ConversationKey, message_id: str) -> list[str]:
+        check_id(message_id, "message")
+        rows = self._rows(
+            "SELECT t.line FROM conversations c LEFT JOIN turn_traces t"
+            " ON t.agent_id = c.agent_id AND t.conversation_id = c.conversation_id"
+            " AND t.message_id = %s WHERE c.agent_id = %s AND c.conversation_id = %s"
+            " ORDER BY t.id",
+            message_id,
+            key.agent_id,
+            key.conversation_id,
+        )
+        if not rows:
+            raise ConversationNotFoundError(key.agent_id, key.conversation_id)
+        return [str(line) for (line,) in rows if line is not None]
 
     # ------------------------------------------------------------------ reads
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 
 from pydantic import JsonValue
 
+from agentkit.errors import UsageError
 from agentkit.store._pg import PostgresDatabase
 from agentkit.store.kv import ConfigEntry, ConfigStore, VersionConflictError, check_key
 from agentkit.store.sqlite_kv import _decode, _encode
@@ -88,6 +89,20 @@ class PostgresConfigStore(ConfigStore):
         version = row[0]
         assert isinstance(version, int)
         return version
+
+    def restore(self, entry: ConfigEntry) -> None:
+        check_key(entry.key)
+        if entry.version < 1:
+            raise UsageError(f"a config entry's version is at least 1, not {entry.version}")
+        self._one(
+            "INSERT INTO system_config (key, value, version, updated_at) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = EXCLUDED.version,"
+            " updated_at = EXCLUDED.updated_at RETURNING version",
+            entry.key,
+            _encode(entry.value),
+            entry.version,
+            entry.updated_at,
+        )
 
     def get(self, key: str) -> ConfigEntry | None:
         check_key(key)

@@ -291,6 +291,23 @@ class SqliteConfigStore(ConfigStore):
         except sqlite3.Error as error:
             raise StoreError(f"{self.path}: writing {key!r} failed: {error}") from error
 
+    def restore(self, entry: ConfigEntry) -> None:
+        check_key(entry.key)
+        if entry.version < 1:
+            raise UsageError(f"a config entry's version is at least 1, not {entry.version}")
+        text = _encode(entry.value)
+        connection = self._connection()
+        try:
+            self._sync_level(connection, self.synchronous)
+            connection.execute(
+                "INSERT INTO system_config (key, value, version, updated_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value, "
+                "version = excluded.version, updated_at = excluded.updated_at",
+                (entry.key, text, entry.version, format_timestamp(entry.updated_at)),
+            )
+        except sqlite3.Error as error:
+            raise StoreError(f"{self.path}: restoring {entry.key!r} failed: {error}") from error
+
     def _swap(
         self, connection: sqlite3.Connection, key: str, text: str, stamp: str, expected: int
     ) -> ConfigEntry:

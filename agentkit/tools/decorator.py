@@ -9,7 +9,8 @@ enums, nested pydantic models and ``Annotated`` descriptions carry over::
     def add_note(title: Annotated[str, "a short title"], body: str = "") -> Note:
         \"\"\"Save a note.\"\"\"
 
-    @tool(side_effect=True, examples=["delete my note about the dentist"])
+    @tool(side_effect=True, examples=["delete my note about the dentist"],
+          consent="This deletes the note for good.")
     async def delete_note(note_id: int) -> dict[str, bool]: ...
 
 A parameter annotated :class:`ToolContext` is not an argument: it receives the agent's id and
@@ -73,6 +74,7 @@ class ToolFunction(Generic[P, R]):
         side_effect: bool = False,
         live_state: bool = False,
         examples: Sequence[str] = (),
+        consent: str = "",
     ) -> None:
         if not callable(function) or isinstance(function, type):
             raise ToolDefinitionError(f"@tool needs a function, got {function!r}")
@@ -87,6 +89,9 @@ class ToolFunction(Generic[P, R]):
         if isinstance(examples, str):
             raise ToolDefinitionError(f"tool {self.name!r}: examples must be a list of strings")
         self.examples = tuple(str(example) for example in examples)
+        if not isinstance(consent, str):
+            raise ToolDefinitionError(f"tool {self.name!r}: consent must be a string")
+        self.consent = " ".join(consent.split())
         self.side_effect = side_effect
         self.live_state = live_state
         self.args_model, self.context_parameter = _args_model(function, self.name, arg_docs)
@@ -131,6 +136,7 @@ class ToolFunction(Generic[P, R]):
             side_effect=self.side_effect,
             live_state=self.live_state,
             examples=self.examples,
+            consent=self.consent,
         )
 
 
@@ -146,6 +152,7 @@ def tool(
     side_effect: bool = False,
     live_state: bool = False,
     examples: Sequence[str] = (),
+    consent: str = "",
 ) -> Callable[[Callable[P, R]], ToolFunction[P, R]]: ...
 
 
@@ -158,13 +165,16 @@ def tool(
     side_effect: bool = False,
     live_state: bool = False,
     examples: Sequence[str] = (),
+    consent: str = "",
 ) -> ToolFunction[P, R] | Callable[[Callable[P, R]], ToolFunction[P, R]]:
     """Make a typed function (sync or ``async``) a tool; see the module docstring.
 
     ``side_effect=True``: it changes something, so the planner asks the user's consent before
     every call. ``live_state=True``: a read whose answer can change outside the chat, re-run
     before planning a request about it. ``examples``: requests the tool serves, stored for
-    routing. ``name``/``description`` override the function's own.
+    routing. ``consent``: what a call does, said in the question asked before it (for a
+    side-effecting tool; the description is used without it). ``name``/``description``
+    override the function's own.
     """
 
     def wrap(target: Callable[P, R]) -> ToolFunction[P, R]:
@@ -175,6 +185,7 @@ def tool(
             side_effect=side_effect,
             live_state=live_state,
             examples=examples,
+            consent=consent,
         )
 
     return wrap if function is None else wrap(function)

@@ -225,6 +225,8 @@ class Tool(Generic[ArgsT]):
     fine) or an awaitable of one.
 
     ``examples`` are requests the tool serves, in the user's words (for routing);
+    ``consent`` says what a call does, in the tool's own words, for the question asked before
+    a side-effecting call (``""``: the description says it);
     ``source`` names the toolset it came from (``""`` for a tool given directly).
     Python tools have snake_case names; a schema-defined tool keeps its server's name
     (letters, digits, ``_`` and ``-``).
@@ -238,6 +240,7 @@ class Tool(Generic[ArgsT]):
     live_state: bool
     examples: tuple[str, ...] = ()
     source: str = ""
+    consent: str = ""
 
     def __post_init__(self) -> None:
         schema_defined = issubclass(self.args_model, SchemaArgs)

@@ -235,6 +235,8 @@ def _unique_tools(
             )
             if flags is not None and flags.examples is not None:
                 flagged = replace(flagged, examples=flags.examples)
+            if flags is not None and flags.consent is not None:
+                flagged = replace(flagged, consent=" ".join(flags.consent.split()))
             tools[tool.name] = _sourced(flagged, toolset)
     return tools
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from agentkit.events import AgentEvent, ReplanEvent
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage
-from agentkit.planning import calls, context, tool_choice
+from agentkit.planning import calls, context, reads, tool_choice
 from agentkit.planning.plan import PlanFormatError, parse_replan
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import replan_schema
@@ -105,6 +105,7 @@ async def _replan(turn: Turn, step_id: str) -> ReplanEvent | None:
                 id=f"ask_{suffix}", type="ask_user", title="Question", instruction=decision.question
             ),
         )
+    new_steps = reads.keep_reads(turn, new_steps, "replan")
     pending = sum(1 for step in state.steps if step.status == "pending")
     kept = skip_pending(state, keep=state.current_step_id)
     if len(new_steps) > max_steps:

@@ -1,0 +1,132 @@
+"""A semantic signal for tool choice: request and tools compared by meaning, not words.
+
+The lexical ranking (:mod:`agentkit.planning.tool_ranking`) needs a shared word; a bot for a
+trader, a memo for a note or "throw away" for delete share none. Here the model itself reads
+each tool's self-description — ``name: description`` and every example request, one text
+each — and the request, and turns each into a vector (the embedded model: mean-pooled hidden
+states of the same GGUF, :meth:`~agentkit.models.llama.LlamaModel.embed`). A tool's semantic
+score is the best cosine between the request and any of its texts, after the vectors are
+centred on the toolset's mean (a small causal model's raw vectors all point one way: raw
+cosines sit between 0.8 and 1.0 for any pair; centring leaves what tells the tools apart).
+
+The tools' vectors are computed once per toolset and model and cached (a tool added to the
+registry is embedded at its first ranking); a request costs one embedding. A backend without
+embeddings gives no semantic signal, and the router ranks by words alone.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentkit.planning.tracer import TextEmbedder
+from agentkit.tools import Tool, ToolRegistry
+
+__all__ = ["SemanticIndex", "TextEmbedder", "semantic_index", "semantic_scores", "tool_texts"]
+
+Embed = Callable[[Sequence[str]], Awaitable[list[list[float]]]]
+
+
+def tool_texts(tool: Tool[Any]) -> list[str]:
+    """What a tool says about itself, one text per meaning: ``name: description`` (the name's
+    words spaced out), then each example request."""
+    head = f"{tool.name.replace('_', ' ')}: {' '.join(tool.description.split())}"
+    return [head, *(" ".join(example.split()) for example in tool.examples if example.strip())]
+
+
+def _unit(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+def _centred(vector: Sequence[float], mean: Sequence[float]) -> list[float]:
+    return _unit([x - m for x, m in zip(vector, mean, strict=True)])
+
+
+@dataclass(frozen=True)
+class SemanticIndex:
+    """The centred vectors of a toolset's texts, each with the tool it belongs to."""
+
+    names: tuple[str, ...]
+    owners: tuple[str, ...]
+    vectors: tuple[tuple[float, ...], ...]
+    mean: tuple[float, ...]
+
+    @classmethod
+    def build(cls, names: Sequence[str], owners: Sequence[str], raw: Sequence[Sequence[float]]) -> SemanticIndex:
+        width = len(raw[0]) if raw else 0
+        mean = [sum(v[i] for v in raw) / len(raw) for i in range(width)] if raw else []
+        vectors = tuple(tuple(_centred(v, mean)) for v in raw)
+        return cls(tuple(names), tuple(owners), vectors, tuple(mean))
+
+    def scores(self, request: Sequence[float]) -> dict[str, float]:
+        """Per tool, the best cosine between the (centred) request and one of its texts."""
+        if not self.mean:
+            return {name: 0.0 for name in self.names}
+        query = _centred(request, self.mean)
+        best = {name: -1.0 for name in self.names}
+        for owner, vector in zip(self.owners, self.vectors, strict=True):
+            cosine = sum(q * v for q, v in zip(query, vector, strict=True))
+            if cosine > best[owner]:
+                best[owner] = cosine
+        return {name: round(value, 4) for name, value in best.items()}
+
+
+#: text -> vector, per embedding backend (a tool's texts are embedded once per process)
+_VECTORS: weakref.WeakKeyDictionary[Any, dict[str, tuple[float, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+_INDEXES: weakref.WeakKeyDictionary[ToolRegistry, dict[int, tuple[tuple[str, ...], SemanticIndex]]] = (
+    weakref.WeakKeyDictionary()
+)
+_LOCK = threading.Lock()
+
+
+async def _vectors(
+    model: TextEmbedder, texts: Sequence[str], embed: Embed | None = None
+) -> list[tuple[float, ...]]:
+    with _LOCK:
+        known = _VECTORS.setdefault(model, {})
+        missing = [text for text in dict.fromkeys(texts) if text not in known]
+    if missing:
+        fresh = await (embed or model.embed)(missing)
+        if len(fresh) != len(missing):
+            raise ValueError(f"{len(fresh)} vectors for {len(missing)} texts")
+        with _LOCK:
+            known.update((text, tuple(vector)) for text, vector in zip(missing, fresh, strict=True))
+    return [known[text] for text in texts]
+
+
+async def semantic_index(
+    model: TextEmbedder, tools: ToolRegistry, embed: Embed | None = None
+) -> SemanticIndex:
+    """The toolset's index for *model*: built once, again when a tool was registered."""
+    names = tools.names()
+    with _LOCK:
+        cached = _INDEXES.setdefault(tools, {}).get(id(model))
+    if cached is not None and cached[0] == names:
+        return cached[1]
+    owners: list[str] = []
+    texts: list[str] = []
+    for name in names:
+        for text in tool_texts(tools.get(name)):
+            owners.append(name)
+            texts.append(text)
+    index = SemanticIndex.build(names, owners, await _vectors(model, texts, embed))
+    with _LOCK:
+        _INDEXES.setdefault(tools, {})[id(model)] = (names, index)
+    return index
+
+
+async def semantic_scores(
+    model: TextEmbedder, tools: ToolRegistry, request: str, embed: Embed | None = None
+) -> dict[str, float]:
+    """Per tool, how close *request* is in meaning to what the tool says about itself
+    (*embed*: how to call the model, e.g. through a traced call; ``model.embed`` without)."""
+    index = await semantic_index(model, tools, embed)
+    (vector,) = await _vectors(model, [" ".join(request.split())], embed)
+    return index.scores(vector)

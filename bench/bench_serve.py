@@ -1,0 +1,273 @@
+"""``agentkit serve`` under load: the file store in one process, PostgreSQL with one and two
+replicas (issue 26's targets).
+
+Real ``agentkit serve`` processes on loopback ports over a scratch copy of the sample agents;
+a real PostgreSQL (Debian's server, started in a temp dir as the tests do); 50 concurrent SSE
+clients (httpx, asyncio, in this process), each on its own conversation, each sending its
+next turn when the last one's stream ended. The model is a double from the kit: the
+scripted model (``scripted:FILE``, the server's own cost: store writes, SSE framing), then a
+function model that takes 100 ms per call (``function:…``, where concurrency rather than CPU
+is the limit). With two replicas the clients are spread over both (client *i* on replica
+*i* mod 2, its conversation's turns on that one: sticky, as a load balancer by conversation
+would; correctness never needs it).
+
+Setups are interleaved within the run (ROUNDS rounds of every setup, WINDOW seconds each after
+a warm-up), so a noisy neighbour hits them all alike; the figures are the medians over rounds
+(turns/s; p50/p95 of the turn latency, to the end of its stream) and their ratios. Figures,
+not pass/fail: ``python bench/bench_serve.py``; rows are appended to bench/results/serve.csv.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests._postgres import fresh_url, running_server  # noqa: E402
+from tests.fakes.live_api import free_port  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results" / "serve.csv"
+AGENT = "innovator-001"
+CLIENTS = int(os.environ.get("BENCH_SERVE_CLIENTS", "50"))
+ROUNDS = int(os.environ.get("BENCH_SERVE_ROUNDS", "3"))
+WINDOW = float(os.environ.get("BENCH_SERVE_WINDOW", "6"))
+WARMUP = 1.5
+SLOW_MODULE = """
+import asyncio
+
+
+async def reply(request):
+    await asyncio.sleep(0.1)  # a model call of 100 ms
+    return "A slow reply of a few words."
+"""
+
+
+class Replica:
+    """One ``agentkit serve`` process (its log in a file)."""
+
+    def __init__(self, data_dir: Path, model: str, store: str | None, env: dict[str, str]):
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        agentkit = str(Path(sys.executable).with_name("agentkit"))
+        command = [agentkit, "--data-dir", str(data_dir), "serve", "--port", str(self.port),
+                   "--model", model, *(["--store", store] if store else [])]  # fmt: skip
+        self.log = (data_dir.parent / f"serve-{self.port}.log").open("ab")
+        self.process = subprocess.Popen(
+            command, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=self.log
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"agentkit serve exited ({self.log.name})")
+            try:
+                if httpx.get(f"{self.base_url}/api/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("agentkit serve did not start")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+@dataclass
+class Setup:
+    name: str
+    replicas: list[Replica]
+    conversations: list[str] = field(default_factory=list)
+    turns_per_s: list[float] = field(default_factory=list)
+    p50: list[float] = field(default_factory=list)
+    p95: list[float] = field(default_factory=list)
+    errors: int = 0
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+async def one_turn(client: httpx.AsyncClient, conversation: str, text: str) -> bool:
+    body = {"message": text, "conversationId": conversation}
+    async with client.stream("POST", f"/api/agent/{AGENT}/chat", json=body) as response:
+        if response.status_code != 200:
+            await response.aread()
+            return False
+        result, last_event = None, ""
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                last_event = line[7:]
+            elif line.startswith("data: ") and last_event == "result":
+                result = json.loads(line[6:])
+        return result is not None and result.get("status") == "completed"
+
+
+async def run_window(setup: Setup) -> None:
+    """CLIENTS clients, each on its conversation, for WARMUP + WINDOW seconds; what the
+    WINDOW measured."""
+    latencies: list[float] = []
+    counted = 0
+    errors = 0
+    start = time.perf_counter()
+    begin, end = start + WARMUP, start + WARMUP + WINDOW
+    clients = [
+        httpx.AsyncClient(
+            base_url=setup.replicas[i % len(setup.replicas)].base_url,
+            timeout=120,
+            limits=httpx.Limits(max_connections=2),
+        )
+        for i in range(CLIENTS)
+    ]
+
+    async def client_loop(index: int) -> None:
+        nonlocal counted, errors
+        number = 0
+        while (now := time.perf_counter()) < end:
+            number += 1
+            ok = await one_turn(clients[index], setup.conversations[index], f"turn {number}")
+            done = time.perf_counter()
+            if now >= begin and done <= end:
+                if ok:
+                    counted += 1
+                    latencies.append((done - now) * 1000)
+                else:
+                    errors += 1
+
+    try:
+        await asyncio.gather(*(client_loop(i) for i in range(CLIENTS)))
+    finally:
+        for client in clients:
+            await client.aclose()
+    setup.turns_per_s.append(counted / WINDOW)
+    setup.p50.append(percentile(latencies, 0.5) if latencies else float("nan"))
+    setup.p95.append(percentile(latencies, 0.95) if latencies else float("nan"))
+    setup.errors += errors
+
+
+def prepare(setup: Setup) -> None:
+    for index in range(CLIENTS):
+        replica = setup.replicas[index % len(setup.replicas)]
+        response = httpx.post(
+            f"{replica.base_url}/api/agent/{AGENT}/conversations",
+            json={"title": f"bench {index}"},
+            timeout=30,
+        )
+        response.raise_for_status()
+        setup.conversations.append(response.json()["conversationId"])
+
+
+def scratch_agents(base: Path, name: str) -> Path:
+    data_dir = base / name / "data"
+    shutil.copytree(
+        ROOT / "data" / "agents",
+        data_dir / "agents",
+        ignore=shutil.ignore_patterns("conversations", ".*.lock", "*.db*"),
+    )
+    return data_dir
+
+
+def bench(
+    kind: str, model: str, env: dict[str, str], base: Path, pg_url: Callable[[], str]
+) -> list[Setup]:
+    file_dir = scratch_agents(base, f"{kind}-file")
+    pg_dir = scratch_agents(base, f"{kind}-pg")
+    one_url, two_url = pg_url(), pg_url()
+    setups = [
+        Setup("file, 1 process", [Replica(file_dir, model, None, env)]),
+        Setup("postgres, 1 replica", [Replica(pg_dir, model, one_url, env)]),
+        Setup("postgres, 2 replicas", [Replica(pg_dir, model, two_url, env) for _ in range(2)]),
+    ]
+    try:
+        for setup in setups:
+            prepare(setup)
+        for round_ in range(ROUNDS):
+            order = setups if round_ % 2 == 0 else setups[::-1]  # interleaved, both ways
+            for setup in order:
+                asyncio.run(run_window(setup))
+                print(
+                    f"  [{kind}] round {round_ + 1} {setup.name:<22} "
+                    f"{setup.turns_per_s[-1]:7.1f} turns/s  p50 {setup.p50[-1]:6.1f} ms  "
+                    f"p95 {setup.p95[-1]:6.1f} ms",
+                    flush=True,
+                )
+    finally:
+        for setup in setups:
+            for replica in setup.replicas:
+                replica.stop()
+    return setups
+
+
+def main() -> None:
+    rows: list[tuple[str, float]] = []
+    print(
+        f"agentkit serve: {CLIENTS} SSE clients, {ROUNDS} interleaved rounds of {WINDOW:.0f} s "
+        f"per setup, {os.cpu_count()} CPUs (shared with whatever else runs)"
+    )
+    with tempfile.TemporaryDirectory() as scratch, running_server() as server:
+        base = Path(scratch)
+        script = base / "script.json"
+        script.write_text(json.dumps({"chat": ["A scripted reply of a few words."]}))
+        models = base / "models"
+        models.mkdir()
+        (models / "bench_slow_model.py").write_text(SLOW_MODULE)
+        path = os.pathsep.join(filter(None, [str(models), os.environ.get("PYTHONPATH")]))
+        runs = {
+            "scripted": bench("scripted", f"scripted:{script}", {}, base,
+                              lambda: fresh_url(server)),
+            "slow100ms": bench("slow100ms", "function:bench_slow_model:reply",
+                               {"PYTHONPATH": path}, base, lambda: fresh_url(server)),
+        }  # fmt: skip
+    print("\nmedians over rounds")
+    for kind, setups in runs.items():
+        for setup in setups:
+            tps = statistics.median(setup.turns_per_s)
+            p50, p95 = statistics.median(setup.p50), statistics.median(setup.p95)
+            print(
+                f"  {kind:<10} {setup.name:<22} {tps:7.1f} turns/s  p50 {p50:6.1f} ms  "
+                f"p95 {p95:6.1f} ms  errors {setup.errors}"
+            )
+            slug = f"{kind}_{setup.name.replace(', ', '_').replace(' ', '_')}"
+            rows += [(f"{slug}_turns_per_s", tps), (f"{slug}_p50_ms", p50)]
+            rows += [(f"{slug}_p95_ms", p95), (f"{slug}_errors", float(setup.errors))]
+        file_tps, one_tps, two_tps = (statistics.median(s.turns_per_s) for s in setups)
+        print(
+            f"  {kind:<10} ratios: postgres 1 replica / file = {one_tps / file_tps:.2f}, "
+            f"2 replicas / 1 replica = {two_tps / one_tps:.2f}"
+        )
+        rows += [(f"{kind}_pg1_over_file", one_tps / file_tps)]
+        rows += [(f"{kind}_pg2_over_pg1", two_tps / one_tps)]
+    RESULTS.parent.mkdir(exist_ok=True)
+    new = not RESULTS.exists()
+    with RESULTS.open("a", newline="") as handle:
+        writer = csv.writer(handle)
+        if new:
+            writer.writerow(["timestamp", "metric", "value"])
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for name, value in rows:
+            writer.writerow([stamp, name, f"{value:.3f}"])
+
+
+if __name__ == "__main__":
+    main()
