@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agentkit.errors import UsageError
-from agentkit.store.kv import ConfigStore, InMemoryConfigStore, VersionConflictError
+from agentkit.store.kv import ConfigEntry, ConfigStore, InMemoryConfigStore, VersionConflictError
 from agentkit.store.sqlite_kv import SqliteConfigStore
 from pydantic import JsonValue
 
@@ -294,3 +295,24 @@ def test_non_json_values_are_refused_and_nothing_is_stored(store: ConfigStore, v
     assert entry is not None
     assert (entry.value, entry.version) == ("kept", 1)
     assert store.keys() == ["k"]
+
+
+def test_restore_writes_an_entry_as_exported_and_cas_continues_from_its_version(
+    store: ConfigStore,
+) -> None:
+    when = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)
+    store.set("task_state:a:c", {"old": True})
+    store.restore(ConfigEntry("task_state:a:c", {"goal": "移动"}, 7, when))
+    entry = store.get("task_state:a:c")
+    assert entry is not None
+    assert (entry.value, entry.version, entry.updated_at) == ({"goal": "移动"}, 7, when)
+    with pytest.raises(VersionConflictError):
+        store.set("task_state:a:c", {"goal": "x"}, expected_version=1)
+    assert store.set("task_state:a:c", {"goal": "y"}, expected_version=7).version == 8
+    store.restore(ConfigEntry("execution_state:a:c", None, 1, when))
+    assert store.keys("execution_state:") == ["execution_state:a:c"]
+    with pytest.raises(UsageError):
+        store.restore(ConfigEntry("bad key", 1, 1, when))
+    with pytest.raises(UsageError):
+        store.restore(ConfigEntry("task_state:a:d", 1, 0, when))
+    assert store.get("task_state:a:d") is None
