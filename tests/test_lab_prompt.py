@@ -103,10 +103,10 @@ def test_a_message_without_calls_jsonl_is_a_clear_error(turn) -> None:
 
 def test_a_malformed_trace_line_is_named(turn) -> None:
     agent, cid, mid = turn
+    assert agent.call_records(cid, mid)[0].purpose == "plan"  # readable before the damage
     calls = folder_of(agent, cid) / mid / "calls.jsonl"
     lines = calls.read_text(encoding="utf-8").splitlines()
     calls.write_text("\n".join([lines[0], '{"purpose": "plan"', *lines[1:]]), encoding="utf-8")
-    assert agent.call_records(cid, mid)[0].purpose == "plan"  # readable before the damage
     with pytest.raises(TraceError, match="line 2 is not a call record"):
         load_call_records(agent, cid, mid)
 

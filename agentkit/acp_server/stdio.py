@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import os
+import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -167,6 +168,15 @@ def _plain(value: object) -> Any:  # noqa: ANN401 - any JSON value
     return str(value)
 
 
+def _pollable(fd: int) -> bool:
+    """True for what the event loop can watch: a pipe, a socket or a terminal."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
+
+
 def _feed_from_thread(
     loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader, fd: int
 ) -> None:
@@ -189,12 +199,15 @@ async def open_stdio(protocol_out: BinaryIO, *, max_line: int = MAX_LINE) -> Gua
     """The guarded transport on stdin and *protocol_out* (see :func:`claim_stdout`)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=max_line, loop=loop)
-    try:
-        await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), sys.stdin
-        )
-    except ValueError:  # a regular file
+    if not _pollable(sys.stdin.fileno()):  # a regular file, /dev/null: epoll refuses them
         _feed_from_thread(loop, reader, sys.stdin.fileno())
+    else:
+        try:
+            await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader, loop=loop), sys.stdin
+            )
+        except ValueError:
+            _feed_from_thread(loop, reader, sys.stdin.fileno())
     try:
         out = _PipeOut()
         transport, _ = await loop.connect_write_pipe(lambda: out, protocol_out)

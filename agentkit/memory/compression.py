@@ -5,8 +5,9 @@ messages *and* more than ``token_threshold`` estimated tokens. Then the older me
 folded into TaskState by the configured strategy (``compression.strategy``,
 :mod:`agentkit.memory.strategies`: the model's summary — purpose ``summarize``, structured
 JSON —, extraction by rule, or both) and the window keeps its last ``keep_recent`` messages.
-Every model-written fact is grounded against the summarised messages
-(:mod:`agentkit.memory.grounding`); an ungrounded one is dropped and counted.
+Every model-written fact is grounded against the window that was cut (the part summarised
+and the part kept, :mod:`agentkit.memory.grounding`); an ungrounded one is dropped and
+counted.
 
 Invariants:
 
@@ -205,6 +206,7 @@ async def _fold(
     memory: Span | None,
     summarize: Summarize | None,
     scrub: Callable[[str], str] | None,
+    ground_in: list[Message] | None = None,
 ) -> Folded:
     async def ask(sent: object, state: TaskState) -> TaskStateSummary | ModelError:
         return await _summarize(messages, state, model, mode, memory=memory, summarize=summarize)
@@ -217,6 +219,7 @@ async def _fold(
         estimate=estimate,
         ask=ask,
         scrub=scrub,
+        ground_in=ground_in,
     )
     if memory is not None:
         memory.set_many({
@@ -330,7 +333,7 @@ async def maybe_compress(
     try:
         folded = await _fold(
             older, task_state, model, config=config, estimate=estimate, mode="archive",
-            memory=memory, summarize=summarize, scrub=scrub,
+            memory=memory, summarize=summarize, scrub=scrub, ground_in=window,
         )  # fmt: skip
         if folded.error is not None:
             return CompressionOutcome(

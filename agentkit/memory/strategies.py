@@ -9,10 +9,12 @@
   extractive ones plus the model's that are grounded in the window (bounded as above). When
   the model fails, hybrid keeps the extractive part and says so (``warning``).
 
-Every model-written important fact is checked against what was summarised
-(:mod:`agentkit.memory.grounding`): an ungrounded one is dropped and counted
-(``facts_ungrounded``). The same functions serve compression (``archive``: the older part
-of the window) and the incremental update after a turn (``update``: the latest messages).
+Every model-written important fact is checked against the window it was written from
+(:mod:`agentkit.memory.grounding`; for compression the whole window that was cut — the part
+summarised and the part kept —, for the update the latest messages): an ungrounded one is
+dropped and counted (``facts_ungrounded``). The same functions serve compression
+(``archive``: the older part of the window) and the incremental update after a turn
+(``update``: the latest messages).
 """
 
 from __future__ import annotations
@@ -93,9 +95,11 @@ async def fold(
     estimate: TokenEstimator,
     ask: Ask,
     scrub: Callable[[str], str] | None = None,
+    ground_in: Sequence[Message] | None = None,
 ) -> Folded:
     """Fold *messages* into *state* with *strategy* (see the module docstring). Never raises
-    for a model failure: it is in the result."""
+    for a model failure: it is in the result. *ground_in*: the messages a model-written fact
+    must be found in (default *messages*; compression passes the whole window it cut)."""
     if strategy == "extractive":
         return Folded(_extractive(messages, state, config, estimate, scrub), "extractive")
     summary = await ask(messages, state)
@@ -104,9 +108,8 @@ async def fold(
             fallback = _extractive(messages, state, config, estimate, scrub)
             return Folded(fallback, "hybrid", warning=str(summary), model_called=True)
         return Folded(state, strategy, error=summary, model_called=True)
-    grounding = ground_facts(
-        summary.important_facts, grounding_source(messages, state), state.important_facts
-    )
+    source = grounding_source(messages if ground_in is None else ground_in, state)
+    grounding = ground_facts(summary.important_facts, source, state.important_facts)
     if strategy == "model":
         grounded = summary.model_copy(update={"important_facts": grounding.kept})
         return Folded(state.apply_summary(grounded), "model", grounding.dropped, model_called=True)

@@ -42,7 +42,7 @@ def what_it_does(tool: Tool[object] | None) -> str:
     said = " ".join((tool.consent or tool.description).split())
     if len(said) > _LIMIT:
         said = said[: _LIMIT - 3].rstrip() + "..."
-    if said and said[-1] not in ".!?。！？":
+    if said and said[-1] not in ".!?\u3002\uff01\uff1f":  # or a Chinese full stop
         said += "."
     return said
 
@@ -58,7 +58,7 @@ def consent_question(
     shown = json.dumps(masked, ensure_ascii=False, sort_keys=True)
     does = what_it_does(tool)
     if language == "zh":
-        said = f"（{does}）" if does else ""
-        return f"接下来需要运行 {tool_name}，参数 {shown}。{said}要继续吗？（是 / 否）"
+        said = f"({does})" if does else ""
+        return f"接下来需要运行 {tool_name}, 参数 {shown}. {said}要继续吗? (是 / 否)"
     said = f" {does}" if does else ""
     return f"To continue I need to run {tool_name} with {shown}.{said} Shall I go ahead? (yes / no)"

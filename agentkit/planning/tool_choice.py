@@ -47,6 +47,7 @@ from agentkit.errors import ModelError, StructuredOutputError
 from agentkit.events import AgentEvent
 from agentkit.memory import ExecutionState, PlanStep
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema
+from agentkit.planning.intents import is_small_talk
 from agentkit.planning.plan import PlanFormatError, check_tool_call, extract_json
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import _lean
@@ -55,12 +56,12 @@ from agentkit.planning.steps import plan_event, run_step
 from agentkit.planning.tool_ranking import (
     RankedTool,
     asks_for_change,
+    asks_to_read,
     rank_tools,
-    reads_as_question,
-    terms,
 )
+from agentkit.planning.tool_semantics import semantic_scores
 from agentkit.planning.trace import CallRecord
-from agentkit.planning.tracer import LikelihoodScorer, ModelCall, error_text
+from agentkit.planning.tracer import LikelihoodScorer, ModelCall, TextEmbedder, error_text
 from agentkit.tools import mask_secrets
 
 __all__ = [
@@ -82,6 +83,17 @@ _NEAR_TIE = 1.25
 _VOTE_WEIGHT = 0.1
 #: what the likelihood vote reads before the request: would this tool be asked this?
 _VOTE_PROMPT = "Task: {description}\nUser request:"
+#: a leader whose lexical score is below this matched one weak term at best: the model settles
+_WEAK = 1.0
+#: the semantic bonus per standard deviation above the toolset's mean similarity
+_SEMANTIC_WEIGHT = 0.5
+#: how many tools (best by meaning and words) the model settles among, besides "none"
+_SETTLE_POOL = 3
+#: what the settling vote reads for "none": would this request want no tool at all?
+_NONE_TASK = (
+    "Reply to the user in words; no tool is needed (a greeting, thanks, small talk, or a "
+    "question about the assistant)."
+)
 
 Decision = Literal["tool", "none", "ask", "fallback"]
 
@@ -98,6 +110,9 @@ class RouteCandidate(BaseModel):
     #: the model's likelihood vote (log-probability of the request after the tool's
     #: description), for candidates that were put to it
     vote: float | None = None
+    #: the semantic signal: the best cosine between the request and one of the tool's texts
+    #: (centred), where the backend gives embeddings
+    semantic: float | None = None
 
 
 class RouteTrace(BaseModel):
@@ -106,6 +121,11 @@ class RouteTrace(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     stage: Literal["choice", "arguments"] = "choice"
+    #: how the candidates were put to the model: ``tie`` (near-tied lexical leaders) or
+    #: ``settle`` (no or only weak lexical candidates: the tools and "none")
+    vote_kind: Literal["", "tie", "settle"] = ""
+    #: the likelihood vote for "none" (settle, a scoring backend)
+    none_vote: float | None = None
     candidates: tuple[RouteCandidate, ...] = ()
     #: the model's choice: a candidate's name, ``none``, or ``""`` when no call was made
     choice: str = ""
@@ -141,19 +161,38 @@ async def choose(turn: Turn) -> RoutedAction | None:
     if not enabled(turn):
         return None
     ctx = turn.ctx
-    ranked = rank_tools(ctx.tools, ctx.text)
-    best = [item for item in ranked if item.score > 0][: ctx.config.router_candidates]
-    candidates = tuple(_candidate(turn, item) for item in best)
-    if not candidates:
-        _trace(turn, RouteTrace(decision="none", reason="no tool matches the request"))
+    signals = ctx.config.router_signals
+    text = ctx.text
+    ranked = rank_tools(ctx.tools, text) if "lexical" in signals else []
+    lexical = {item.name: item for item in ranked}
+    top = max((item.score for item in ranked), default=0.0)
+    small = is_small_talk(text)
+    if small and top < _WEAK:
+        reason = "small talk: a greeting, thanks or a question about the assistant"
+        _trace(turn, RouteTrace(decision="none", reason=reason))
         return RoutedAction(kind="none")
-    if _reads(ctx.text):
-        reads = tuple(c for c in candidates if not c.side_effect)
-        if not reads:
-            reason = "a read or a question: only side-effecting tools match"
-            _trace(turn, RouteTrace(candidates=candidates, decision="none", reason=reason))
-            return RoutedAction(kind="none")
-        candidates = reads
+    semantic = await _semantic(turn) if "semantic" in signals else None
+    pool = _pool(turn, ranked, semantic)
+    reads = asks_to_read(text)
+    if reads:
+        pool = [c for c in pool if not c.side_effect]
+    candidates = tuple(c for c in pool if c.score > 0)[: ctx.config.router_candidates]
+    weak = (
+        not candidates
+        or max(lexical[c.name].score if c.name in lexical else 0.0 for c in candidates) < _WEAK
+    )
+    if weak and "settle" in signals and not small and pool:
+        return await _settle(turn, tuple(pool[:_SETTLE_POOL]), reads)
+    if not candidates:
+        reason = (
+            "a read or a question: only side-effecting tools match"
+            if reads and ranked and top > 0
+            else "no tool matches the request"
+        )
+        _trace(
+            turn, RouteTrace(candidates=tuple(pool[:_SETTLE_POOL]), decision="none", reason=reason)
+        )
+        return RoutedAction(kind="none")
     tied = tuple(c for c in candidates if c.score * _NEAR_TIE >= candidates[0].score)
     trace = RouteTrace(candidates=candidates)
     if len(tied) == 1:
@@ -163,6 +202,7 @@ async def choose(turn: Turn) -> RoutedAction | None:
         model = ctx.model
         scorer = model if isinstance(model, LikelihoodScorer) else None
         sent, schema, operation = _vote_request(turn, tied, scorer)
+        trace = trace.model_copy(update={"vote_kind": "tie"})
         async with turn.calls.call("route", sent, schema, operation=operation) as call:
             chosen, choice, trace, raw, problem = await _vote(
                 turn, call, scorer=scorer, candidates=candidates, tied=tied, trace=trace
@@ -173,6 +213,162 @@ async def choose(turn: Turn) -> RoutedAction | None:
     if decided.kind != "tool":
         return decided
     return await _fill_arguments(turn, decided.tool_name)
+
+
+async def _semantic(turn: Turn) -> dict[str, float] | None:
+    """Per tool, the semantic signal (None: the backend has no embeddings, or they failed;
+    the ranking then goes by words alone). The request's embedding is one traced call."""
+    ctx = turn.ctx
+    model = ctx.model
+    if not isinstance(model, TextEmbedder):
+        return None
+    sent = [{"role": "user", "content": ctx.scrub(ctx.text)}]
+    async with turn.calls.call("route", sent, None, operation="embeddings") as call:
+        try:
+            scores = await semantic_scores(
+                model, ctx.tools, ctx.text, lambda texts: call.embed(model, texts)
+            )
+        except (ModelError, TimeoutError, RecursionError, ValueError) as error:
+            problem = error_text(error)
+            trace = RouteTrace(reason=f"no semantic signal: {problem}")
+            call.read(raw="", route=trace.model_dump(mode="json"), error=problem)
+            return None
+        shown: JsonValue = {name: value for name, value in scores.items()}
+        call.read(
+            raw="", parsed=shown, route=RouteTrace(reason="semantic signal").model_dump(mode="json")
+        )
+    return scores
+
+
+def _pool(
+    turn: Turn, ranked: Sequence[RankedTool], semantic: Mapping[str, float] | None
+) -> list[RouteCandidate]:
+    """Every tool as a candidate, best first: its lexical score plus the semantic bonus
+    (``_SEMANTIC_WEIGHT`` per standard deviation above the toolset's mean similarity, for a
+    tool the request shares a word with: meaning reorders matches, it makes none)."""
+    tools = turn.ctx.tools
+    lexical = {item.name: item for item in ranked}
+    names = list(tools.names())
+    spread = _standardised(semantic) if semantic else {}
+    pooled: list[tuple[float, float, int, RouteCandidate]] = []
+    for order, name in enumerate(names):
+        item = lexical.get(name)
+        words = item.score if item is not None else 0.0
+        bonus = _SEMANTIC_WEIGHT * max(0.0, spread.get(name, 0.0)) if words > 0 else 0.0
+        candidate = RouteCandidate(
+            name=name,
+            score=round(words + bonus, 4),
+            side_effect=tools.get(name).side_effect,
+            matched=item.matched if item is not None else (),
+            semantic=semantic.get(name) if semantic else None,
+        )
+        # ties in words and meaning keep the ranking's (then the registry's) order
+        pooled.append((-candidate.score, -spread.get(name, 0.0), order, candidate))
+    pooled.sort(key=lambda entry: entry[:3])
+    return [entry[3] for entry in pooled]
+
+
+def _standardised(values: Mapping[str, float]) -> dict[str, float]:
+    """Each value's distance from the mean in standard deviations."""
+    if len(values) < 2:
+        return {name: 0.0 for name in values}
+    mean = sum(values.values()) / len(values)
+    spread = (sum((v - mean) ** 2 for v in values.values()) / len(values)) ** 0.5 or 1.0
+    return {name: (value - mean) / spread for name, value in values.items()}
+
+
+async def _settle(
+    turn: Turn, offered: tuple[RouteCandidate, ...], reads: bool
+) -> RoutedAction | None:
+    """No candidate, or only weak ones, for a request that is not small talk: the model
+    chooses among *offered* (the best tools by meaning and words; reads only, for a read)
+    and "none". The embedded model by likelihood (which task would be asked this?), another
+    backend by a grammar-constrained choice. A failed vote is "no tool"."""
+    ctx = turn.ctx
+    model = ctx.model
+    scorer = model if isinstance(model, LikelihoodScorer) else None
+    pool = offered
+    trace = RouteTrace(candidates=pool, vote_kind="settle")
+    if scorer is not None:
+        pairs = [
+            *_settle_pairs(turn, pool),
+            (_VOTE_PROMPT.format(description=_NONE_TASK), _request(turn)),
+        ]
+        sent: list[ChatMessage] | list[dict[str, str]] = [
+            {"role": "user", "content": ctx.scrub(prompt + text)} for prompt, text in pairs
+        ]
+        schema: JsonSchema | None = None
+        operation = "text_completion"
+    else:
+        sent = [ChatMessage(role="user", content=ctx.scrub(_route_prompt(turn, pool)))]
+        schema = {
+            "type": "object",
+            "properties": {"tool": {"enum": [*(c.name for c in pool), NO_TOOL]}},
+            "required": ["tool"],
+            "additionalProperties": False,
+        }
+        operation = "chat"
+    async with turn.calls.call("route", sent, schema, operation=operation) as call:
+        raw, problem, choice = "", "", ""
+        if scorer is not None:
+            try:
+                scores = await call.score(scorer, pairs)
+            except (ModelError, TimeoutError, RecursionError) as error:
+                problem = error_text(error)
+            else:
+                votes = [round(sum(s), 4) for s in scores]
+                pool = tuple(
+                    c.model_copy(update={"vote": v}) for c, v in zip(pool, votes, strict=False)
+                )
+                none_vote = votes[-1]
+                best = max(pool, key=lambda c: c.vote or 0.0)
+                choice = best.name if (best.vote or 0.0) > none_vote else NO_TOOL
+                trace = trace.model_copy(update={"candidates": pool, "none_vote": none_vote})
+        else:
+            raw, problem = await _ask_model(call)
+            if not problem:
+                choice, problem = _read_choice(raw, [c.name for c in pool])
+        if problem or choice in ("", NO_TOOL):
+            reason = problem or "settled by the model: no tool"
+            trace = trace.model_copy(
+                update={"choice": choice, "decision": "none", "reason": reason}
+            )
+            call.read(
+                raw=raw,
+                parsed={"tool": choice} if choice else None,
+                route=trace.model_dump(mode="json"),
+                error=problem,
+            )
+            return RoutedAction(kind="none")
+        chosen = next(c for c in pool if c.name == choice)
+        if chosen.side_effect and reads:  # never: reads were offered only reads
+            decided = RoutedAction(kind="none")
+        else:
+            decided = RoutedAction(kind="tool", tool_name=chosen.name)
+        trace = trace.model_copy(update={
+            "choice": choice, "decision": decided.kind, "decided": decided.tool_name,
+            "reason": "settled by the model: no or only weak lexical candidates",
+        })  # fmt: skip
+        call.read(raw=raw, parsed={"tool": choice}, route=trace.model_dump(mode="json"))
+    if decided.kind != "tool":
+        return decided
+    return await _fill_arguments(turn, decided.tool_name)
+
+
+def _request(turn: Turn) -> str:
+    return " " + " ".join(turn.ctx.text.split())
+
+
+def _settle_pairs(turn: Turn, pool: Sequence[RouteCandidate]) -> list[tuple[str, str]]:
+    """Per tool, its task (description and up to three examples) and the request."""
+    tools = turn.ctx.tools
+    pairs = []
+    for candidate in pool:
+        tool = tools.get(candidate.name)
+        examples = " ".join(f'"{_one_line(e, 80)}"' for e in tool.examples[:3])
+        task = _one_line(tool.description) + (f" For example: {examples}." if examples else "")
+        pairs.append((_VOTE_PROMPT.format(description=task), _request(turn)))
+    return pairs
 
 
 def _decide(
@@ -199,13 +395,6 @@ def _decide(
         update={"choice": choice, "decision": decided.kind, "decided": decided.tool_name}
     )
     return decided, trace
-
-
-def _reads(text: str) -> bool:
-    """A question, or a request to see or find something that says no change."""
-    found = terms(text)
-    reading = "~list" in found or "~search" in found
-    return reads_as_question(text) or (reading and not asks_for_change(text))
 
 
 def _read_among(candidates: Sequence[RouteCandidate]) -> bool:

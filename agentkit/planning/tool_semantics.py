@@ -57,7 +57,9 @@ class SemanticIndex:
     mean: tuple[float, ...]
 
     @classmethod
-    def build(cls, names: Sequence[str], owners: Sequence[str], raw: Sequence[Sequence[float]]) -> SemanticIndex:
+    def build(
+        cls, names: Sequence[str], owners: Sequence[str], raw: Sequence[Sequence[float]]
+    ) -> SemanticIndex:
         width = len(raw[0]) if raw else 0
         mean = [sum(v[i] for v in raw) / len(raw) for i in range(width)] if raw else []
         vectors = tuple(tuple(_centred(v, mean)) for v in raw)
@@ -71,18 +73,14 @@ class SemanticIndex:
         best = {name: -1.0 for name in self.names}
         for owner, vector in zip(self.owners, self.vectors, strict=True):
             cosine = sum(q * v for q, v in zip(query, vector, strict=True))
-            if cosine > best[owner]:
-                best[owner] = cosine
+            best[owner] = max(best[owner], cosine)
         return {name: round(value, 4) for name, value in best.items()}
 
 
 #: text -> vector, per embedding backend (a tool's texts are embedded once per process)
-_VECTORS: weakref.WeakKeyDictionary[Any, dict[str, tuple[float, ...]]] = (
-    weakref.WeakKeyDictionary()
-)
-_INDEXES: weakref.WeakKeyDictionary[ToolRegistry, dict[int, tuple[tuple[str, ...], SemanticIndex]]] = (
-    weakref.WeakKeyDictionary()
-)
+_VECTORS: weakref.WeakKeyDictionary[Any, dict[str, tuple[float, ...]]] = weakref.WeakKeyDictionary()
+_Indexed = dict[int, tuple[tuple[str, ...], SemanticIndex]]
+_INDEXES: weakref.WeakKeyDictionary[ToolRegistry, _Indexed] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
@@ -128,5 +126,5 @@ async def semantic_scores(
     """Per tool, how close *request* is in meaning to what the tool says about itself
     (*embed*: how to call the model, e.g. through a traced call; ``model.embed`` without)."""
     index = await semantic_index(model, tools, embed)
-    (vector,) = await _vectors(model, [" ".join(request.split())], embed)
+    (vector,) = await (embed or model.embed)([" ".join(request.split())])  # not cached
     return index.scores(vector)
