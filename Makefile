@@ -55,6 +55,7 @@ test-browser: $(STAMP) ## The real-browser test (JupyterLab + Debian chromium); 
 
 bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under bench/results/
 	$(BIN)/python bench/bench_store.py
+	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_telemetry.py
 	$(BIN)/python bench/bench_eval.py
 	$(BIN)/python bench/bench_llama.py
@@ -63,6 +64,7 @@ bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under b
 		'openai-agents==0.24.0'
 	$(BIN)/python bench/bench_planner.py
 	$(BIN)/python bench/bench_desk_turn.py
+	$(BIN)/python bench/bench_compression.py
 
 AGENT ?= innovator-001
 chat: $(STAMP) ## Chat with an agent in the terminal (AGENT=innovator-001, MODEL=spec optional)

@@ -11,6 +11,12 @@ is the limit). With two replicas the clients are spread over both (client *i* on
 *i* mod 2, its conversation's turns on that one: sticky, as a load balancer by conversation
 would; correctness never needs it).
 
+PostgreSQL runs as the tests start it, but durable: ``fsync`` and ``full_page_writes`` on (the
+tests turn them off), and ``synchronous_commit`` on as agentkit asks, so both stores pay for
+their acknowledgements. Besides wall-clock figures, which a shared machine skews, each window
+reports the CPU the setup spent per turn: the server processes' and PostgreSQL's (its
+backends, from /proc), and the clients' (this process), a figure contention hardly moves.
+
 Setups are interleaved within the run (ROUNDS rounds of every setup, WINDOW seconds each after
 a warm-up), so a noisy neighbour hits them all alike; the figures are the medians over rounds
 (turns/s; p50/p95 of the turn latency, to the end of its stream) and their ratios. Figures,
@@ -29,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,15 +44,15 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests._postgres import fresh_url, running_server  # noqa: E402
+from tests._postgres import PostgresServer, fresh_url, running_server  # noqa: E402
 from tests.fakes.live_api import free_port  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "serve.csv"
 AGENT = "innovator-001"
 CLIENTS = int(os.environ.get("BENCH_SERVE_CLIENTS", "50"))
 ROUNDS = int(os.environ.get("BENCH_SERVE_ROUNDS", "3"))
-WINDOW = float(os.environ.get("BENCH_SERVE_WINDOW", "6"))
-WARMUP = 1.5
+WINDOW = float(os.environ.get("BENCH_SERVE_WINDOW", "8"))
+WARMUP = 2.0
 SLOW_MODULE = """
 import asyncio
 
@@ -93,6 +98,32 @@ class Replica:
         self.log.close()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of process *pid* so far (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu(server: PostgresServer | None) -> float:
+    """CPU of the postmaster's children (the backends, the WAL writer…) alive now."""
+    if server is None:
+        return 0.0
+    postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == postmaster:
+                total += (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 @dataclass
 class Setup:
     name: str
@@ -101,6 +132,11 @@ class Setup:
     turns_per_s: list[float] = field(default_factory=list)
     p50: list[float] = field(default_factory=list)
     p95: list[float] = field(default_factory=list)
+    #: CPU ms per turn: the agentkit serve processes, PostgreSQL, the clients
+    server_cpu: list[float] = field(default_factory=list)
+    postgres_cpu: list[float] = field(default_factory=list)
+    client_cpu: list[float] = field(default_factory=list)
+    postgres: PostgresServer | None = None
     errors: int = 0
 
 
@@ -148,18 +184,36 @@ async def run_window(setup: Setup) -> None:
             number += 1
             ok = await one_turn(clients[index], setup.conversations[index], f"turn {number}")
             done = time.perf_counter()
-            if now >= begin and done <= end:
+            if begin <= done <= end:  # the turns the window saw end (however long they took)
                 if ok:
                     counted += 1
                     latencies.append((done - now) * 1000)
                 else:
                     errors += 1
 
+    async def cpu_window() -> tuple[float, float, float]:
+        await asyncio.sleep(max(0.0, begin - time.perf_counter()))
+        before = (
+            sum(cpu_seconds(r.process.pid) for r in setup.replicas),
+            postgres_cpu(setup.postgres),
+            time.process_time(),
+        )
+        await asyncio.sleep(max(0.0, end - time.perf_counter()))
+        return (
+            sum(cpu_seconds(r.process.pid) for r in setup.replicas) - before[0],
+            postgres_cpu(setup.postgres) - before[1],
+            time.process_time() - before[2],
+        )
+
     try:
-        await asyncio.gather(*(client_loop(i) for i in range(CLIENTS)))
+        measured, *_ = await asyncio.gather(cpu_window(), *(client_loop(i) for i in range(CLIENTS)))
     finally:
         for client in clients:
             await client.aclose()
+    turns = max(counted, 1)
+    setup.server_cpu.append(measured[0] * 1000 / turns)
+    setup.postgres_cpu.append(measured[1] * 1000 / turns)
+    setup.client_cpu.append(measured[2] * 1000 / turns)
     setup.turns_per_s.append(counted / WINDOW)
     setup.p50.append(percentile(latencies, 0.5) if latencies else float("nan"))
     setup.p95.append(percentile(latencies, 0.95) if latencies else float("nan"))
@@ -189,15 +243,19 @@ def scratch_agents(base: Path, name: str) -> Path:
 
 
 def bench(
-    kind: str, model: str, env: dict[str, str], base: Path, pg_url: Callable[[], str]
+    kind: str, model: str, env: dict[str, str], base: Path, server: PostgresServer
 ) -> list[Setup]:
     file_dir = scratch_agents(base, f"{kind}-file")
     pg_dir = scratch_agents(base, f"{kind}-pg")
-    one_url, two_url = pg_url(), pg_url()
+    one_url, two_url = fresh_url(server), fresh_url(server)
     setups = [
         Setup("file, 1 process", [Replica(file_dir, model, None, env)]),
-        Setup("postgres, 1 replica", [Replica(pg_dir, model, one_url, env)]),
-        Setup("postgres, 2 replicas", [Replica(pg_dir, model, two_url, env) for _ in range(2)]),
+        Setup("postgres, 1 replica", [Replica(pg_dir, model, one_url, env)], postgres=server),
+        Setup(
+            "postgres, 2 replicas",
+            [Replica(pg_dir, model, two_url, env) for _ in range(2)],
+            postgres=server,
+        ),
     ]
     try:
         for setup in setups:
@@ -209,7 +267,8 @@ def bench(
                 print(
                     f"  [{kind}] round {round_ + 1} {setup.name:<22} "
                     f"{setup.turns_per_s[-1]:7.1f} turns/s  p50 {setup.p50[-1]:6.1f} ms  "
-                    f"p95 {setup.p95[-1]:6.1f} ms",
+                    f"p95 {setup.p95[-1]:6.1f} ms  CPU/turn: serve {setup.server_cpu[-1]:5.1f} "
+                    f"pg {setup.postgres_cpu[-1]:5.1f} clients {setup.client_cpu[-1]:5.1f} ms",
                     flush=True,
                 )
     finally:
@@ -219,13 +278,27 @@ def bench(
     return setups
 
 
+def durable(server: PostgresServer) -> PostgresServer:
+    """The tests' server restarted with fsync and full_page_writes on (their -c options are
+    turned off there), on the same port and data directory."""
+    options = server.options.replace("-c fsync=off", "-c fsync=on").replace(
+        "-c full_page_writes=off", "-c full_page_writes=on"
+    )
+    server.ctl("stop", "-m", "fast")
+    again = PostgresServer(server.bindir, server.data, server.port, server.user, server.run_as,
+                           options)  # fmt: skip
+    again.start()
+    return again
+
+
 def main() -> None:
     rows: list[tuple[str, float]] = []
     print(
         f"agentkit serve: {CLIENTS} SSE clients, {ROUNDS} interleaved rounds of {WINDOW:.0f} s "
         f"per setup, {os.cpu_count()} CPUs (shared with whatever else runs)"
     )
-    with tempfile.TemporaryDirectory() as scratch, running_server() as server:
+    with tempfile.TemporaryDirectory() as scratch, running_server() as tests_server:
+        server = durable(tests_server)
         base = Path(scratch)
         script = base / "script.json"
         script.write_text(json.dumps({"chat": ["A scripted reply of a few words."]}))
@@ -234,21 +307,25 @@ def main() -> None:
         (models / "bench_slow_model.py").write_text(SLOW_MODULE)
         path = os.pathsep.join(filter(None, [str(models), os.environ.get("PYTHONPATH")]))
         runs = {
-            "scripted": bench("scripted", f"scripted:{script}", {}, base,
-                              lambda: fresh_url(server)),
+            "scripted": bench("scripted", f"scripted:{script}", {}, base, server),
             "slow100ms": bench("slow100ms", "function:bench_slow_model:reply",
-                               {"PYTHONPATH": path}, base, lambda: fresh_url(server)),
+                               {"PYTHONPATH": path}, base, server),
         }  # fmt: skip
     print("\nmedians over rounds")
     for kind, setups in runs.items():
         for setup in setups:
+            slug = f"{kind}_{setup.name.replace(', ', '_').replace(' ', '_')}"
             tps = statistics.median(setup.turns_per_s)
             p50, p95 = statistics.median(setup.p50), statistics.median(setup.p95)
+            cpu = [statistics.median(v) for v in (setup.server_cpu, setup.postgres_cpu)]
+            clients = statistics.median(setup.client_cpu)
             print(
                 f"  {kind:<10} {setup.name:<22} {tps:7.1f} turns/s  p50 {p50:6.1f} ms  "
-                f"p95 {p95:6.1f} ms  errors {setup.errors}"
+                f"p95 {p95:6.1f} ms  errors {setup.errors}  CPU/turn serve {cpu[0]:.1f} "
+                f"+ pg {cpu[1]:.1f} ms (clients {clients:.1f} ms)"
             )
-            slug = f"{kind}_{setup.name.replace(', ', '_').replace(' ', '_')}"
+            rows += [(f"{slug}_serve_cpu_ms_per_turn", cpu[0])]
+            rows += [(f"{slug}_pg_cpu_ms_per_turn", cpu[1])]
             rows += [(f"{slug}_turns_per_s", tps), (f"{slug}_p50_ms", p50)]
             rows += [(f"{slug}_p95_ms", p95), (f"{slug}_errors", float(setup.errors))]
         file_tps, one_tps, two_tps = (statistics.median(s.turns_per_s) for s in setups)

@@ -1,7 +1,10 @@
-"""``CompressionLab``: sweep the compression thresholds N / T / K and see what survives.
+"""``CompressionLab``: sweep the compression strategy and thresholds N / T / K and see what
+survives.
 
 A thin view: the sweep is :func:`agentkit.memory.sweep.sweep_compression`, the parsing and the
-rendering are the plain functions of :mod:`lab.sweep_view`. The lab never writes anything: it
+rendering are the plain functions of :mod:`lab.sweep_view` and, for the strategies, of this
+module (:func:`parse_strategies`, :func:`strategy_frame`, :func:`strategy_figure`: facts kept,
+lost and ungrounded per strategy, and the time per summary). The lab never writes anything: it
 reads a scenario file or a stored conversation and shows what compression *would* do.
 Sweeps run on a private background event loop, so the lab works inside Jupyter's own loop and
 a model's state stays on one loop across sweeps.
@@ -10,6 +13,7 @@ a model's state stays on one loop across sweeps.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,8 +23,10 @@ import pandas as pd
 from agentkit import Agent, ChatModel, create_model
 from agentkit.errors import AgentkitError, ConversationNotFoundError, UsageError
 from agentkit.loop import BackgroundLoop
+from agentkit.memory.strategies import STRATEGIES
 from agentkit.memory.sweep import SweepRow, ThresholdGrid, sweep_compression
 from agentkit.workspace import resolve_data_dir
+from matplotlib.figure import Figure
 
 from lab.sweep_view import (
     SweepSource,
@@ -34,14 +40,82 @@ from lab.sweep_view import (
     sweep_frame,
 )
 
-__all__ = ["DEFAULT_GRID", "CompressionLab"]
+__all__ = [
+    "DEFAULT_GRID",
+    "CompressionLab",
+    "parse_strategies",
+    "strategy_figure",
+    "strategy_frame",
+]
 
 #: small enough for the embedded model: at most two summaries per source (two K values)
 DEFAULT_GRID = ThresholdGrid(max_messages=(4, 12), token_threshold=(100, 600), keep_recent=(2, 6))
 
 
-def _values_text(values: Sequence[int]) -> str:
+def _values_text(values: Sequence[object]) -> str:
     return ", ".join(str(value) for value in values)
+
+
+def parse_strategies(text: str) -> tuple[str, ...]:
+    """The strategies typed in the lab (``model, extractive``); an unknown one is an error
+    naming it and the known ones."""
+    names = tuple(item for item in re.split(r"[\s,;]+", text.strip()) if item)
+    if not names:
+        raise UsageError("the grid's strategy has no values: give at least one")
+    for name in names:
+        if name not in STRATEGIES:
+            raise UsageError(f"strategy {name!r} is not one of {', '.join(STRATEGIES)}")
+    return names
+
+
+def strategy_frame(rows: Sequence[SweepRow]) -> pd.DataFrame:
+    """Per strategy (compressed points only): facts kept / lost / ungrounded (means), tokens
+    after, and the median time per summary (summaries made, not reused)."""
+    done = [row for row in rows if row.status == "compressed"]
+    records = []
+    for name in dict.fromkeys(row.strategy for row in done):
+        mine = [row for row in done if row.strategy == name]
+        made = sorted(row.summary_ms for row in mine if not row.reused)
+        records.append({
+            "strategy": name,
+            "points": len(mine),
+            "facts_total": max(row.facts_total for row in mine),
+            "facts_kept": sum(row.facts_in_state for row in mine) / len(mine),
+            "facts_lost": sum(row.facts_total - row.facts_in_state for row in mine) / len(mine),
+            "facts_ungrounded": sum(row.facts_ungrounded for row in mine) / len(mine),
+            "tokens_after": sum(row.tokens_after for row in mine) / len(mine),
+            "summary_ms": made[len(made) // 2] if made else None,
+        })  # fmt: skip
+    return pd.DataFrame(records)
+
+
+def strategy_figure(rows: Sequence[SweepRow], title: str = "") -> Figure:
+    """Facts kept, lost and ungrounded per strategy (stacked bars, compressed points
+    averaged) and the median time per summary (right)."""
+    frame = strategy_frame(rows)
+    figure = Figure(figsize=(8.0, 3.6), layout="constrained")
+    facts_axes, time_axes = figure.subplots(1, 2, width_ratios=(2, 1))
+    names = list(frame["strategy"]) if not frame.empty else []
+    positions = list(range(len(names)))
+    if names:
+        kept, lost = list(frame["facts_kept"]), list(frame["facts_lost"])
+        ungrounded = list(frame["facts_ungrounded"])
+        facts_axes.bar(positions, kept, label="kept in TaskState", color="#2e7d32")
+        facts_axes.bar(positions, lost, bottom=kept, label="lost", color="#c62828")
+        above = [k + x for k, x in zip(kept, lost, strict=True)]
+        facts_axes.bar(
+            positions, ungrounded, bottom=above, label="ungrounded (dropped)", color="#f9a825"
+        )
+        times = [0.0 if pd.isna(v) else float(v) for v in frame["summary_ms"]]
+        time_axes.bar(positions, times, color="#1565c0")
+        facts_axes.legend(loc="upper right", fontsize="small")
+    facts_axes.set_xticks(positions, names)
+    facts_axes.set_ylabel("facts (mean over compressed points)")
+    facts_axes.set_title(title or "what each strategy keeps")
+    time_axes.set_xticks(positions, names)
+    time_axes.set_ylabel("ms per summary (median)")
+    time_axes.set_title("time per summary")
+    return figure
 
 
 class CompressionLab:
@@ -121,10 +195,12 @@ class CompressionLab:
         self.n_values = widgets.Text(_values_text(grid.max_messages), description="N values")
         self.t_values = widgets.Text(_values_text(grid.token_threshold), description="T values")
         self.k_values = widgets.Text(_values_text(grid.keep_recent), description="K values")
+        self.strategies = widgets.Text(_values_text(grid.strategy), description="Strategies")
         self.run_button = widgets.Button(description="Run sweep", button_style="primary")
         self.progress = widgets.IntProgress(value=0, min=0, max=grid.size, description="Sweep")
         self.status = widgets.HTML()
         self.plot = widgets.Image(format="png")
+        self.strategy_plot = widgets.Image(format="png")
         self.table = widgets.HTML()
         self.run_button.on_click(self._on_run)
         self.scenario.observe(self._on_scenario, names="value")
@@ -139,9 +215,11 @@ class CompressionLab:
             self.facts,
             self.model,
             widgets.HBox([self.n_values, self.t_values, self.k_values]),
+            self.strategies,
             widgets.HBox([self.run_button, self.progress]),
             self.status,
             self.plot,
+            self.strategy_plot,
             self.table,
         ])  # fmt: skip
         self.widget.add_class("agentkit-compression-lab")
@@ -165,7 +243,15 @@ class CompressionLab:
         return SweepSource(found.label, found.window, found.task_state, facts)
 
     def grid(self) -> ThresholdGrid:
-        return parse_grid(self.n_values.value, self.t_values.value, self.k_values.value)
+        """The grid the fields hold: N, T, K and the strategies (``model, extractive,
+        hybrid``)."""
+        thresholds = parse_grid(self.n_values.value, self.t_values.value, self.k_values.value)
+        return ThresholdGrid(
+            thresholds.max_messages,
+            thresholds.token_threshold,
+            thresholds.keep_recent,
+            parse_strategies(self.strategies.value),
+        )
 
     def chat_model(self) -> ChatModel:
         """The model given, else the one the Model field names (created once per spec)."""
@@ -205,6 +291,7 @@ class CompressionLab:
         )
         self.frame = sweep_frame(self.rows)
         self.plot.value = figure_png(sweep_figure(self.rows, source.label))
+        self.strategy_plot.value = figure_png(strategy_figure(self.rows, source.label))
         self.table.value = self.frame.to_html(index=False, na_rep="")
         failed = sum(row.status == "failed" for row in self.rows)
         summaries = sum(

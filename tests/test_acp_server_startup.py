@@ -65,7 +65,7 @@ def test_a_startup_error_is_the_answer_to_initialize(
         async with serve(data_dir, agent_id, *args, check_exit=False) as served:
             error = await refused_at_initialize(served)
             assert cause in str(error)  # the message is the startup error itself
-            assert error.code == -32603 or error.code == -32602
+            assert error.code in (-32603, -32602)
             assert cause in error.data["message"]
             assert cause in served.stderr.read_text()  # and the log line, as before
 
@@ -110,8 +110,11 @@ def test_a_failing_session_new_or_load_names_its_cause(data_dir: Path, tmp_path:
 
 
 def test_the_title_rule_takes_the_last_paragraph() -> None:
-    assert conversation_title(PREAMBLE + "\n\nplot the sales by month") == "plot the sales by month"
-    assert conversation_title("  one   paragraph\nover two lines ") == "one paragraph over two lines"
+    titled = conversation_title(PREAMBLE + "\n\nplot the sales by month")
+    assert titled == "plot the sales by month"
+    assert (
+        conversation_title("  one   paragraph\nover two lines ") == "one paragraph over two lines"
+    )
     assert conversation_title("words first\n\n  \n\n") == "words first"  # blank paragraphs skip
     long = conversation_title("word " * 40)
     assert len(long) <= 60 and long.endswith("…") and not long.startswith(" ")

@@ -28,6 +28,7 @@ from agentkit.store import ConversationKey
 from agentkit.store.records import CompressionRecord, ResetRecord
 from agentkit.types import utc_now
 from lab import CompressionLab
+from lab.compression_lab import strategy_frame
 from lab.sweep_view import (
     conversation_source,
     parse_grid,
@@ -475,3 +476,27 @@ def test_a_scenario_source_keeps_the_scenario_label_and_facts() -> None:
     source = scenario_source(EN)
     assert source.label.startswith("Planning a product launch")
     assert source.facts == load_scenario(EN).facts and len(source.window) == 18
+
+
+def test_the_lab_sweeps_strategies_and_plots_what_each_keeps() -> None:
+    model = ScriptedModel({"summarize": [{"important_facts": ["Lisbon", "lives in Berlin"]}]})
+    lab = CompressionLab(scenarios_dir=SCENARIOS, scenario=EN, model=model)
+    try:
+        assert lab.strategies.value == "model"
+        lab.n_values.value, lab.t_values.value, lab.k_values.value = "4", "10", "2"
+        lab.strategies.value = "model, extractive, hybrid"
+        lab.run_button.click()
+        assert list(lab.frame["strategy"]) == ["model", "extractive", "hybrid"]
+        assert list(lab.frame["facts_ungrounded"]) == [1, 0, 1]
+        assert len(summarize_requests(model)) == 2  # extractive asks no model
+        assert bytes(lab.strategy_plot.value).startswith(b"\x89PNG")
+        table = strategy_frame(lab.rows)
+        assert list(table["strategy"]) == ["model", "extractive", "hybrid"]
+        assert list(table["facts_kept"]) == [1, 6, 6]
+        assert list(table["facts_lost"]) == [5, 0, 0]
+        assert table["summary_ms"].notna().all()
+        lab.strategies.value = "model, magic"
+        lab.run_button.click()
+        assert "magic" in lab.status.value and "is not one of" in lab.status.value
+    finally:
+        lab.close()

@@ -41,3 +41,24 @@ def test_the_desk_agents_name_the_desk_toolset() -> None:
         text = (REPO / "data" / "agents" / agent / "config.json").read_text(encoding="utf-8")
         assert '"python": "agentkit_desk:toolset"' in text
         assert "live_state_keywords" in text
+
+
+def test_the_consent_question_has_no_domain_phrase() -> None:
+    """The question asked before a side-effecting call is the tool's words in a neutral frame:
+    no desk noun, and no "configuration" (a desk phrase once shown for notes and files)."""
+    from agentkit.planning.consent import consent_question
+    from agentkit.tools import tool
+
+    @tool(side_effect=True)
+    def water_plant(plant: str) -> str:
+        """Water one plant."""
+        return plant
+
+    domain = re.compile(r"\b(" + "|".join([*DESK_NOUNS, "configuration", "config"]) + r")\b", re.I)
+    for language in ("en", "zh"):
+        said = consent_question("water_plant", {"plant": "fern"}, water_plant.bind(), language)
+        assert "water_plant" in said and "fern" in said and "Water one plant." in said
+        assert not domain.search(said), said
+        assert not any(word in said for word in (*DESK_WORDS_ZH, "配置")), said
+    for path in (CORE / "planning" / "consent.py", CORE / "planning" / "steps.py"):
+        assert "configuration" not in path.read_text(encoding="utf-8").casefold(), path

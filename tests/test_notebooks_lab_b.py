@@ -65,6 +65,11 @@ def test_04_sweeps_the_thresholds_and_records_a_failed_summary(tmp_path: Path) -
     assert expected is not None
     assert done["facts_in_state"] == round(expected * done["facts_total"])
     assert summary["facts_in_state_by_K"] == {"2": done["facts_in_state"]}
+    # the strategy comparison (model fails on the malformed reply; hybrid keeps its
+    # extractive part): extractive keeps the six facts without a model call
+    strategies = {row["strategy"]: row for row in summary["strategies"]}
+    assert set(strategies) == {"extractive", "hybrid"}
+    assert strategies["extractive"]["facts_kept"] == 6
 
 
 def test_05_runs_the_evaluation_sweep_and_the_fidelity_probe(tmp_path: Path) -> None:

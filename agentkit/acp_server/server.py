@@ -51,8 +51,9 @@ def serve_stdio(
     store: str | None = None,
     replay: bool | None = None,
 ) -> None:
-    """What ``agentkit acp`` runs (*replay*: None takes the agent's ``acp.replay``); returns when the client has gone. A startup error is
-    answered to the client (:func:`refuse`) and then raised."""
+    """What ``agentkit acp`` runs (*replay*: None takes the agent's ``acp.replay``); returns
+    when the client has gone. A startup error is answered to the client (:func:`refuse`) and
+    then raised."""
     try:
         agent = Agent.open(agent_id, data_dir=data_dir, model=model, store=store)
         parse_model_spec(resolve_model_spec(model, agent.config.model))  # a typo fails here

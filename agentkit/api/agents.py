@@ -113,6 +113,14 @@ class ServedAgents:
             return False
         return await asyncio.to_thread(self.events.turn_running, key)
 
+    async def close_upkeep(self, timeout: float) -> int:
+        """Let the agents' background memory upkeep finish (at most *timeout* seconds each),
+        cancelling what is left (nothing of a cancelled one is written); how many were."""
+        cancelled = 0
+        for agent in self._agents.values():
+            cancelled += await agent.runtime.upkeep.close(timeout)
+        return cancelled
+
     async def aclose(self) -> None:
         """Close every live session, and each agent's model and memory store."""
         for agent in self._agents.values():

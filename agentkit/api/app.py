@@ -82,6 +82,7 @@ def create_app(
             yield
         finally:
             await turns.wait_all(timeout=shutdown_timeout)
+            await served.close_upkeep(timeout=shutdown_timeout)  # memory upkeep after results
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await listener

@@ -51,6 +51,7 @@ def tools_command(ctx: typer.Context, agent_id: AgentArg, as_json: JsonFlag = Fa
                     "live_state": tool.live_state,
                     "description": tool.description,
                     "examples": list(tool.examples),
+                    "consent": tool.consent,
                     "schema": tool.json_schema(),
                 }
                 for tool in map(tools.registry.get, tools.registry.names())

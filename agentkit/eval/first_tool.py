@@ -157,7 +157,11 @@ def _stage(record: CallRecord) -> str:
 def _choice_latency(records: Sequence[CallRecord]) -> float:
     """The call that chose the action: the router's choice call, or the strategy's first
     ``act``/``plan`` call (which also wrote the arguments)."""
-    routed = [r.latency_ms for r in records if r.purpose == "route" and _stage(r) == "choice"]
+    routed = [
+        r.latency_ms
+        for r in records
+        if r.purpose == "route" and _stage(r) in ("choice", "semantic")
+    ]
     if routed:
         return round(sum(routed), 1)
     first = next((r for r in records if r.purpose in _CHOICE_PURPOSES), None)
@@ -239,6 +243,7 @@ async def _run_row(
         "agent": table.agent,
         "row": number,
         "split": row.split,
+        "batch": row.batch,
         "lang": row.lang,
         "text": row.text,
         "expect": row.expect,
@@ -258,11 +263,14 @@ def _traced(agent: Any, ids: tuple[str, str]) -> dict[str, Any]:  # noqa: ANN401
     """What the turn's trace says: the choice's latency and the route decision."""
     conversation, message_id = ids
     records = agent.call_records(conversation, message_id) if message_id else []
-    route = next((r.route for r in records if r.purpose == "route" and r.route), None)
+    route = next(
+        (r.route for r in records if r.purpose == "route" and r.route and _stage(r) == "choice"),
+        None,
+    )
     return {
         "choice_ms": _choice_latency(records),
         "arguments_ms": round(
-            sum(r.latency_ms for r in records if r.purpose == "route" and _stage(r) != "choice"),
+            sum(r.latency_ms for r in records if r.purpose == "route" and _stage(r) == "arguments"),
             1,
         ),
         "model_calls": sum(1 for r in records if r.messages),
@@ -287,20 +295,25 @@ def run_first_tool(
     return rows
 
 
-def first_tool_summary(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per table and split: accuracy, "no tool" precision, side-effect false positives,
-    median and 90th-percentile choice latency (ms), median time to the first action."""
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+def first_tool_summary(
+    rows: Sequence[Mapping[str, Any]], *, by_batch: bool = False
+) -> list[dict[str, Any]]:
+    """Per table and split (and batch, with *by_batch*): accuracy, "no tool" precision,
+    side-effect false positives, median and 90th-percentile choice latency (ms), median time
+    to the first action."""
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     for row in rows:
-        groups.setdefault((str(row["table"]), str(row["split"])), []).append(row)
+        batch = str(row.get("batch", "")) if by_batch else ""
+        groups.setdefault((str(row["table"]), str(row["split"]), batch), []).append(row)
     summary: list[dict[str, Any]] = []
-    for (table, split), items in sorted(groups.items()):
+    for (table, split, batch), items in sorted(groups.items()):
         said_none = [r for r in items if r["action"] == NO_TOOL]
         reads = [r for r in items if not _expects_side_effect(r)]
         latencies = sorted(float(r["choice_ms"]) for r in items)
         summary.append({
             "table": table,
             "split": split,
+            **({"batch": batch} if by_batch else {}),
             "requests": len(items),
             "accuracy": round(sum(bool(r["correct"]) for r in items) / len(items), 3),
             "none_precision": (
@@ -340,6 +353,7 @@ def first_tool_report(summary: Sequence[Mapping[str, Any]]) -> str:
     columns = [
         ("table", 22),
         ("split", 8),
+        *([("batch", 6)] if any("batch" in item for item in summary) else []),
         ("requests", 9),
         ("accuracy", 9),
         ("none_precision", 15),

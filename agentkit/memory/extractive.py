@@ -153,8 +153,8 @@ def _has_name(sentence: str) -> bool:
     if _has_cjk(sentence):
         return any(len(word) >= 2 for word in words)
     for index, word in enumerate(words):
-        if word == "I" or not word[0].isupper():
-            continue
+        if word == "I" or word.startswith(("I'", "I’")) or not word[0].isupper():
+            continue  # I, I'd, I'm: not names
         if len(word) >= 2 and (word.isupper() or any(c.isupper() for c in word[1:])):
             return True  # OKX, BTC, DeepSeek
         if index > 0 or word.casefold() not in _COMMON_FIRST:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import JsonValue
 
@@ -34,7 +35,7 @@ def conversation_language(texts: Sequence[str]) -> str:
     return "en"
 
 
-def what_it_does(tool: Tool[object] | None) -> str:
+def what_it_does(tool: Tool[Any] | None) -> str:
     """One sentence saying what a call of *tool* does: its consent text, else its
     description (one line, cut), ending with a full stop."""
     if tool is None:
@@ -50,7 +51,7 @@ def what_it_does(tool: Tool[object] | None) -> str:
 def consent_question(
     tool_name: str,
     args: Mapping[str, JsonValue],
-    tool: Tool[object] | None,
+    tool: Tool[Any] | None,
     language: str = "en",
 ) -> str:
     """The consent question for ``tool_name(args)``; *args* are masked here."""

@@ -15,8 +15,12 @@ At intake, :func:`fit_tools` decides which tools this turn offers:
 2. If every tool's entry fits, all are offered: nothing changes.
 3. Else the tools that must stay come first — those of a flow in progress (its steps name
    them: a paused or running plan goes on with its own tools) and the live-state reads the
-   planner refreshes before planning — then the rest by the router's ranking for the request
-   (:func:`agentkit.planning.tool_ranking.rank_tools`), each added while it still fits.
+   planner refreshes before planning — then the tools the router's ranking matches to the
+   request (:func:`agentkit.planning.tool_ranking.rank_tools`, score above zero), best first,
+   each added while it still fits. Tools that match nothing are left out once the listing
+   had to be cut: a small model plans worse with a window full of unrelated tools (measured:
+   the embedded model wrote an unterminated plan with the budget filled, a valid one without
+   the unmatched tools). Only when nothing matches at all does the registry's order fill it.
 4. When not even the prompt and the tools that must stay fit, the turn fails before any
    model call with an ``error`` event of code ``context_overflow`` that says by how much.
 
@@ -140,9 +144,9 @@ def fit_tools(
         )
         return ToolFit(tools, window, budget, listing, 0, names, problem, tuple(must))
     chosen, used = list(must), needed
-    for ranked in rank_tools(tools, request):
-        if ranked.name in chosen:
-            continue
+    ranking = [ranked for ranked in rank_tools(tools, request) if ranked.name not in must]
+    matched = [ranked for ranked in ranking if ranked.score > 0]
+    for ranked in matched or ranking:  # no match at all: the registry's order fills it
         if used + sizes[ranked.name] <= budget:
             chosen.append(ranked.name)
             used += sizes[ranked.name]

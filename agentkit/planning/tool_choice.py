@@ -85,8 +85,6 @@ _VOTE_WEIGHT = 0.1
 _VOTE_PROMPT = "Task: {description}\nUser request:"
 #: a leader whose lexical score is below this matched one weak term at best: the model settles
 _WEAK = 1.0
-#: the semantic bonus per standard deviation above the toolset's mean similarity
-_SEMANTIC_WEIGHT = 0.5
 #: how many tools (best by meaning and words) the model settles among, besides "none"
 _SETTLE_POOL = 3
 #: what the settling vote reads for "none": would this request want no tool at all?
@@ -120,7 +118,7 @@ class RouteTrace(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    stage: Literal["choice", "arguments"] = "choice"
+    stage: Literal["choice", "arguments", "semantic"] = "choice"
     #: how the candidates were put to the model: ``tie`` (near-tied lexical leaders) or
     #: ``settle`` (no or only weak lexical candidates: the tools and "none")
     vote_kind: Literal["", "tie", "settle"] = ""
@@ -171,8 +169,7 @@ async def choose(turn: Turn) -> RoutedAction | None:
         reason = "small talk: a greeting, thanks or a question about the assistant"
         _trace(turn, RouteTrace(decision="none", reason=reason))
         return RoutedAction(kind="none")
-    semantic = await _semantic(turn) if "semantic" in signals else None
-    pool = _pool(turn, ranked, semantic)
+    pool = _pool(turn, ranked, None)
     reads = asks_to_read(text)
     if reads:
         pool = [c for c in pool if not c.side_effect]
@@ -182,16 +179,18 @@ async def choose(turn: Turn) -> RoutedAction | None:
         or max(lexical[c.name].score if c.name in lexical else 0.0 for c in candidates) < _WEAK
     )
     if weak and "settle" in signals and not small and pool:
-        return await _settle(turn, tuple(pool[:_SETTLE_POOL]), reads)
+        # meaning decides which tools the model is shown: computed only when it settles
+        semantic = await _semantic(turn) if "semantic" in signals else None
+        if semantic:
+            pool = [c.model_copy(update={"semantic": semantic.get(c.name)}) for c in pool]
+        return await _settle(turn, _settle_pool(pool), reads)
     if not candidates:
         reason = (
             "a read or a question: only side-effecting tools match"
             if reads and ranked and top > 0
             else "no tool matches the request"
         )
-        _trace(
-            turn, RouteTrace(candidates=tuple(pool[:_SETTLE_POOL]), decision="none", reason=reason)
-        )
+        _trace(turn, RouteTrace(decision="none", reason=reason))
         return RoutedAction(kind="none")
     tied = tuple(c for c in candidates if c.score * _NEAR_TIE >= candidates[0].score)
     trace = RouteTrace(candidates=candidates)
@@ -230,12 +229,14 @@ async def _semantic(turn: Turn) -> dict[str, float] | None:
             )
         except (ModelError, TimeoutError, RecursionError, ValueError) as error:
             problem = error_text(error)
-            trace = RouteTrace(reason=f"no semantic signal: {problem}")
+            trace = RouteTrace(stage="semantic", reason=f"no semantic signal: {problem}")
             call.read(raw="", route=trace.model_dump(mode="json"), error=problem)
             return None
         shown: JsonValue = {name: value for name, value in scores.items()}
         call.read(
-            raw="", parsed=shown, route=RouteTrace(reason="semantic signal").model_dump(mode="json")
+            raw="",
+            parsed=shown,
+            route=RouteTrace(stage="semantic", reason="semantic signal").model_dump(mode="json"),
         )
     return scores
 
@@ -243,29 +244,35 @@ async def _semantic(turn: Turn) -> dict[str, float] | None:
 def _pool(
     turn: Turn, ranked: Sequence[RankedTool], semantic: Mapping[str, float] | None
 ) -> list[RouteCandidate]:
-    """Every tool as a candidate, best first: its lexical score plus the semantic bonus
-    (``_SEMANTIC_WEIGHT`` per standard deviation above the toolset's mean similarity, for a
-    tool the request shares a word with: meaning reorders matches, it makes none)."""
+    """Every tool as a candidate, best lexical match first (the ranking's order; ties keep
+    the registry's), with its semantic signal where there is one."""
     tools = turn.ctx.tools
     lexical = {item.name: item for item in ranked}
-    names = list(tools.names())
-    spread = _standardised(semantic) if semantic else {}
-    pooled: list[tuple[float, float, int, RouteCandidate]] = []
-    for order, name in enumerate(names):
+    pooled: list[tuple[float, int, RouteCandidate]] = []
+    for order, name in enumerate(tools.names()):
         item = lexical.get(name)
-        words = item.score if item is not None else 0.0
-        bonus = _SEMANTIC_WEIGHT * max(0.0, spread.get(name, 0.0)) if words > 0 else 0.0
         candidate = RouteCandidate(
             name=name,
-            score=round(words + bonus, 4),
+            score=item.score if item is not None else 0.0,
             side_effect=tools.get(name).side_effect,
             matched=item.matched if item is not None else (),
             semantic=semantic.get(name) if semantic else None,
         )
-        # ties in words and meaning keep the ranking's (then the registry's) order
-        pooled.append((-candidate.score, -spread.get(name, 0.0), order, candidate))
-    pooled.sort(key=lambda entry: entry[:3])
-    return [entry[3] for entry in pooled]
+        pooled.append((-candidate.score, order, candidate))
+    pooled.sort(key=lambda entry: entry[:2])
+    return [entry[2] for entry in pooled]
+
+
+def _settle_pool(pool: Sequence[RouteCandidate]) -> tuple[RouteCandidate, ...]:
+    """The tools the model settles among: the best ``_SETTLE_POOL`` by meaning (standard
+    deviations above the toolset's mean similarity) plus words; every tool when there is
+    no semantic signal."""
+    values = {c.name: c.semantic for c in pool if c.semantic is not None}
+    if len(values) < len(pool):
+        return tuple(pool)
+    spread = _standardised({name: float(value) for name, value in values.items()})
+    best = sorted(pool, key=lambda c: -(spread[c.name] + c.score))
+    return tuple(best[:_SETTLE_POOL])
 
 
 def _standardised(values: Mapping[str, float]) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """A semantic signal for tool choice: request and tools compared by meaning, not words.
 
-The lexical ranking (:mod:`agentkit.planning.tool_ranking`) needs a shared word; a bot for a
-trader, a memo for a note or "throw away" for delete share none. Here the model itself reads
+The lexical ranking (:mod:`agentkit.planning.tool_ranking`) needs a shared word; a memo for
+a note, a bot for an agent or "throw away" for delete share none. Here the model itself reads
 each tool's self-description — ``name: description`` and every example request, one text
 each — and the request, and turns each into a vector (the embedded model: mean-pooled hidden
 states of the same GGUF, :meth:`~agentkit.models.llama.LlamaModel.embed`). A tool's semantic

@@ -33,6 +33,7 @@ from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning import routing, upkeep
 from agentkit.planning.approvals import Decision
 from agentkit.planning.errors import TurnCancelledError, TurnFailedError
+from agentkit.planning.prompts import render_prompt
 from agentkit.planning.recording import FlowRecorder
 from agentkit.planning.state import (
     PLANNER_VERSION,
@@ -46,7 +47,6 @@ from agentkit.planning.state import (
     capability_signature,
     intake_limit,
 )
-from agentkit.planning.prompts import render_prompt
 from agentkit.planning.strategies import get_strategy
 from agentkit.planning.tool_budget import fit_tools
 from agentkit.planning.trace import CallRecord
@@ -176,8 +176,7 @@ async def drive(
     error_type: str | None = None
     try:
         stage: Stage | None = routing.route
-        if not _fast_path(ctx.text):
-            turn = await _fit_tools(turn)  # the prompts fit the model's window, or a clear error
+        turn = await _fit_tools(turn)  # the prompts fit the model's window, or a clear error
         while stage is not None:
             following: Then | None = None
             async for item in stage(turn):
@@ -299,6 +298,8 @@ async def _fit_tools(turn: Turn) -> Turn:
     a request that cannot fit fails here, before any model call
     (:mod:`agentkit.planning.tool_budget`)."""
     ctx = turn.ctx
+    if _fast_path(ctx.text):  # /clear, /status: no prompt
+        return turn
     keep: list[str] = []
     try:
         stored = ctx.memory.load_execution_state(ctx.key.agent_id, ctx.key.conversation_id)

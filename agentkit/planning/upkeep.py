@@ -269,6 +269,8 @@ class BackgroundUpkeep:
 
     def __init__(self) -> None:
         self._jobs: dict[ConversationKey, _Job] = {}
+        #: each conversation's last finished job (what :meth:`wait` reports once it is done)
+        self._last: dict[ConversationKey, _Job] = {}
         #: called with each ``compression`` event a job produces (whoever is listening)
         self.listeners: list[Listener] = []
 
@@ -295,11 +297,13 @@ class BackgroundUpkeep:
         )
         job = _Job(key, task, wait_seconds)
         self._jobs[key] = job
+        self._last.pop(key, None)
         task.add_done_callback(lambda _task: self._finished(job))
 
     def _finished(self, job: _Job) -> None:
         if self._jobs.get(job.key) is job:
             del self._jobs[job.key]
+            self._last[job.key] = job
         job.done.set()
 
     async def _run(
@@ -346,9 +350,9 @@ class BackgroundUpkeep:
         self, key: ConversationKey, timeout: float | None = None
     ) -> CompressionEvent | None:
         """Wait for *key*'s job (at most *timeout*, default the job's ``wait_seconds``); its
-        ``compression`` event, or None (no job, nothing compressed, failed). Past the bound
-        the job is cancelled: nothing of it is written."""
-        job = self._jobs.get(key)
+        ``compression`` event (also when it finished before), or None (no job, nothing
+        compressed, failed). Past the bound the job is cancelled: nothing of it is written."""
+        job = self._jobs.get(key) or self._last.get(key)
         if job is None:
             return None
         limit = job.wait_seconds if timeout is None else timeout

@@ -491,7 +491,8 @@ class PostgresConversationStore(ConversationStore):
                     key.agent_id, key.conversation_id, held.epoch, current
                 ) from None
             except psycopg.Error as error:
-                if not (connection.closed or connection.broken):
+                lost = isinstance(error, psycopg.OperationalError)  # e.g. a server shutdown
+                if not (lost or connection.closed or connection.broken):
                     raise StoreError(f"could not write to {key}: {error}") from error
                 before = held.records
                 self._lose(held)

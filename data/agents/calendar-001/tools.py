@@ -121,7 +121,10 @@ def free_time(
     start = _when(day, "day").replace(hour=DAY_START, minute=0)
     end = start.replace(hour=DAY_END)
     busy = sorted(
-        (datetime.fromisoformat(e.start), datetime.fromisoformat(e.start) + timedelta(minutes=e.minutes))
+        (
+            datetime.fromisoformat(e.start),
+            datetime.fromisoformat(e.start) + timedelta(minutes=e.minutes),
+        )
         for e in _load(ctx)
         if datetime.fromisoformat(e.start).date() == start.date()
     )
