@@ -102,6 +102,20 @@ class CompressionConfig(_Config):
     wait_seconds: float = Field(default=120.0, gt=0, le=3600)
 
 
+class EmbeddedModelPlanner(_Config):
+    """What an agent's planner changes when its model is the embedded one (``llama`` or
+    ``llama:PATH``): the strategy and tool choice that work on a small local model, for an
+    agent whose config is written for stronger ones (``planner.for_embedded_model``)."""
+
+    strategy: Strategy | None = None
+    tool_choice: Literal["model", "router"] | None = None
+    stage_timeout_scale: float | None = Field(default=None, gt=0, le=100)
+
+    def apply(self, planner: PlannerConfig) -> PlannerConfig:
+        changes = {name: value for name, value in self if value is not None}
+        return planner.model_copy(update=changes) if changes else planner
+
+
 class PlannerConfig(_Config):
     """``plan_replan``: a whole plan, a replan decision after each tool or reason step.
     ``next_step``: one batch of steps at a time, the next batch planned from their results.
@@ -135,6 +149,16 @@ class PlannerConfig(_Config):
     )
     #: seconds a pending approval stays valid (None: no limit); an expired one is rejected
     approval_ttl_seconds: float | None = Field(default=None, gt=0)
+    #: what changes when the agent runs on the embedded model (see EmbeddedModelPlanner)
+    for_embedded_model: EmbeddedModelPlanner | None = None
+
+    def for_model(self, spec: str) -> PlannerConfig:
+        """This config for a turn on the model *spec* (``llama``/``llama:PATH`` apply
+        ``for_embedded_model``; any other model, or none, gets it unchanged)."""
+        embedded = spec == "llama" or spec.startswith("llama:")
+        if embedded and self.for_embedded_model is not None:
+            return self.for_embedded_model.apply(self)
+        return self
 
 
 _ToolsetName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]

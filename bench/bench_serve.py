@@ -205,8 +205,10 @@ async def run_window(setup: Setup) -> None:
             time.process_time() - before[2],
         )
 
+    window = asyncio.create_task(cpu_window())
     try:
-        measured, *_ = await asyncio.gather(cpu_window(), *(client_loop(i) for i in range(CLIENTS)))
+        await asyncio.gather(*(client_loop(i) for i in range(CLIENTS)))
+        measured = await window
     finally:
         for client in clients:
             await client.aclose()

@@ -404,3 +404,17 @@ def test_the_embedded_model_embeds_by_meaning() -> None:
         return sum(x * y for x, y in zip(a, b, strict=True))
 
     assert cosine(delete, remove) > cosine(delete, greet)
+
+
+def test_the_sample_agents_use_the_router_on_the_embedded_model() -> None:
+    from agentkit.config import load_agent_config
+
+    for agent in ("desk-001", "desk-local-001", "notes-001", "calendar-001"):
+        planner = load_agent_config(REPO / "data" / "agents" / agent / "config.json").planner
+        on_llama = planner.for_model("llama")
+        assert (on_llama.strategy, on_llama.tool_choice) == ("tool_loop", "router"), agent
+    desk = load_agent_config(REPO / "data" / "agents" / "desk-001" / "config.json").planner
+    # written for stronger models: another backend keeps its own strategy, no router
+    assert desk.for_model("scripted:x.json").strategy == "plan_replan"
+    assert desk.for_model("claude").tool_choice == "model"
+    assert desk.for_model("llama:/models/other.gguf").stage_timeout_scale == 6

@@ -96,8 +96,9 @@ _ACTIONS: Mapping[str, tuple[frozenset[str], tuple[str, ...]]] = {
         ("修改", "更改", "更新", "改成", "换成", "改为", "重命名", "改名", "切换"),
     ),
     "~search": (
-        frozenset(["search", "find", "look", "lookup", "query"]),
-        ("搜索", "查找", "查询", "找", "搜"),
+        # a request about something in particular looks for it: "notes about the gym"
+        frozenset(["search", "find", "look", "lookup", "query", "about", "mention", "contain"]),
+        ("搜索", "查找", "查询", "找", "搜", "关于", "提到", "有关", "包含"),
     ),
     "~save": (
         frozenset(["save", "store", "remember", "memorize"]),
@@ -105,6 +106,9 @@ _ACTIONS: Mapping[str, tuple[frozenset[str], tuple[str, ...]]] = {
     ),
 }
 _ACTION_STEMS: Mapping[str, frozenset[str]] = {}  # filled below, once _stem exists
+#: set phrases whose words say something else one by one ("get rid of" is no *get*)
+_PHRASE_WORDS: Mapping[str, str] = {"get rid of": "remove", "got rid of": "remove"}
+_PHRASES = re.compile(r"\b(?:" + "|".join(map(re.escape, _PHRASE_WORDS)) + r")\b")
 _READ = "~list"
 #: a question reads: these open one, or end it
 _QUESTION = re.compile(
@@ -140,7 +144,8 @@ def terms(text: str) -> dict[str, float]:
     """The weighted terms of *text*: stemmed English words, Chinese bigrams and characters,
     and the action terms (``~list``, ``~add`` …) its words stand for."""
     found: defaultdict[str, float] = defaultdict(float)
-    for token in _TOKEN.findall(text.casefold().replace("_", " ")):
+    folded = _PHRASES.sub(lambda m: _PHRASE_WORDS[m.group(0)], text.casefold().replace("_", " "))
+    for token in _TOKEN.findall(folded):
         if _HAN.match(token):
             for action, (_, chinese) in _ACTIONS.items():
                 if any(word in token for word in chinese):

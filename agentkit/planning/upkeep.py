@@ -261,6 +261,7 @@ class _Job:
     task: asyncio.Task[CompressionEvent | None]
     wait_seconds: float
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    reported: bool = False  # its failure was logged (once, whoever waits)
 
 
 class BackgroundUpkeep:
@@ -367,7 +368,9 @@ class BackgroundUpkeep:
             return None
         error = job.task.exception()
         if error is not None:
-            log.error("memory upkeep of %s failed: %s", key, error, exc_info=error)
+            if not job.reported:
+                job.reported = True
+                log.error("memory upkeep of %s failed: %s", key, error, exc_info=error)
             return None
         return job.task.result()
 
