@@ -169,7 +169,7 @@ async def choose(turn: Turn) -> RoutedAction | None:
         reason = "small talk: a greeting, thanks or a question about the assistant"
         _trace(turn, RouteTrace(decision="none", reason=reason))
         return RoutedAction(kind="none")
-    pool = _pool(turn, ranked, None)
+    pool = _pool(turn, ranked)
     reads = asks_to_read(text)
     if reads:
         pool = [c for c in pool if not c.side_effect]
@@ -241,11 +241,9 @@ async def _semantic(turn: Turn) -> dict[str, float] | None:
     return scores
 
 
-def _pool(
-    turn: Turn, ranked: Sequence[RankedTool], semantic: Mapping[str, float] | None
-) -> list[RouteCandidate]:
+def _pool(turn: Turn, ranked: Sequence[RankedTool]) -> list[RouteCandidate]:
     """Every tool as a candidate, best lexical match first (the ranking's order; ties keep
-    the registry's), with its semantic signal where there is one."""
+    the registry's)."""
     tools = turn.ctx.tools
     lexical = {item.name: item for item in ranked}
     pooled: list[tuple[float, int, RouteCandidate]] = []
@@ -256,7 +254,6 @@ def _pool(
             score=item.score if item is not None else 0.0,
             side_effect=tools.get(name).side_effect,
             matched=item.matched if item is not None else (),
-            semantic=semantic.get(name) if semantic else None,
         )
         pooled.append((-candidate.score, order, candidate))
     pooled.sort(key=lambda entry: entry[:2])
