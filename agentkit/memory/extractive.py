@@ -8,8 +8,8 @@ and keeps a sentence as an important fact when it states something durable:
 * a quantity with a unit or a currency (``12,000 EUR``, ``3000 USDT``, ``10%``, ``$40``);
 * a date (``March 14``, ``2026-03-14``, ``14/3``, ``3月14日``, ``2026年``);
 * a name: a capitalised word inside an English sentence (a first word only when it is not
-  a common word such as "The" or "Also"), an all-caps or CamelCase token (``OKX``,
-  ``DeepSeek``), any Latin word in a Chinese sentence;
+  a common word such as "The" or "Also"), an all-caps or CamelCase token (``NASA``,
+  ``GitHub``), any Latin word in a Chinese sentence;
 * a quoted value (``"blue-green"``, 「蓝绿」);
 * a constraint or a preference: no, not, never, must, only, always, avoid, without, don't,
   I prefer, I like, I'd rather …; 不, 别, 必须, 一定, 只, 禁止, 我喜欢, 偏好 ….
@@ -156,7 +156,7 @@ def _has_name(sentence: str) -> bool:
         if word == "I" or word.startswith(("I'", "I’")) or not word[0].isupper():
             continue  # I, I'd, I'm: not names
         if len(word) >= 2 and (word.isupper() or any(c.isupper() for c in word[1:])):
-            return True  # OKX, BTC, DeepSeek
+            return True  # NASA, GitHub
         if index > 0 or word.casefold() not in _COMMON_FIRST:
             return True
     return False
