@@ -44,6 +44,7 @@ from agentkit.models.scripted_session import (
     ScriptedSessionBackend,
     SessionRequest,
 )
+from agentkit.models.scripted_signals import scripted_signals
 
 __all__ = [
     "ALLOW_ENV",
@@ -55,6 +56,7 @@ __all__ = [
     "ScriptedSession",
     "ScriptedSessionBackend",
     "SessionRequest",
+    "scripted_signals",
     "allow_model_requests",
     "block_model_requests",
     "clean_env",

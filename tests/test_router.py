@@ -5,15 +5,15 @@ handful of requests on both sample agents with the embedded model."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agentkit.config import PlannerConfig
 from agentkit.events import AgentOutputEvent, AskUserEvent, PlanEvent, ToolCallEvent
-from agentkit.models.scripted import ScriptedModel
+from agentkit.models.scripted_signals import ScoringScriptedModel
 from agentkit.planning.tool_ranking import rank_tools, terms
+from agentkit.testing import scripted_signals
 from agentkit.tools import Tool
 from pydantic import BaseModel, ConfigDict
 
@@ -203,23 +203,16 @@ def test_a_write_tied_with_a_read_asks_the_user_instead(env: Env) -> None:
     assert state is not None and state.status == "waiting_user"
 
 
-class _Scorer(ScriptedModel):
-    """A scripted chat model that also scores likelihoods, from a table by prompt start."""
+def _scorer(votes: dict[str, float], replies: dict[str, list[Any]]) -> ScoringScriptedModel:
+    """The kit's scripted model with likelihood scoring, from a table by prompt start."""
 
-    def __init__(self, votes: dict[str, float], replies: dict[str, list[Any]]) -> None:
-        super().__init__(replies)
-        self.votes = votes
-        self.pairs: list[tuple[str, str]] = []
+    def score(prompt: str, _text: str) -> list[float]:
+        return [next(v for k, v in votes.items() if k in prompt), -1.0]
 
-    async def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
-        self.pairs.extend(pairs)
-        found = []
-        for prompt, _text in pairs:
-            found.append([next(v for k, v in self.votes.items() if k in prompt), -1.0])
-        return found
+    return scripted_signals(replies, score=score)
 
 
-def scored_turn(env: Env, text: str, model: _Scorer) -> PlannerTurn:
+def scored_turn(env: Env, text: str, model: ScoringScriptedModel) -> PlannerTurn:
     return PlannerTurn(
         key=KEY,
         text=text,
@@ -233,7 +226,7 @@ def scored_turn(env: Env, text: str, model: _Scorer) -> PlannerTurn:
 
 def test_a_likelihood_vote_settles_a_near_tie(env: Env) -> None:
     votes = {"exchange accounts": -2.0, "AI model configs": -30.0}
-    model = _Scorer(votes, {"act": [{"action": "answer", "text": "-"}]})
+    model = _scorer(votes, {"act": [{"action": "answer", "text": "-"}]})
     turn = scored_turn(env, "which configs?", model)
     events = run(turn)
     assert first_tool_calls(events) == ["get_exchange_configs"]
@@ -244,7 +237,7 @@ def test_a_likelihood_vote_settles_a_near_tie(env: Env) -> None:
     assert len(choice.messages) == 2 and choice.messages[0]["content"].startswith("Task: ")
     assert all(text == " which configs?" for _prompt, text in model.pairs)
     # the other way round, the other tool: the vote, not the registry's order, decided
-    model = _Scorer({**votes, "AI model configs": -1.0}, {"act": [{"action": "answer"}]})
+    model = _scorer({**votes, "AI model configs": -1.0}, {"act": [{"action": "answer"}]})
     assert first_tool_calls(run(scored_turn(env, "which configs?", model))) == ["get_model_configs"]
 
 

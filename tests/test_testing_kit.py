@@ -430,3 +430,21 @@ def test_a_real_model_test_opts_in_by_its_marker() -> None:
     with testing.block_model_requests():
         assert not testing.model_requests_allowed()
     assert testing.model_requests_allowed()
+
+
+def test_scripted_signals_give_a_scripted_model_the_routers_signals_only_when_asked() -> None:
+    import asyncio
+
+    from agentkit.planning.tracer import LikelihoodScorer, TextEmbedder
+    from agentkit.testing import ScriptedModel, scripted_signals
+
+    plain = ScriptedModel({})
+    assert not isinstance(plain, LikelihoodScorer) and not isinstance(plain, TextEmbedder)
+    scorer = scripted_signals({}, score=lambda prompt, text: [-float(len(text))])
+    assert isinstance(scorer, LikelihoodScorer) and not isinstance(scorer, TextEmbedder)
+    assert asyncio.run(scorer.score([("Task: x", " ab"), ("Task: y", " a")])) == [[-3.0], [-2.0]]
+    assert scorer.pairs == [("Task: x", " ab"), ("Task: y", " a")]
+    both = scripted_signals({}, score=lambda _p, _t: [0.0], embed=lambda text: [len(text), 1])
+    assert isinstance(both, TextEmbedder) and isinstance(both, LikelihoodScorer)
+    assert asyncio.run(both.embed(["abc"])) == [[3, 1]]
+    assert both.embedded == ["abc"]

@@ -7,18 +7,19 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agentkit.config import PlannerConfig
 from agentkit.events import AskUserEvent, PlanEvent
-from agentkit.models.scripted import ScriptedModel
+from agentkit.models.scripted_signals import SignalScriptedModel
 from agentkit.planning.consent import consent_question, conversation_language
 from agentkit.planning.intents import is_small_talk
 from agentkit.planning.reads import asks_nothing_to_change
 from agentkit.planning.tool_semantics import SemanticIndex, semantic_index, tool_texts
+from agentkit.testing import scripted_signals
 from agentkit.tools import AgentTools, Tool, tool
 from agentkit.workspace import AgentFolder
 from pydantic import BaseModel, ConfigDict
@@ -112,34 +113,31 @@ def test_a_read_with_no_shared_word_is_never_offered_a_write(env: Env) -> None:
     assert offered and not any(c["side_effect"] for c in offered)
 
 
-class _Semantic(ScriptedModel):
-    """A scripted chat model that also embeds (by keyword, from a table) and scores (by the
-    prompt's start, from a table): the embedded model's two signals, without the model."""
+def _semantic(
+    axes: Sequence[str],
+    votes: dict[str, float],
+    replies: dict[str, list[Any]],
+    rewrite: Callable[[str], str] = lambda text: text,
+) -> SignalScriptedModel:
+    """The kit's scripted model with the embedded model's two signals: it embeds by keyword
+    (one axis per word of *axes*, after *rewrite*) and scores by the prompt (*votes*: the
+    log-probability of a prompt that holds the key)."""
 
-    def __init__(
-        self, axes: Sequence[str], votes: dict[str, float], replies: dict[str, list[Any]]
-    ) -> None:
-        super().__init__(replies)
-        self.axes = list(axes)
-        self.votes = votes
-        self.embedded: list[str] = []
-        self.pairs: list[tuple[str, str]] = []
+    def embed(text: str) -> list[float]:
+        seen = rewrite(text).casefold()
+        raw = [1.0 if axis in seen else 0.0 for axis in axes] + [0.1]
+        norm = math.sqrt(sum(x * x for x in raw))
+        return [x / norm for x in raw]
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        self.embedded.extend(texts)
-        vectors = []
-        for text in texts:
-            raw = [1.0 if axis in text.casefold() else 0.0 for axis in self.axes] + [0.1]
-            norm = math.sqrt(sum(x * x for x in raw))
-            vectors.append([x / norm for x in raw])
-        return vectors
+    def score(prompt: str, _text: str) -> list[float]:
+        return [next(v for k, v in votes.items() if k in prompt)]
 
-    async def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
-        self.pairs.extend(pairs)
-        return [[next(v for k, v in self.votes.items() if k in prompt)] for prompt, _ in pairs]
+    model = scripted_signals(replies, score=score, embed=embed)
+    assert isinstance(model, SignalScriptedModel)
+    return model
 
 
-def _semantic_turn(env: Env, text: str, model: _Semantic) -> PlannerTurn:
+def _semantic_turn(env: Env, text: str, model: SignalScriptedModel) -> PlannerTurn:
     return PlannerTurn(
         key=KEY,
         text=text,
@@ -155,13 +153,12 @@ def test_meaning_picks_the_tools_the_likelihood_settles_among(env: Env) -> None:
     # "bot" is in no desk tool's words: the vectors say it is close to "trader"
     axes = ["trader", "exchange", "preference", "bot"]
     votes = {"Create a trader": -3.0, "no tool is needed": -9.0, "Task:": -20.0}
-    model = _Semantic(axes, votes, {"act": [{"action": "answer", "text": "-"}]})
-
-    async def close_to_trader(texts: Sequence[str]) -> list[list[float]]:
-        fixed = [t.replace("bot", "trader bot") for t in texts]
-        return await _Semantic.embed(model, fixed)
-
-    model.embed = close_to_trader  # type: ignore[method-assign]
+    model = _semantic(
+        axes,
+        votes,
+        {"act": [{"action": "answer", "text": "-"}]},
+        rewrite=lambda text: text.replace("bot", "trader bot"),
+    )
     turn = _semantic_turn(env, "spin up a bot called Atlas", model)
     events = run(turn)
     asked = of(events, AskUserEvent) + of(events, PlanEvent)
@@ -177,7 +174,7 @@ def test_meaning_picks_the_tools_the_likelihood_settles_among(env: Env) -> None:
 
 
 def test_the_toolsets_vectors_are_computed_once_and_again_for_a_new_tool(env: Env) -> None:
-    model = _Semantic(["trader", "weather"], {}, {})
+    model = _semantic(["trader", "weather"], {}, {})
     first = asyncio.run(semantic_index(model, env.tools))
     count = len(model.embedded)
     assert count == sum(len(tool_texts(env.tools.get(n))) for n in env.tools.names())
