@@ -75,6 +75,22 @@ class Persona:
         return "\n".join(message.body for message in self.chat.messages.values())
 
 
+async def settled_text(persona: Persona, rounds: int = 15) -> str:
+    """The persona's chat once the client has handled its queued updates. agentkit sends
+    every update of a prompt before the prompt's response, but the client's ACP library can
+    resolve the response before its queued updates are handled (the race the issue names for
+    replays): let the loop run until the text stops changing (bounded: at most 200 polls)."""
+    last, quiet = persona.text(), 0
+    for _ in range(200):
+        await asyncio.sleep(0.02)
+        now = persona.text()
+        quiet = quiet + 1 if now == last and now else 0
+        if quiet >= rounds:
+            break
+        last = now
+    return persona.text()
+
+
 async def answer_permissions(
     client: JaiAcpClient, asked: list[dict[str, Any]], option: str
 ) -> None:
@@ -121,9 +137,9 @@ async def main() -> dict[str, Any]:
             session = await client.create_session(persona)
             sid = session.session_id
             first = await client.prompt_and_reply(sid, "create a trader on my binance account")
-            out["first"] = {"stop": first.stop_reason, "text": persona.text()}
+            out["first"] = {"stop": first.stop_reason, "text": await settled_text(persona)}
             second = await client.prompt_and_reply(sid, "Alpha")
-            out["second"] = {"stop": second.stop_reason, "text": persona.text()}
+            out["second"] = {"stop": second.stop_reason, "text": await settled_text(persona)}
         else:  # load after a restart
             sid = session_id
             await client.load_session(persona, sid)
@@ -131,7 +147,7 @@ async def main() -> dict[str, Any]:
             reply = await client.prompt_and_reply(sid, "what did we just do?")
             out["after_load"] = {
                 "stop": reply.stop_reason,
-                "text": persona.text(),
+                "text": await settled_text(persona),
                 "meta": reply.field_meta,
             }
         out["session"] = sid
