@@ -22,16 +22,14 @@ from agentkit.planning.tool_semantics import SemanticIndex, semantic_index, tool
 from agentkit.testing import scripted_signals
 from agentkit.tools import AgentTools, Tool, tool
 from agentkit.workspace import AgentFolder
-from pydantic import BaseModel, ConfigDict
 
-from .test_planner import KEY, Env, PlannerTurn, env, of, run, step
-from .test_router import first_tool_calls, route_records
+from .test_planner import Env, env, of, run, step
+from .test_router import ROUTED_LOOP, _NoArgs, first_tool_calls, route_records, scored_turn
 from .test_toolsets import make_agent
 
 __all__ = ["env"]  # the fixture, re-exported for pytest
 
 REPO = Path(__file__).resolve().parents[1]
-ROUTED_LOOP = PlannerConfig(strategy="tool_loop", tool_choice="router")
 
 
 # -- small talk and "asks for nothing to change" --------------------------------------------
@@ -137,18 +135,6 @@ def _semantic(
     return model
 
 
-def _semantic_turn(env: Env, text: str, model: SignalScriptedModel) -> PlannerTurn:
-    return PlannerTurn(
-        key=KEY,
-        text=text,
-        store=env.store,
-        memory=env.memory,
-        model=model,
-        tools=env.tools,
-        config=ROUTED_LOOP,
-    )
-
-
 def test_meaning_picks_the_tools_the_likelihood_settles_among(env: Env) -> None:
     # "bot" is in no desk tool's words: the vectors say it is close to "trader"
     axes = ["trader", "exchange", "preference", "bot"]
@@ -159,7 +145,7 @@ def test_meaning_picks_the_tools_the_likelihood_settles_among(env: Env) -> None:
         {"act": [{"action": "answer", "text": "-"}]},
         rewrite=lambda text: text.replace("bot", "trader bot"),
     )
-    turn = _semantic_turn(env, "spin up a bot called Atlas", model)
+    turn = scored_turn(env, "spin up a bot called Atlas", model)
     events = run(turn)
     asked = of(events, AskUserEvent) + of(events, PlanEvent)
     assert asked, "the settled write is proposed (consent comes next), not dropped"
@@ -201,10 +187,6 @@ def test_centring_leaves_what_tells_the_tools_apart() -> None:
     index = SemanticIndex.build(["a", "b"], ["a", "b"], raw)
     scores = index.scores([1.0, 0.09, 0.0])
     assert scores["a"] > 0.9 and scores["b"] < 0
-
-
-class _NoArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 # -- reads stay reads, in every strategy ----------------------------------------------------
