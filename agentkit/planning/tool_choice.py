@@ -162,7 +162,6 @@ async def choose(turn: Turn) -> RoutedAction | None:
     signals = ctx.config.router_signals
     text = ctx.text
     ranked = rank_tools(ctx.tools, text) if "lexical" in signals else []
-    lexical = {item.name: item for item in ranked}
     top = max((item.score for item in ranked), default=0.0)
     small = is_small_talk(text)
     if small and top < _WEAK:
@@ -174,16 +173,13 @@ async def choose(turn: Turn) -> RoutedAction | None:
     if reads:
         pool = [c for c in pool if not c.side_effect]
     candidates = tuple(c for c in pool if c.score > 0)[: ctx.config.router_candidates]
-    weak = (
-        not candidates
-        or max(lexical[c.name].score if c.name in lexical else 0.0 for c in candidates) < _WEAK
-    )
+    weak = not candidates or candidates[0].score < _WEAK  # the pool is best-first
     if weak and "settle" in signals and not small and pool:
         # meaning decides which tools the model is shown: computed only when it settles
         semantic = await _semantic(turn) if "semantic" in signals else None
         if semantic:
             pool = [c.model_copy(update={"semantic": semantic.get(c.name)}) for c in pool]
-        return await _settle(turn, _settle_pool(pool), reads)
+        return await _settle(turn, _settle_pool(pool))
     if not candidates:
         reason = (
             "a read or a question: only side-effecting tools match"
@@ -281,9 +277,7 @@ def _standardised(values: Mapping[str, float]) -> dict[str, float]:
     return {name: (value - mean) / spread for name, value in values.items()}
 
 
-async def _settle(
-    turn: Turn, offered: tuple[RouteCandidate, ...], reads: bool
-) -> RoutedAction | None:
+async def _settle(turn: Turn, offered: tuple[RouteCandidate, ...]) -> RoutedAction | None:
     """No candidate, or only weak ones, for a request that is not small talk: the model
     chooses among *offered* (the best tools by meaning and words; reads only, for a read)
     and "none". The embedded model by likelihood (which task would be asked this?), another
@@ -344,11 +338,7 @@ async def _settle(
                 error=problem,
             )
             return RoutedAction(kind="none")
-        chosen = next(c for c in pool if c.name == choice)
-        if chosen.side_effect and reads:  # never: reads were offered only reads
-            decided = RoutedAction(kind="none")
-        else:
-            decided = RoutedAction(kind="tool", tool_name=chosen.name)
+        decided = RoutedAction(kind="tool", tool_name=choice)  # a read was offered only reads
         trace = trace.model_copy(update={
             "choice": choice, "decision": decided.kind, "decided": decided.tool_name,
             "reason": "settled by the model: no or only weak lexical candidates",
