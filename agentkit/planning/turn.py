@@ -85,7 +85,7 @@ class PlannerEngine:
             memory=runtime.memory,
             model=runtime.model,
             tools=runtime.tools,
-            config=config.planner.for_model(str(getattr(runtime.model, "spec", ""))),
+            config=config.planner.for_model(runtime.model.spec),
             system_prompt=runtime.system_prompt(),
             agent_dir=runtime.folder.path,
             max_turns=config.max_turns,

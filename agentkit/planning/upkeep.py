@@ -264,6 +264,10 @@ class _Job:
     reported: bool = False  # its failure was logged (once, whoever waits)
 
 
+#: finished jobs remembered for a late :meth:`BackgroundUpkeep.wait` (per conversation)
+_KEEP_FINISHED = 1024
+
+
 class BackgroundUpkeep:
     """The background memory upkeep jobs of one agent runtime, one per conversation at a
     time (see the module docstring)."""
@@ -305,6 +309,8 @@ class BackgroundUpkeep:
         if self._jobs.get(job.key) is job:
             del self._jobs[job.key]
             self._last[job.key] = job
+            if len(self._last) > _KEEP_FINISHED:  # a long-running server: the oldest go
+                del self._last[next(iter(self._last))]
         job.done.set()
 
     async def _run(
