@@ -122,6 +122,10 @@ class CompressionEvent(_Event):
     facts_ungrounded: int = Field(
         default=0, description="model-written facts dropped: not found in the summarised window"
     )
+    usage: Usage = Field(
+        default_factory=Usage,
+        description="the model calls the upkeep made (after the turn's result: not in its usage)",
+    )
 
 
 class PlanningEvent(_Event):

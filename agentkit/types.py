@@ -95,15 +95,19 @@ class _Value(BaseModel):
 
 
 class Usage(_Value):
-    """Tokens used by one model call, or summed over a turn or a conversation."""
+    """Tokens used by one model call, or summed over a turn or a conversation; ``calls``
+    counts the model calls summed (0 on a backend's own per-call figure: the call tracer
+    counts each call it makes)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
+    calls: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            calls=self.calls + other.calls,
         )
 
 
