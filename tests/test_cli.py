@@ -26,6 +26,7 @@ def agentkit(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_a_conversation_through_the_cli(data_dir: Path) -> None:
     agents = json.loads(agentkit(data_dir, "agents", "--json").stdout)
     assert [a["agentId"] for a in agents] == [
+        "bfcl-001",
         "calendar-001",
         "desk-001",
         "desk-local-001",

@@ -19,7 +19,14 @@ from pydantic import JsonValue
 
 from agentkit.events import AgentEvent, AskUserEvent, ResultEvent, ToolCallEvent
 
-__all__ = ["Cell", "ExternalScore", "RunTranscript", "TranscriptTurn", "TurnCall", "transcript_turn"]
+__all__ = [
+    "Cell",
+    "ExternalScore",
+    "RunTranscript",
+    "TranscriptTurn",
+    "TurnCall",
+    "transcript_turn",
+]
 
 #: a value of a results-table cell
 Cell = str | int | float | bool | None
@@ -61,10 +68,12 @@ class RunTranscript:
 
 @dataclass(frozen=True)
 class ExternalScore:
-    """An outside checker's verdict: ``passed`` and the columns it adds to the row."""
+    """An outside checker's verdict: ``passed``, the columns it adds to the row, and (when it
+    did not pass) ``why``, which joins the row's ``failures``."""
 
     passed: bool
     columns: Mapping[str, Cell] = field(default_factory=dict)
+    why: str = ""
 
 
 def transcript_turn(

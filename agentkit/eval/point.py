@@ -52,7 +52,6 @@ from pydantic import JsonValue
 from agentkit.agent import Agent
 from agentkit.errors import ModelError
 from agentkit.eval.budget import BudgetedModel, Meter, RunBudget
-from agentkit.eval.external import ExternalScore, RunTranscript, TranscriptTurn, transcript_turn
 from agentkit.eval.expectations import (
     Check,
     Observed,
@@ -61,6 +60,7 @@ from agentkit.eval.expectations import (
     summarize_checks,
     turn_facts,
 )
+from agentkit.eval.external import ExternalScore, RunTranscript, TranscriptTurn, transcript_turn
 from agentkit.eval.params import Params
 from agentkit.eval.scenario import Expectations, Scenario, SimulatedUser
 from agentkit.eval.scenario import Turn as ScenarioTurn
@@ -501,7 +501,9 @@ class _Run:
             if deadline is not None:
                 deadline.cancel()
         facts = turn_facts(events)
-        tool_state = agent.runtime.load_tools().snapshot() if self.scenario.scores_externally else {}
+        tool_state = (
+            agent.runtime.load_tools().snapshot() if self.scenario.scores_externally else {}
+        )
         self.transcript.append(transcript_turn(text, events, tool_state))
         message_id = next((e.message_id for e in events if isinstance(e, SessionEvent)), "")
         # summaries are traced too (purpose ``summarize``)
@@ -698,7 +700,10 @@ class _Run:
             "outcome": outcome,
             "checks": len(self.checks),
             "checks_failed": len(failed),
-            "failures": "; ".join(str(item) for item in failed),
+            "failures": "; ".join(
+                [str(item) for item in failed]
+                + ([external.why] if external and external.why else [])
+            ),
             "error": error,
             "turns": self.turns_run,
             "steps": facts.steps,

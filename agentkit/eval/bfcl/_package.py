@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import os
 import sys
 import threading
@@ -44,7 +45,8 @@ __all__ = ["INSTALL", "PINNED", "BfclNotInstalledError", "bfcl_module", "ensure_
 PINNED: Final = "2026.3.23"
 #: how to install it (``make setup`` does this)
 INSTALL: Final = (
-    f"pip install --no-deps 'bfcl-eval=={PINNED}' && pip install 'agentkit[bfcl]' (make setup does both)"
+    f"pip install --no-deps 'bfcl-eval=={PINNED}' && pip install 'agentkit[bfcl]'"
+    " (make setup does both)"
 )
 #: the libraries of the bfcl extra the parts agentkit uses import (top-level names)
 _EXTRA_MODULES: Final = ("mpmath", "filelock", "overrides", "dotenv", "tree_sitter", "tqdm")

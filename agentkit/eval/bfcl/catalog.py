@@ -171,8 +171,7 @@ def load_items(category: str) -> tuple[BfclItem, ...]:
     items = []
     for entry in entries:
         held = {
-            int(index): tuple(docs)
-            for index, docs in (entry.get("missed_function") or {}).items()
+            int(index): tuple(docs) for index, docs in (entry.get("missed_function") or {}).items()
         }
         items.append(
             BfclItem(
@@ -236,5 +235,5 @@ def sample(items: Sequence[BfclItem], limit: int | None, seed: int) -> list[Bfcl
         return list(items)
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, got {limit}")
-    chosen = set(random.Random(seed).sample(range(len(items)), limit))
+    chosen = set(random.Random(seed).sample(range(len(items)), limit))  # noqa: S311 - a sample
     return [item for index, item in enumerate(items) if index in chosen]

@@ -156,12 +156,12 @@ def _single_turn(item: BfclItem, result: Any, decoder: object) -> BfclScore:  # 
     runner = _runner()
     entry = item.entry()
     if item.kind in ("irrelevance", "relevance"):
-        verdict = runner._evaluate_single_relevance_entry(  # noqa: SLF001 - BFCL's evaluation
+        verdict = runner._evaluate_single_relevance_entry(
             decoder, item.id, result, entry, _MODEL, item.category
         )
         return _verdict(verdict)
     language, return_format = _languages(item)
-    verdict = runner._evaluate_single_ast_entry(  # noqa: SLF001
+    verdict = runner._evaluate_single_ast_entry(
         decoder,
         item.id,
         result,
@@ -182,7 +182,7 @@ def _multi_turn(item: BfclItem, result: list[list[Any]], decoder: object) -> Bfc
     kind: Literal["multi_turn"] = "multi_turn"
     assert item.kind == kind
     try:
-        verdict = runner._evaluate_single_multi_turn_entry(  # noqa: SLF001
+        verdict = runner._evaluate_single_multi_turn_entry(
             decoder, item.id, result, item.ground_truth, item.entry(), name, item.category
         )
     finally:

@@ -43,7 +43,7 @@ from agentkit.eval.bfcl.catalog import (
 from agentkit.eval.bfcl.scoring import BfclScore, Call, score_answer, score_calls
 from agentkit.eval.bfcl.toolset import TOOLSET, find_item, toolset_spec
 from agentkit.eval.external import Cell, ExternalScore, RunTranscript
-from agentkit.eval.scenario import Scenario, ScenarioMessage, Turn
+from agentkit.eval.scenario import Expectations, Scenario, ScenarioMessage, Turn
 
 __all__ = [
     "COLUMNS",
@@ -65,8 +65,10 @@ DEFAULT_AGENT = "bfcl-001"
 #: the columns every BFCL row carries (beside the harness's own)
 COLUMNS: tuple[str, ...] = ("bfcl_category", "bfcl_id", "bfcl_valid", "bfcl_error_type")
 MemoryContext = Literal["compressed", "whole", "none"]
+#: the ``bfcl_mode`` of agentkit's runs (the model-alone baseline's is ``prompt``)
+MODE = "agentkit"
 #: the whole-conversation baseline: no compression, a window as long as the conversation
-_WHOLE = {
+_WHOLE: dict[str, JsonValue] = {
     "max_turns": 1000,
     "compression": {"max_messages": 100000, "token_threshold": 100000000},
 }
@@ -89,7 +91,11 @@ class BfclScenario(Scenario):
 
     def external_score(self, transcript: RunTranscript | None) -> ExternalScore:
         ref = self.bfcl
-        columns: dict[str, Cell] = {"bfcl_category": ref.category, "bfcl_id": ref.item}
+        columns: dict[str, Cell] = {
+            "bfcl_mode": MODE,
+            "bfcl_category": ref.category,
+            "bfcl_id": ref.item,
+        }
         if transcript is None:  # never started
             return ExternalScore(False, {**columns, "bfcl_valid": False, "bfcl_error_type": ""})
         item = find_item(ref.item)
@@ -105,17 +111,16 @@ class BfclScenario(Scenario):
             columns["bfcl_turn_ms"] = round(last.latency_ms, 3) if last else None
         if not score.valid:
             columns["bfcl_error"] = score.error
-        return ExternalScore(score.valid, columns)
+        why = f"BFCL {score.error_type}: {score.error}" if not score.valid else ""
+        return ExternalScore(score.valid, columns, why=why[:500])
 
 
 def _score(item: BfclItem, ref: BfclRef, transcript: RunTranscript) -> BfclScore:
     if item.kind == "memory":
         asked = transcript.turns[-1] if len(transcript.turns) == _memory_turns(ref) else None
         return score_answer(item, asked.answer if asked is not None else "")
-    if item.kind == "relevance" or item.kind == "irrelevance" or item.kind == "ast":
-        turns = transcript.turns[:1]
-    else:
-        turns = transcript.turns
+    single = item.kind in {"relevance", "irrelevance", "ast"}
+    turns = transcript.turns[:1] if single else transcript.turns
     calls, seen = [], 0
     for turn in turns:  # the calls each turn added to the item toolset's record
         made = _recorded(turn.tool_state)
@@ -232,9 +237,11 @@ def _memory_scenario(item: BfclItem, agent: str, context: MemoryContext) -> Bfcl
     said = [text for entry in prerequisite(item.scenario) for text in entry if text.strip()]
     question = _text(item.turns[0]) if item.turns else ""
     config: dict[str, JsonValue] = {}
+    turns: tuple[Turn, ...]
     if context == "compressed":
         history = [ScenarioMessage(role="user", content=text) for text in said[:-1]]
-        turns = (Turn(user=said[-1]), Turn(user=question, restart=True))
+        restored = Expectations(session="C")  # the protocol itself, checked by the harness
+        turns = (Turn(user=said[-1]), Turn(user=question, restart=True, expect=restored))
     elif context == "whole":
         history = [ScenarioMessage(role="user", content=text) for text in said]
         turns = (Turn(user=question),)

@@ -84,7 +84,9 @@ def _schemas(functions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     types = bfcl_module("constants.type_mappings")
     enums = bfcl_module("constants.enums")
     tools = utils.convert_to_tool(
-        copy.deepcopy(list(functions)), types.GORILLA_TO_OPENAPI, enums.ModelStyle.OPENAI_COMPLETIONS
+        copy.deepcopy(list(functions)),
+        types.GORILLA_TO_OPENAPI,
+        enums.ModelStyle.OPENAI_COMPLETIONS,
     )
     return [tool["function"] for tool in tools]
 
@@ -92,7 +94,9 @@ def _schemas(functions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 class ItemToolset(Toolset):
     """The tools of one BFCL item (see the module docstring)."""
 
-    def __init__(self, item: BfclItem, functions: Sequence[Mapping[str, Any]] | None = None) -> None:
+    def __init__(
+        self, item: BfclItem, functions: Sequence[Mapping[str, Any]] | None = None
+    ) -> None:
         self.name = TOOLSET
         self.item = item
         docs = list(item.functions if functions is None else functions)
@@ -158,13 +162,11 @@ def _instances(item: BfclItem) -> dict[str, object]:
     long_context = "long_context" in item.category or "composite" in item.category
     made: dict[str, object] = {}
     for class_name in item.involved_classes:
-        module = bfcl_module(
-            backend.CLASS_FILE_PATH_MAPPING[class_name].removeprefix("bfcl_eval.")
-        )
+        module = bfcl_module(backend.CLASS_FILE_PATH_MAPPING[class_name].removeprefix("bfcl_eval."))
         instance = getattr(module, class_name)()
         if class_name not in backend.STATELESS_CLASSES:
             state = copy.deepcopy(item.initial_config.get(class_name, {}))
-            instance._load_scenario(state, long_context=long_context)  # noqa: SLF001 - BFCL's API
+            instance._load_scenario(state, long_context=long_context)
         made[class_name] = instance
     return made
 
