@@ -445,6 +445,15 @@ class Agent:
         stored = self.memory.load_execution_state(self.id, conversation_id)
         return stored.value if stored is not None else None
 
+    def turn_running(self, conversation_id: str) -> bool:
+        """Whether a turn (or its memory upkeep) of the conversation is running in this
+        process now (another process's turn shows as busy when this one sends)."""
+        check_id(conversation_id, "conversation")
+        key = self._key(conversation_id)
+        return self.pool.turns.is_running(self.id, conversation_id) or (
+            self.runtime.upkeep.pending(key)
+        )
+
     async def cancel(self, conversation_id: str) -> bool:
         """Ask the running turn of a conversation to stop; False when none is running.
 

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agentkit.errors import ModelError
+from agentkit.errors import AgentkitError, ModelError
 from agentkit.events import (
     AgentEvent,
     AgentOutputEvent,
@@ -351,7 +351,12 @@ class _ChatTurn:
         """The reply, the final status and the turn's checkpoint: one durable commit."""
         ctx = self.ctx
         key, store = ctx.key, ctx.store
-        checkpoint = ctx.memory.turn_checkpoint(key.agent_id, key.conversation_id, ctx.message_id)
+        try:
+            checkpoint = ctx.memory.turn_checkpoint(
+                key.agent_id, key.conversation_id, ctx.message_id
+            )
+        except AgentkitError:  # the memory store is away: the answer still comes first
+            checkpoint = None
         if reply.text or reply.calls:
             answer = Message.assistant(
                 reply.text, message_id=ctx.message_id, tool_calls=tuple(reply.calls), usage=usage

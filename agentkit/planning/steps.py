@@ -51,6 +51,7 @@ __all__ = [
     "Reason",
     "Respond",
     "RunPlan",
+    "RunStep",
     "RunTool",
     "ToolStep",
     "plan_event",
@@ -125,9 +126,21 @@ class Execute(Stage):
     async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Stage]:
         step = turn.state.next_pending_step()
         if step is not None:
-            yield run_step(step)
+            yield RunStep(step)
             return
         yield turn.strategy.more_steps(turn) or Finish()
+
+
+@dataclass(frozen=True, slots=True)
+class RunStep(Stage):
+    """The execute loop's next iteration: the pending step *step* runs (see
+    :func:`run_step`)."""
+
+    iteration = True
+    step: PlanStep
+
+    async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Stage]:
+        yield run_step(self.step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +159,6 @@ class ToolStep(Stage):
     """A tool step of the plan: run, or (a side effect) a consent request first — or, in a
     turn whose request asks for nothing to change, dropped."""
 
-    iteration = True
     step: PlanStep
 
     async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Stage]:
@@ -246,7 +258,6 @@ def _user_texts(turn: Turn) -> list[str]:
 class AskUser(Stage):
     """A question to the user: the flow pauses, the turn ends with the question."""
 
-    iteration = True
     step: PlanStep
 
     async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | End]:
@@ -319,7 +330,6 @@ class RunTool(Stage):
 class Reason(Stage):
     """A reasoning step: one model call whose text becomes an observation."""
 
-    iteration = True
     step: PlanStep
 
     async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
@@ -351,7 +361,6 @@ class Respond(Stage):
     """The answer, streamed (secrets masked as it streams); a cancel keeps what was said so
     far."""
 
-    iteration = True
     step: PlanStep
 
     async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | End]:

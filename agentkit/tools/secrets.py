@@ -143,6 +143,10 @@ class SecretMask:
     def values(self) -> list[str]:
         return _scrub_list(self.known()) if self.known is not None else []
 
+    def is_empty(self) -> bool:
+        """True when there is nothing to mask but secret-named keys (no pattern, no value)."""
+        return not self.patterns and not self.values()
+
     def text(self, text: str) -> str:
         """*text* with every known value and every pattern's match masked."""
         if not text:
@@ -181,6 +185,8 @@ class StreamMask:
         self._held = ""
 
     def feed(self, piece: str) -> str:
+        if not self._held and self._mask.is_empty():  # nothing to mask: as it comes
+            return piece
         text = self._held + piece
         cut = max(text.rfind(" "), text.rfind("\n"), text.rfind("\t"))
         if cut < 0:
