@@ -13,8 +13,9 @@ Figures, not pass/fail (``make bench``); issue 27's targets.
    dialogue (after one uncounted warm-up turn each): today's path (compression after
    ``result``, in the background) and the old one (compression in the turn, before
    ``result``: a turn driven without a background). The turn's own plan and answer come
-   from a zero-latency function so the difference is compression alone; the summaries are the embedded model's. Rounds are interleaved; the background upkeep is
-   awaited (and timed) before the next turn.
+   from a zero-latency function so the difference is compression alone; the summaries are
+   the embedded model's. Rounds are interleaved; the background upkeep is awaited (and
+   timed) before the next turn.
 
 Results are printed and appended to ``bench/results/compression.csv``.
 """
