@@ -60,6 +60,7 @@ from agentkit.eval.expectations import (
     summarize_checks,
     turn_facts,
 )
+from agentkit.eval.external import ExternalScore, RunTranscript, TranscriptTurn, transcript_turn
 from agentkit.eval.params import Params
 from agentkit.eval.scenario import Expectations, Scenario, SimulatedUser
 from agentkit.eval.scenario import Turn as ScenarioTurn
@@ -272,6 +273,7 @@ def not_started_row(task: PointTask, reason: str) -> dict[str, Any]:
     """The row of a run that never started (the sweep's budget was spent, or it was stopped):
     every column, nothing run, ``outcome`` ``not_started`` and *reason* in ``budget_reason``."""
     run = _Run(task, Path("."))
+    run.external = task.scenario.external_score(None)
     row = run._row(None, "", 0.0)
     return {
         **row,
@@ -352,6 +354,8 @@ class _Run:
         self.sim_stopped_by = ""
         self.sim_calls = 0
         self.sim_tokens = 0
+        self.transcript: list[TranscriptTurn] = []
+        self.external: ExternalScore | None = None
 
     # -- setting up --
 
@@ -497,6 +501,10 @@ class _Run:
             if deadline is not None:
                 deadline.cancel()
         facts = turn_facts(events)
+        tool_state = (
+            agent.runtime.load_tools().snapshot() if self.scenario.scores_externally else {}
+        )
+        self.transcript.append(transcript_turn(text, events, tool_state))
         message_id = next((e.message_id for e in events if isinstance(e, SessionEvent)), "")
         # summaries are traced too (purpose ``summarize``)
         calls = self._traced_calls(agent, message_id, conversation_id) if message_id else 0
@@ -536,12 +544,8 @@ class _Run:
             )
         try:
             async with asyncio.timeout(limit):
-                async for event in stream:
+                async for event in stream:  # a compression after result comes in it too
                     events.append(event)
-                # the memory upkeep the turn left running after its result: checked with it
-                upkept = await agent.await_upkeep(conversation_id)
-                if upkept is not None:
-                    events.append(upkept)
         except TimeoutError:
             raise _RunError(f"turn {number} took longer than the limit of {limit:g} s") from None
         return events
@@ -639,7 +643,9 @@ class _Run:
             trace.end(error_type=type(failure).__qualname__)
             raise
         wall_ms = (time.perf_counter() - started) * 1000
-        row = self._row(final, error.replace(str(self.root), "<run>"), wall_ms)
+        error = error.replace(str(self.root), "<run>")
+        self.external = self.scenario.external_score(RunTranscript(tuple(self.transcript), error))
+        row = self._row(final, error, wall_ms)
         _evaluated(trace, row)
         trace.end(error_type=error_type or None, message=row["error"])
         return {**row, "trace_id": trace.trace_id, "span_id": trace.root.span_id}
@@ -672,7 +678,8 @@ class _Run:
             else None
         )
         budget = self.meter.reason
-        passed = not error and not failed and not budget
+        external = self.external
+        passed = not error and not failed and not budget and (external is None or external.passed)
         outcome = "error" if error else "budget" if budget else "passed" if passed else "failed"
         row: dict[str, Any] = {
             "scenario": scenario.id,
@@ -689,7 +696,10 @@ class _Run:
             "outcome": outcome,
             "checks": len(self.checks),
             "checks_failed": len(failed),
-            "failures": "; ".join(str(item) for item in failed),
+            "failures": "; ".join(
+                [str(item) for item in failed]
+                + ([external.why] if external and external.why else [])
+            ),
             "error": error,
             "turns": self.turns_run,
             "steps": facts.steps,
@@ -724,6 +734,8 @@ class _Run:
         }
         for kind, passed in summarize_checks(self.checks).items():
             row[f"exp_{kind}"] = passed
+        if external is not None:  # a public suite's own checker (agentkit.eval.external)
+            row.update(external.columns)
         return row
 
 

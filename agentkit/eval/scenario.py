@@ -47,6 +47,7 @@ from pydantic import (
 
 from agentkit._extras import require
 from agentkit.errors import ConfigError, UsageError
+from agentkit.eval.external import ExternalScore, RunTranscript
 from agentkit.events import Scenario as SessionScenario
 from agentkit.ids import ID_PATTERN
 from agentkit.memory import ExecutionStatus, TaskState
@@ -348,6 +349,18 @@ class Scenario(_Strict):
         if self.simulated_user is not None:
             return self.script is not None and bool(self.user_script)
         return all(turn.script is not None for turn in self.turns)
+
+    def external_score(self, transcript: RunTranscript | None) -> ExternalScore | None:
+        """A checker from outside the harness scores the run (None: the expectations alone).
+        *transcript* is None for a run that never started. A public suite's scenarios
+        override it (:mod:`agentkit.eval.external`)."""
+        return None
+
+    @property
+    def scores_externally(self) -> bool:
+        """True when :meth:`external_score` is overridden (the harness then keeps the
+        toolsets' state after each turn in the transcript)."""
+        return type(self).external_score is not Scenario.external_score
 
     def missing_scripts(self) -> list[int]:
         """1-based numbers of the turns without a script (fixed turns only)."""
