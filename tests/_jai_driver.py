@@ -75,19 +75,22 @@ class Persona:
         return "\n".join(message.body for message in self.chat.messages.values())
 
 
-async def settled_text(persona: Persona, rounds: int = 15) -> str:
-    """The persona's chat once the client has handled its queued updates. agentkit sends
-    every update of a prompt before the prompt's response, but the client's ACP library can
-    resolve the response before its queued updates are handled (the race the issue names for
-    replays): let the loop run until the text stops changing (bounded: at most 200 polls)."""
-    last, quiet = persona.text(), 0
-    for _ in range(200):
-        await asyncio.sleep(0.02)
-        now = persona.text()
-        quiet = quiet + 1 if now == last and now else 0
-        if quiet >= rounds:
-            break
-        last = now
+async def settled_text(client: JaiAcpClient, persona: Persona) -> str:
+    """The persona's chat once the client has handled every update it has received. agentkit
+    sends every update of a prompt before the prompt's response, and the client's ACP library
+    reads them in that order, but it resolves a response at once while it hands each update
+    to a queue whose worker runs it as a task of its own (the race the issue names for
+    replays): wait until that queue is drained and those tasks are done. These are private
+    parts of agent-client-protocol 0.11 (``Connection._queue``, its ``TaskSupervisor``), the
+    version jupyter-ai-acp-client 0.3.3 pins; no timing is assumed."""
+    connection = (await client.get_connection())._conn
+    await connection._queue.join()  # every update received so far has its task
+    handling = [
+        task
+        for task in connection._tasks._tasks
+        if task.get_name() == "acp.Dispatcher.notification"
+    ]
+    await asyncio.gather(*handling)  # the runner logs a handler's error; it never raises
     return persona.text()
 
 
@@ -137,17 +140,20 @@ async def main() -> dict[str, Any]:
             session = await client.create_session(persona)
             sid = session.session_id
             first = await client.prompt_and_reply(sid, "create a trader on my binance account")
-            out["first"] = {"stop": first.stop_reason, "text": await settled_text(persona)}
+            out["first"] = {"stop": first.stop_reason, "text": await settled_text(client, persona)}
             second = await client.prompt_and_reply(sid, "Alpha")
-            out["second"] = {"stop": second.stop_reason, "text": await settled_text(persona)}
+            out["second"] = {
+                "stop": second.stop_reason,
+                "text": await settled_text(client, persona),
+            }
         else:  # load after a restart
             sid = session_id
             await client.load_session(persona, sid)
-            out["replayed"] = persona.text()
+            out["replayed"] = await settled_text(client, persona)
             reply = await client.prompt_and_reply(sid, "what did we just do?")
             out["after_load"] = {
                 "stop": reply.stop_reason,
-                "text": await settled_text(persona),
+                "text": await settled_text(client, persona),
                 "meta": reply.field_meta,
             }
         out["session"] = sid
