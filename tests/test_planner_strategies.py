@@ -412,8 +412,11 @@ def test_classify_is_not_called_by_default(env: Env) -> None:
 
 
 async def slow(request: ModelRequest) -> object:
-    """Sleeps before each reply (stands for a local model on a busy machine)."""
-    await asyncio.sleep(0.3)
+    """Sleeps before each reply (stands for a local model on a busy machine): a little longer
+    than a stage's unscaled timeout below, so the unscaled call always times out (its timer is
+    due first, however loaded the machine), and far shorter than the scaled one (x100: 50 s,
+    a margin no load eats)."""
+    await asyncio.sleep(0.55)
     replies = {"plan": {"goal": "g", "steps": [step("r", "respond")]}, "respond": "ok"}
     return replies[request.purpose]
 
@@ -424,7 +427,7 @@ def test_stage_timeout_scale(env: Env, scale: float, status: str) -> None:
     turn = TurnContext(
         key=KEY, text="hello", store=env.store, memory=env.memory, model=model, tools=env.tools,
         config=PlannerConfig(stage_timeout_scale=scale),
-        stage_timeouts={"plan": 0.05, "respond": 0.05},
+        stage_timeouts={"plan": 0.5, "respond": 0.5},
     )  # fmt: skip
     events = run(turn)
     assert events[-1].status == status
