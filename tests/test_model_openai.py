@@ -233,11 +233,11 @@ def test_a_stream_cut_short_is_a_retryable_model_error(server: ScriptedOpenAISer
 
 
 def test_a_closed_port_is_a_model_error() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+    with socket.socket() as probe:  # bound, never listening: refused, and no other
+        probe.bind(("127.0.0.1", 0))  # process can take the port while the test runs
         port = probe.getsockname()[1]
-    with pytest.raises(ModelError, match="cannot POST") as caught:
-        complete(make_model(f"http://127.0.0.1:{port}/v1"))
+        with pytest.raises(ModelError, match="cannot POST") as caught:
+            complete(make_model(f"http://127.0.0.1:{port}/v1"))
     assert caught.value.status_code is None
     assert caught.value.retryable
 
