@@ -334,6 +334,8 @@ class Span:
             return
         end_ns = _time_ns()
         trace = self._trace
+        for value in self._content.values():
+            trace._learn(value)
         attributes = trace._masked_all(self._attributes)
         for key, value in self._content.items():
             attributes[key] = trace._masked_content(value)
@@ -508,6 +510,9 @@ class Trace:
         self._sink = sink
         self._message_id = message_id
         self._mask = _masker(secrets)
+        #: secret-named values met in the trace's contents (a planned call's ``api_key``):
+        #: masked wherever the trace writes them after that, the request included
+        self._learned: list[str] = []
         self._spans: list[Span] = []
         self._done = False
         self.capture = capture_content()
@@ -760,9 +765,31 @@ class Trace:
                     converted[key] = attribute
         return converted
 
+    def _learn(self, value: JsonValue) -> None:
+        """Remember the values of *value*'s secret-named keys, at any depth (JSON texts
+        inside it read too)."""
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, str) and _secret_key(key):
+                    if len(item) >= 4 and item not in self._learned:
+                        self._learned.append(item)
+                        self._learned.sort(key=len, reverse=True)
+                else:
+                    self._learn(item)
+        elif isinstance(value, list):
+            for item in value:
+                self._learn(item)
+        elif isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+            try:
+                parsed = json.loads(value)
+            except (ValueError, RecursionError):
+                return
+            if isinstance(parsed, dict | list):
+                self._learn(parsed)
+
     def _masked_all(self, attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeValue]:
         """*attributes* with their text masked by value (plain keys' values as they are)."""
-        if self._mask is None:
+        if self._mask is None and not self._learned:
             return dict(attributes)
         masked: dict[str, AttributeValue] = {}
         for key, value in attributes.items():
@@ -787,7 +814,12 @@ class Trace:
             else:
                 if isinstance(value, dict | list):
                     return json.dumps(self._deep(value), ensure_ascii=False)
-        return self._mask.text(text) if self._mask is not None else text
+        if self._mask is not None:
+            text = self._mask.text(text)
+        for secret in self._learned:
+            if secret in text:
+                text = text.replace(secret, _masked(secret))
+        return text
 
     def _deep(self, value: JsonValue) -> JsonValue:
         if isinstance(value, dict):
