@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from agentkit import FunctionModel, ModelRequest
 from agentkit.eval import (
-    TIMING_COLUMNS,
+    RUN_SPECIFIC_COLUMNS,
     Expectations,
     Scenario,
     Turn,
@@ -32,7 +32,7 @@ TAGS = ("consent", "restart", "compression", "simulated_user", "commands")
 
 
 def without_timings(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.drop(columns=list(TIMING_COLUMNS))
+    return frame.drop(columns=list(RUN_SPECIFIC_COLUMNS))
 
 
 def test_concurrency_8_gives_the_same_table_as_one_run_at_a_time(data_dir: Path) -> None:
@@ -173,6 +173,6 @@ def test_runs_at_once_share_one_connection_pool_per_endpoint(
         [ask], model="openai:m", repeat=12, concurrency=4, data_dir=data_dir, progress=False
     )
     assert frame["passed"].all(), frame["failures"].tolist()
-    assert len(endpoint.requests) == 36 and (frame["model_calls"] == 3).all()
+    assert len(endpoint.requests) == 36  # the runs' model_calls: tests/test_eval_usage.py
     # 12 runs x 3 calls on at most 4 connections at once: the pool kept them open
     assert len(endpoint.connections) <= 4
