@@ -173,6 +173,6 @@ def test_runs_at_once_share_one_connection_pool_per_endpoint(
         [ask], model="openai:m", repeat=12, concurrency=4, data_dir=data_dir, progress=False
     )
     assert frame["passed"].all(), frame["failures"].tolist()
-    assert len(endpoint.requests) == 36  # the runs' model_calls: tests/test_eval_usage.py
+    assert len(endpoint.requests) == 36 and (frame["model_calls"] == 3).all()
     # 12 runs x 3 calls on at most 4 connections at once: the pool kept them open
     assert len(endpoint.connections) <= 4

@@ -48,6 +48,7 @@ def test_every_shipped_scenario_passes_on_its_scripted_replies(data_dir: Path) -
     trader = row(frame, "desk_create_trader_en")
     assert trader["tools"] == "get_exchange_configs,create_trader"
     assert (trader["questions"], trader["consents"], trader["turns"]) == (1, 1, 3)
+    assert trader["model_calls"] == 5  # plan, 3 replans, respond (the turns' usage)
     assert trader["final_status"] == "completed"
     assert trader["exp_consent_for"] is True and trader["exp_state"] is True
     assert pd.isna(trader["exp_compressed"])  # not checked by this scenario

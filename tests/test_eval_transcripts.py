@@ -32,7 +32,7 @@ COMPRESSED = "memory_compression_facts_en"  # upkeep after the result: a compres
 def emitted(monkeypatch: pytest.MonkeyPatch) -> list[AgentEvent]:
     """Every event the agents of this process emit to their callers, in order."""
     seen: list[AgentEvent] = []
-    send, decide, upkeep = Agent.send_message, Agent.adecide, Agent.await_upkeep
+    send, decide = Agent.send_message, Agent.adecide
 
     async def send_message(self: Agent, *args: Any, **kwargs: Any) -> AsyncIterator[AgentEvent]:
         async for event in send(self, *args, **kwargs):
@@ -44,15 +44,8 @@ def emitted(monkeypatch: pytest.MonkeyPatch) -> list[AgentEvent]:
             seen.append(event)
             yield event
 
-    async def await_upkeep(self: Agent, conversation_id: str) -> CompressionEvent | None:
-        event = await upkeep(self, conversation_id)
-        if event is not None:
-            seen.append(event)
-        return event
-
     monkeypatch.setattr(Agent, "send_message", send_message)
     monkeypatch.setattr(Agent, "adecide", adecide)
-    monkeypatch.setattr(Agent, "await_upkeep", await_upkeep)
     return seen
 
 

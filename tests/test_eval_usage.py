@@ -11,11 +11,6 @@ from agentkit.events import CompressionEvent, ResultEvent
 
 from .test_eval_runs import SCENARIOS, row, scenario
 
-# The lead's tracer change makes every ResultEvent.usage and CompressionEvent.usage count its
-# calls (agentkit.types.Usage.calls); until it lands those are 0 and these tests fail.
-NEEDS_TRACER = pytest.mark.xfail(strict=True, reason="needs lead's tracer change")
-
-
 def test_the_rows_usage_is_the_sum_of_the_usage_its_events_report(data_dir: Path) -> None:
     """Whatever the events say is what the row says (no count of its own)."""
     frame = run_eval(
@@ -33,7 +28,6 @@ def test_the_rows_usage_is_the_sum_of_the_usage_its_events_report(data_dir: Path
         assert record["model_calls"] == sum(u.calls for u in reported)
 
 
-@NEEDS_TRACER
 def test_every_model_call_of_a_run_is_counted(data_dir: Path) -> None:
     frame = run_eval(
         [scenario("desk_create_trader_en"), scenario("desk_sim_create_trader_en")],
@@ -46,7 +40,6 @@ def test_every_model_call_of_a_run_is_counted(data_dir: Path) -> None:
     assert row(frame, "desk_sim_create_trader_en")["model_calls"] == 5
 
 
-@NEEDS_TRACER
 def test_compression_after_the_result_is_counted_in_tokens_and_calls(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,11 +2,13 @@
 :class:`Dialogue` drivers over one :class:`Chat`, the run's conversation with its agent.
 
 :class:`Chat` sends one user message (or one decision on the pending approval) the way every
-edge does (``Agent.send_message`` / ``Agent.adecide``), waits out the memory upkeep the turn
-left running, under the turn's time limit and the run's budget, and writes what it saw into
+edge does (``Agent.send_message`` / ``Agent.adecide``: the stream ends with the memory upkeep's
+``compression`` event when it compressed), under the turn's time limit and the run's budget,
+and writes what it saw into
 the run's :class:`RunLog`: the turn into the transcript (also a turn cut short by its time
 limit), its facts, its usage and, when the turn has its own expectations, their checks
-against the state right after it.
+against the state right after it (kept in the transcript; after every turn when the
+scenario's scorer asks for it, :attr:`~agentkit.eval.scorer.RunScorer.turn_state`).
 
 Usage is counted from the events only: each turn's ``result`` usage (every model call of the
 turn) plus each ``compression`` event's (the upkeep after it); the simulated user's own calls
@@ -38,7 +40,6 @@ from agentkit.eval.world import RunWorld, ScenarioReplies
 from agentkit.events import AgentEvent
 from agentkit.models.base import ChatModel
 from agentkit.planning.trace import CallRecord
-from agentkit.tools.secrets import scrub_text
 from agentkit.types import Usage
 
 __all__ = [
@@ -128,18 +129,18 @@ class Chat:
         self.log.facts = self.log.facts.then(facts)
         self.log.turns_run = said.number
         meter.over()
-        if not expect.is_empty and not meter.reason:
+        checked = not expect.is_empty and not meter.reason
+        scorer = self.world.scenario.scorer
+        if checked or (scorer is not None and scorer.turn_state):
             after = self.observe(facts.usage.calls)
-            self.log.checks += check(expect, Observed.of(facts, after), f"turn {said.number}")
             self.log.turns[-1] = self.log.turns[-1].model_copy(update={"after": after})
+            if checked:
+                seen = Observed.of(facts, after)
+                self.log.checks += check(expect, seen, f"turn {said.number}")
         return facts
 
     def observe(self, model_calls: int) -> RunState:
         return self.world.observe(self.agent, self.conversation_id, model_calls)
-
-    def scrub(self, text: str) -> str:
-        """*text* without the secret values the agent's tools know now."""
-        return scrub_text(text, self.agent.tools.current_secrets())
 
     async def _events(self, said: UserTurn, events: list[AgentEvent]) -> None:
         agent, conversation_id = self.agent, self.conversation_id
@@ -155,12 +156,8 @@ class Chat:
             )
         try:
             async with asyncio.timeout(limit):
-                async for event in stream:
+                async for event in stream:  # memory upkeep's compression after the result too
                     events.append(event)
-                # the memory upkeep the turn left running after its result: checked with it
-                upkept = await agent.await_upkeep(conversation_id)
-                if upkept is not None:
-                    events.append(upkept)
         except TimeoutError:
             raise RunError(
                 f"turn {said.number} took longer than the limit of {limit:g} s"
@@ -267,8 +264,7 @@ class SimulatedConversation:
             agent_dir=world.folder,
             on_call=self._spent,
             conversation_id=chat.conversation_id,
-            timeout=world.task.turn_timeout,
-            scrub=chat.scrub,
+            mask=chat.agent.tools.mask,
         )
         return self._model_user, made
 

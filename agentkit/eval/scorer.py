@@ -58,6 +58,9 @@ class RunScorer(ABC):
 
     #: the columns this scorer fills
     columns: ClassVar[type[SourceColumns]]
+    #: True: the transcript keeps the state after every turn (``UserTurn.after``; else only
+    #: after the turns whose own expectations read it)
+    turn_state: ClassVar[bool] = False
 
     @abstractmethod
     def score(self, transcript: Transcript) -> SourceScore:

@@ -39,8 +39,9 @@ from agentkit.filecache import read_text
 from agentkit.layout import AgentPaths
 from agentkit.models.base import ChatMessage, ChatModel, SessionBackend, validate_structured
 from agentkit.planning.trace import CallRecord
-from agentkit.planning.tracer import CallTracer, CancelScope
+from agentkit.planning.tracer import CallTracer
 from agentkit.telemetry import Telemetry, provider_name
+from agentkit.tools import SecretMask
 from agentkit.types import Usage
 
 __all__ = [
@@ -63,8 +64,7 @@ __all__ = [
 PROMPT_NAME = "simulated_user"
 #: the agent name on the simulator's ``invoke_agent`` spans
 AGENT_NAME = "simulated_user"
-#: seconds one simulator call may take when the run sets no turn limit
-_CALL_LIMIT = 600.0
+
 #: why a simulated conversation ended (the ``sim_stopped_by`` column)
 StopReason = Literal["user_done", "user_gave_up", "max_turns", "error", "budget"]
 #: what the simulated user answers a consent request, by language and the scenario's policy
@@ -152,8 +152,8 @@ def simulator_prompt(user: SimulatedUser, language: str, agent_dir: Path | None 
 class ModelUser:
     """A chat model plays *user*; *on_call* is told each call's usage (the run's budget).
 
-    *conversation_id* names the conversation on the simulator's spans; *timeout*: seconds one
-    call may take; *scrub* masks what the records keep (the secrets the agent knows)."""
+    *conversation_id* names the conversation on the simulator's spans; *mask* masks what the
+    records and spans keep (the secrets the agent knows)."""
 
     def __init__(
         self,
@@ -164,8 +164,7 @@ class ModelUser:
         agent_dir: Path | None = None,
         on_call: Callable[[Usage], None] | None = None,
         conversation_id: str = "",
-        timeout: float | None = None,
-        scrub: Callable[[str], str] | None = None,
+        mask: SecretMask | None = None,
     ) -> None:
         self.model = model
         self.user = user
@@ -173,8 +172,7 @@ class ModelUser:
         self.system = simulator_prompt(user, language, agent_dir)
         self.on_call = on_call
         self.conversation_id = conversation_id
-        self.timeout = timeout or _CALL_LIMIT
-        self.scrub: Callable[[str], str] = scrub or (lambda text: text)
+        self.mask = mask
         #: every model call the simulator made, in order
         self.records: list[CallRecord] = []
         self._telemetry = Telemetry(agent_id=AGENT_NAME, agent_name=AGENT_NAME)
@@ -202,14 +200,8 @@ class ModelUser:
             provider=provider_name(self.model.spec),
             model=self.model.spec,
         )
-        tracer = CallTracer(
-            model=self.model,
-            message_id="",
-            timeout=lambda purpose: self.timeout,
-            scrub=self.scrub,
-            cancel=CancelScope(),
-            trace=trace,
-            records=self.records,
+        tracer = CallTracer.standalone(
+            self.model, trace=trace, records=self.records, mask=self.mask
         )
         try:
             move = await self._moves(tracer, messages)
