@@ -7,7 +7,6 @@ in any of it — masked by value, also inside the JSON strings a message holds."
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ import jsonschema
 import pytest
 from agentkit import Agent
 from agentkit.models.scripted import ScriptedModel
-from agentkit.planning.tracer import CallTracer
 from agentkit.telemetry import CAPTURE_ENV, SpanRecord, Telemetry, ToolCallPart, semconv
 from agentkit.telemetry import _spans as spans_module
 from agentkit.tools import SecretMask
@@ -129,25 +127,9 @@ def test_every_kind_of_model_call_validates_against_the_conventions_schemas(
         agent.wait_upkeep(planned.conversation_id)
         turn = agent.telemetry.recorded(planned.result.trace_id) or []
         records += turn
-    # a simulated user: a call outside any turn
-    tel = Telemetry(agent_id="simulated-user")
-    user = tel.turn(conversation_id="c", message_id="move-1", model="scripted:user")
-    tracer = CallTracer.standalone(ScriptedModel(['{"action": "say", "message": "yes"}']),
-                                   trace=user)  # fmt: skip
-
-    async def move() -> None:
-        sent = [{"role": "system", "content": "You play the user."},
-                {"role": "user", "content": "Shall I go on?"}]  # fmt: skip
-        async with tracer.call("chat", sent, {"type": "object"}) as call:
-            await call.reply()
-
-    asyncio.run(move())
-    user.end()
-    records += user.spans
-
     calls = calls_of(records)
     assert {"chat", "plan", "replan", "respond", "summarize"} <= set(calls)
-    assert len(calls["chat"]) == 2  # the chat turn's and the simulated user's
+
     for purpose, made in calls.items():
         for record in made:
             found = check_messages(record)
@@ -297,3 +279,45 @@ def test_an_eval_outcome_is_attributes_of_its_span() -> None:
         "agentkit.eval.verdict.bfcl": False,
     }
     assert root.attributes[semconv.OPENINFERENCE_SPAN_KIND] == "CHAIN" and root.status == "ok"
+
+
+def test_an_eval_with_a_simulated_user_validates_and_its_run_says_its_outcome(
+    monkeypatch: pytest.MonkeyPatch, data_dir: Path
+) -> None:
+    """Through the real eval (a simulated user's moves are calls outside any turn, made by
+    ``CallTracer.standalone``): every model call's messages validate, and the run's span
+    carries ``agentkit.eval.passed``, the checks and the verdicts as attributes."""
+    from agentkit import FunctionModel
+    from agentkit.eval import run_eval
+    from agentkit.eval.world import ScenarioReplies
+
+    from tests._otel import capture as otel_capture
+    from tests.test_eval_runs import scenario
+    from tests.test_eval_simulated import TRADER, OnlyWhatIsAsked
+
+    monkeypatch.setenv(CAPTURE_ENV, "true")
+    otel = otel_capture()
+    base = scenario(TRADER)
+    user = FunctionModel(OnlyWhatIsAsked({"trader_name": "Alpha"}), name="simulated_user")
+    frame = run_eval([base], model=ScenarioReplies(base).model(), user_model=user,
+                     data_dir=data_dir, progress=False)  # fmt: skip
+    assert frame["passed"].all(), frame["failures"].tolist()
+    assert len(otel.by_name(f"chat {user.spec}")) == 2  # the simulated user's moves
+    llm = [span for span in otel.spans() if (span.attributes or {}).get(semconv.PURPOSE)]
+    assert {str((span.attributes or {})[semconv.PURPOSE]) for span in llm} >= {
+        "chat", "plan", "replan", "respond"
+    }  # fmt: skip
+    for span in llm:
+        attributes = dict(span.attributes or {})
+        for key, schema in ((semconv.INPUT_MESSAGES, INPUT), (semconv.OUTPUT_MESSAGES, OUTPUT),
+                            (semconv.SYSTEM_INSTRUCTIONS, SYSTEM)):  # fmt: skip
+            schema.validate(json.loads(str(attributes[key])))
+    (run,) = otel.by_name(f"eval_run {TRADER}")
+    attributes = dict(run.attributes or {})
+    assert attributes["agentkit.eval.passed"] is True
+    assert attributes["agentkit.eval.outcome"] == "passed"
+    assert attributes["agentkit.eval.checks"] == frame["checks"].iloc[0] > 0
+    assert attributes["agentkit.eval.checks_failed"] == 0
+    assert attributes["agentkit.eval.verdict.tool_sequence"] is True
+    assert attributes[semconv.OPENINFERENCE_SPAN_KIND] == "CHAIN"
+    assert {span.status.status_code.name for span in otel.spans()} == {"OK"}
