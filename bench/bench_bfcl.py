@@ -195,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--memory", default=",".join(MEMORY), help="'' to skip the memory set")
     parser.add_argument("--memory-limit", type=int, default=15)
+    parser.add_argument("--runs", type=Path, help="also write the per-run table (.csv)")
     args = parser.parse_args(argv)
     root = _root()
     modes = [m for m in args.modes.split(",") if m]
@@ -208,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         if contexts:
             frames.append(run_memory(contexts, args.memory_limit, args.seed, args.model, root))
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if args.runs is not None and not frame.empty:
+        frame.to_csv(args.runs, index=False)
     rows = summarize(frame, args) if not frame.empty else []
     report(rows)
     write(rows)
