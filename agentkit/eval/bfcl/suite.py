@@ -34,6 +34,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agentkit.errors import UsageError
+from agentkit.eval.bfcl._package import bfcl_module
 from agentkit.eval.bfcl.catalog import (
     BfclItem,
     check_category,
@@ -227,12 +228,10 @@ def scenario_for(
     history, first = _first_turn(item)
     turns = [Turn(user=first)]
     for number, messages in enumerate(item.turns[1:], 1):
-        if not messages:
-            raise UsageError(
-                f"{item.id}: turn {number} adds held-back functions; agentkit does not run "
-                f"{item.category} items yet"
-            )
-        turns.append(Turn(user=_text(messages)))
+        if number in item.held_back:  # BFCL adds the held-back functions: a fresh agent
+            turns.append(Turn(user=_more_functions(), restart=True))
+        else:
+            turns.append(Turn(user=_text(messages)))
     config: dict[str, JsonValue] = {"toolsets": [toolset_spec(item)]}
     return BfclScenario(
         id=item.id,
@@ -245,6 +244,13 @@ def scenario_for(
         turns=tuple(turns),
         bfcl=(ref := BfclRef(item=item.id, category=item.category)),
         scorer=BfclScorer(ref),
+    )
+
+
+def _more_functions() -> str:
+    """BFCL's own message for a turn that adds functions (its function-calling wording)."""
+    return str(
+        bfcl_module("constants.default_prompts").DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
     )
 
 
