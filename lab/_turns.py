@@ -22,10 +22,10 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from typing import Any, Literal, TypeVar
 
-from agentkit import Agent
+from agentkit import Agent, AgentkitError
 from agentkit.events import AgentEvent
 
-__all__ = ["start_cancel", "start_decision", "start_turn", "then"]
+__all__ = ["busy", "start_cancel", "start_decision", "start_turn", "then"]
 
 T = TypeVar("T")
 
@@ -64,6 +64,20 @@ def start_cancel(agent: Agent, conversation_id: str) -> Future[bool]:
     """Ask the conversation's running turn to stop (``agent.cancel``); the future says
     whether the agent found one it can interrupt."""
     return agent.loop.submit(agent.cancel(conversation_id))
+
+
+def busy(agent: Agent, conversation_id: str | None, started: Future[Any] | None) -> bool:
+    """Whether a view should show *conversation_id* as busy: a turn of it runs, as the agent
+    says (sent from this view or another, or its memory upkeep), or *started*, the turn the
+    view sent, has not ended (before its ``session`` event it may have no conversation yet)."""
+    if started is not None and not started.done():
+        return True
+    if conversation_id is None:
+        return False
+    try:
+        return agent.turn_running(conversation_id)
+    except AgentkitError:  # not an id the agent can have
+        return False
 
 
 def then(future: Future[T], after: Callable[[Future[T]], None]) -> Future[T]:

@@ -11,10 +11,10 @@ as the turn masks it before writing it), the plan moves on by them, the picker g
 conversation from them: nothing is read back from the store during or after a turn. The stored
 history and plan are read when a conversation is opened or picked, and on Reload. "A turn is
 running" is the agent's answer (:meth:`~agentkit.Agent.turn_running`), so a turn started
-elsewhere in the process (over HTTP, in another view) shows as busy too; the panel tracks its
-own turn only until the agent knows of it. A turn's stream may go on after ``result`` (the
-``compression`` event of the memory upkeep after it): it is shown, and the turn is over when
-the stream is.
+elsewhere through the same agent (another view, a cell calling ``agent.send``) shows as busy
+too; the panel tracks its own turn only until the agent knows of it. A turn's stream may go
+on after ``result`` (the ``compression`` event of the memory upkeep after it): it is shown,
+and the turn is over when the stream is.
 
 Nothing typed is lost: a message refused before its turn starts (empty, busy conversation,
 unknown model spec) stays in the text box with the reason shown.
@@ -33,7 +33,7 @@ from agentkit.events import AgentEvent, SessionEvent
 from agentkit.titles import conversation_title
 
 from lab._html import notice_html, pre_html
-from lab._turns import start_cancel, start_decision, start_turn, then
+from lab._turns import busy, start_cancel, start_decision, start_turn, then
 from lab.chat_state import (
     NEW_CONVERSATION,
     TurnView,
@@ -131,16 +131,9 @@ class ChatPanel(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
 
     @property
     def busy(self) -> bool:
-        """A turn of the shown conversation is running, as the agent says (sent here, in
-        another view, over HTTP in this process), or the one sent here has not ended yet."""
-        if self._started is not None and not self._started.done():
-            return True
-        if self.conversation_id is None:
-            return False
-        try:
-            return self.agent.turn_running(self.conversation_id)
-        except AgentkitError:  # not an id the agent can have
-            return False
+        """A turn of the shown conversation is running, as the agent says (sent here or from
+        another view of the agent, or its memory upkeep), or the one sent here has not ended."""
+        return busy(self.agent, self.conversation_id, self._started)
 
     def _draw(self) -> None:
         self.transcript.value = transcript_html(self.history, self.turn_view)

@@ -7,12 +7,12 @@ switched to another conversation, then moved on by the events of each turn it fo
 own, or a ChatPanel's), never re-read per event. Before it acts on a pause (Answer, Approve,
 Reject, Edit), the view reads the stored pause again: it may have been answered elsewhere
 meanwhile. "A turn is running" comes from the agent (:meth:`~agentkit.Agent.turn_running`):
-a turn started elsewhere in the process disables the buttons too. Answering a question sends the
-answer as the next message; Approve and Reject decide on the pending approval by its id
-(``Agent.adecide``, source ``widget``), and "Edit arguments" opens a form built from the
-tool's schema (:mod:`lab.approval_form`) whose values replace the planned ones for that one
-call. A decision is single-use: one made elsewhere first (another tab, a typed "yes") makes
-this one "already decided", shown as a notice, and nothing runs twice.
+a turn started elsewhere through the same agent disables the buttons too. Answering a
+question sends the answer as the next message; Approve and Reject decide on the pending
+approval by its id (``Agent.adecide``, source ``widget``), and "Edit arguments" opens a form
+built from the tool's schema (:mod:`lab.approval_form`) whose values replace the planned ones
+for that one call. A decision is single-use: one made elsewhere first (another tab, a typed
+"yes") makes this one "already decided", shown as a notice, and nothing runs twice.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from agentkit import Agent, AgentkitError, ExecutionState
 from agentkit.events import AgentEvent
 
 from lab._html import frame_html, message_html, notice_html
-from lab._turns import start_decision, start_turn, then
+from lab._turns import busy, start_decision, start_turn, then
 from lab.approval_form import ApprovalForm
 from lab.chat_state import TurnView, message_problem
 from lab.plan_state import PlanFold
@@ -119,15 +119,8 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
     @property
     def busy(self) -> bool:
         """A turn of this conversation is running, as the agent says (started here, in a
-        ChatPanel, over HTTP in this process), or this view's own turn is still starting."""
-        if self._started is not None and not self._started.done():
-            return True
-        if self.conversation_id is None:
-            return False
-        try:
-            return self.agent.turn_running(self.conversation_id)
-        except AgentkitError:  # not an id the agent can have
-            return False
+        ChatPanel, anywhere through the same agent), or this view's own turn has not ended."""
+        return busy(self.agent, self.conversation_id, self._started)
 
     def show(self, conversation_id: str | None) -> None:
         """Follow another conversation (None: none yet); its stored state is read."""
