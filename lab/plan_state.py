@@ -16,7 +16,11 @@ planner that the events announce. Some changes are announced by what comes after
 * a decision: the approved step starts (``step_start``), or the turn ends at once (a
   rejection, an expired approval): the pending steps are skipped and the flow completes;
 * a cancel (the ``cancelled`` error): finished steps stay, the rest are skipped, the flow
-  fails; another error fails the flow.
+  fails; another error fails the flow;
+* a secret: the planner scrubs the values of a step's secret-named arguments from the whole
+  state, the user's own texts included (a key typed in an answer, then planned as
+  ``api_key``). Events show those values masked (``****abcd``), so the fold finds them in the
+  texts the user sent (a word that masks to what the event shows) and scrubs them the same way.
 
 Not announced, so shown after a Refresh: a write the planner drops in a read-only turn, the
 ``next_step`` strategy skipping a batch's remaining steps after an answer, ``/clear``, a state
@@ -26,7 +30,8 @@ discarded for stale tools, a flow found cut short by a crash.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +55,9 @@ from agentkit.events import (
     ToolResultEvent,
 )
 from agentkit.memory import Observation, PendingApproval, PlanStep, StepType, Waiting
+from agentkit.tools import is_secret_key, mask_secrets, mask_value
+from agentkit.tools.secrets import MASK
+from pydantic import JsonValue
 
 __all__ = ["PlanFold"]
 
@@ -57,6 +65,9 @@ __all__ = ["PlanFold"]
 _COMMANDS = frozenset({"/status", "/clear"})
 #: events that say nothing about what a turn does with a pause
 _NEUTRAL = (ThinkingEvent, PermissionEvent, CompressionEvent)
+#: how many of the user's texts are kept to find the secrets later events show masked
+_SAID = 16
+_WORD = re.compile(r"[^\s\"'`,;()\[\]{}<>]+")
 
 
 #: how long an observation the planner keeps is (``agentkit.planning.state``)
@@ -109,6 +120,9 @@ class PlanFold:
     _text: str = ""
     #: the pause the turn started on, until the turn shows what it does with it
     _paused: ExecutionState | None = None
+    #: the user's last texts, and the secrets found in them (see the module docstring)
+    _said: list[str] = field(default_factory=list)
+    _secrets: set[str] = field(default_factory=set)
 
     def load(self, state: ExecutionState | None, conversation_id: str = "") -> None:
         """Start over from *state*, as stored."""
@@ -117,6 +131,7 @@ class PlanFold:
     def begin(self, text: str) -> None:
         """A turn starts with the user's *text* (a message, an answer, "yes" or "no")."""
         self._text = text.strip()
+        self._said = [*self._said, self._text][-_SAID:]
         state = self.state
         self._paused = state if state is not None and state.is_waiting else None
 
@@ -128,8 +143,28 @@ class PlanFold:
         before = self.state
         if self._paused is not None:
             self._settle(event)
-        self.state = self._next(self.state, event)
+        self.state = self._scrubbed(self._next(self.state, event), event)
         return self.state is not before
+
+    def _scrubbed(self, state: ExecutionState | None, event: AgentEvent) -> ExecutionState | None:
+        """*state*, with the secrets *event* shows masked scrubbed from it, once they are known
+        (as the planner's recorder scrubs its state with the real values)."""
+        masked = {mask for args in _arguments(event) for mask in _masked_secrets(args)}
+        found = {
+            secret
+            for said in self._said
+            for word in _WORD.findall(said)
+            if (secret := word.rstrip(".!?")) not in self._secrets
+            and not secret.startswith(MASK)
+            and mask_value(secret) in masked
+        }
+        if not found:
+            return state
+        self._secrets |= found
+        if state is None:
+            return None
+        dumped = mask_secrets(state.model_dump(mode="json"), self._secrets)
+        return ExecutionState.model_validate(dumped)
 
     # -- what the turn did with the pause it started on ------------------------------------------
 
@@ -261,6 +296,31 @@ class PlanFold:
             approval=approval,
         )
         return state.pause(waiting, confirmation=True)
+
+
+def _arguments(event: AgentEvent) -> list[dict[str, Any]]:
+    """The tool arguments *event* shows (masked)."""
+    match event:
+        case PlanEvent() | ReplanEvent():
+            return [step.tool_args for step in event.steps]
+        case AskUserEvent() | ToolCallEvent():
+            return [event.tool_args if isinstance(event, AskUserEvent) else event.arguments]
+    return []
+
+
+def _masked_secrets(value: JsonValue) -> Iterable[str]:
+    """The masked values under secret-named keys of *value* that keep a tail (``****abcd``:
+    a long secret, which a word of the user's can be matched against)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if is_secret_key(key) and isinstance(item, str):
+                if len(item) > len(MASK):
+                    yield item
+            else:
+                yield from _masked_secrets(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _masked_secrets(item)
 
 
 def _has(state: ExecutionState, step_id: str) -> bool:

@@ -3,6 +3,7 @@ turn's events is what the planner stored (the table's rows, the status, the paus
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -196,3 +197,26 @@ def test_a_new_request_after_a_finished_flow_starts_a_fresh_plan(followed: Follo
     followed.send("list my traders", second)
     state = followed.fold.state
     assert state is not None and state.goal == "two" and [s.id for s in state.steps] == ["t1"]
+
+
+API_KEY = "AKEY-0123456789abcd"
+SECRET_KEY = "SKEY-9876543210wxyz"
+
+
+def test_keys_typed_in_an_answer_are_scrubbed_once_a_plan_uses_them(followed: Followed) -> None:
+    ask = {"plan": [{"goal": "an account", "steps": [step("q1", "ask_user", instruction="Keys?")]}]}
+    followed.send("connect my binance account", ask)
+    account = {"exchange": "binance", "account_name": "main"}
+    connect = step("t1", "tool", tool_name="create_exchange_config")
+    connect["tool_args"] = {**account, "api_key": API_KEY, "secret_key": SECRET_KEY}
+    events = followed.send(
+        f"key {API_KEY} secret {SECRET_KEY}.",
+        {"replan": [{"action": "replace_remaining", "steps": [connect]}]},
+    )
+    shown_anywhere = json.dumps([e.to_json_dict() for e in events])
+    assert API_KEY not in shown_anywhere  # the events show the keys masked ...
+    state = followed.fold.state
+    assert state is not None and state.status == "waiting_confirmation"
+    held = json.dumps(state.model_dump(mode="json"))
+    assert "****abcd" in held and "****wxyz" in held  # ... and so does the fold, everywhere
+    assert API_KEY not in held and SECRET_KEY not in held
