@@ -24,37 +24,12 @@ from agentkit.store.conversation_store import CUT_SHORT
 from agentkit.types import Message
 
 from tests._postgres import PostgresServer, postgres_server  # noqa: F401 (fixture)
+from tests.fixtures.make_store_before_layer import expected as expected_reads
 
 FIXTURES = Path(__file__).parent / "fixtures" / "store_before_layer"
 AGENT = "fixture-agent"
-KEYS = [
-    ConversationKey(AGENT, "conv-history"),
-    ConversationKey(AGENT, "conv-fork"),
-    ConversationKey(AGENT, "conv-running"),
-    ConversationKey("other-agent", "conv-empty"),
-]
-
-
-def _reads(store: ConversationStore) -> dict[str, Any]:
-    """What the fixture generator recorded, read with the new code."""
-    found: dict[str, Any] = {}
-    for key in KEYS:
-        messages = list(store.messages(key))
-        turns = list(dict.fromkeys(m.message_id for m in messages))
-        found[str(key)] = {
-            "meta": store.meta(key).to_json_dict(),
-            "messages": [m.to_json_dict() for m in messages],
-            "turn_logs": {t: store.turn_log(key, t) for t in turns},
-            "traces": {t: store.trace(key, t) for t in turns},
-            "checkpoints": [c.model_dump(mode="json") for c in store.checkpoints(key)],
-            "records": [r.model_dump(mode="json") for r in store.records(key)],
-            "journal": [encode_record(r).decode() for r in store.journal(key)],
-        }
-    found["conversations"] = {
-        agent: [m.conversation_id for m in store.conversations(agent)]
-        for agent in (AGENT, "other-agent")
-    }
-    return found
+HISTORY = ConversationKey(AGENT, "conv-history")
+RUNNING = ConversationKey(AGENT, "conv-running")
 
 
 def _files(root: Path) -> dict[Path, bytes]:
@@ -70,7 +45,7 @@ def _expected(name: str) -> dict[str, Any]:
 def _writes_on(store: ConversationStore, before: dict[str, Any]) -> None:
     """A new turn on an old conversation, and the turn the old writer left running marked
     failed by the next writer; the old records stay as they were."""
-    history, running = KEYS[0], KEYS[2]
+    history, running = HISTORY, RUNNING
     question = Message.user("after the upgrade")
     with store.hold(history):
         store.append(history, question, status="running")
@@ -104,7 +79,7 @@ def test_a_data_root_written_before_the_layer_opens_unchanged_and_verifies_clean
     assert report.conversations == 4
     assert store.recover() == []  # nothing to repair: the views are the journal's, byte for byte
     expected = _expected("expected-files.json")
-    assert _reads(store) == expected
+    assert expected_reads(store) == expected
     assert _files(root) == files_before
     _writes_on(store, expected)
     # the new turn was written the old way too: a fresh store, and verify, agree
@@ -142,5 +117,5 @@ def test_a_database_written_before_the_layer_opens_unchanged_and_verifies_clean(
         assert report.conversations == 4
         assert store.recover(full=True) == []  # every stored metadata is its records' fold
         expected = _expected("expected-postgres.json")
-        assert _reads(store) == expected
+        assert expected_reads(store) == expected
         _writes_on(store, expected)

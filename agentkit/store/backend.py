@@ -34,8 +34,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
+from agentkit.errors import UsageError
 from agentkit.store._records import JournalRecord, MessageRecord, Views
 from agentkit.store.values import ConversationKey, Problem, StaleWriterError, TraceSink
 from agentkit.types import ConversationMeta, Message
@@ -74,6 +75,13 @@ class Lease:
     def stale(self, current: int) -> StaleWriterError:
         """The error for a write of this lease while epoch *current* holds the conversation."""
         return StaleWriterError(self.key.agent_id, self.key.conversation_id, self.epoch, current)
+
+    @classmethod
+    def own(cls, lease: Lease) -> Self:
+        """*lease* as this backend's kind of lease (another backend's is a caller's mistake)."""
+        if not isinstance(lease, cls):
+            raise UsageError(f"not a lease of this backend ({cls.__name__}): {lease!r}")
+        return lease
 
 
 @dataclass(frozen=True, slots=True)

@@ -209,7 +209,7 @@ class FileJournal(JournalBackend):
         return _FileLease(key, state, epoch, lock)
 
     def release(self, lease: Lease, *, failed: bool = False) -> None:
-        own = self._own(lease)
+        own = _FileLease.own(lease)
         if not own.held:
             return
         own.held = False
@@ -237,12 +237,6 @@ class FileJournal(JournalBackend):
         finally:
             self._let_go(key)
             lock.release()
-
-    @staticmethod
-    def _own(lease: Lease) -> _FileLease:
-        if not isinstance(lease, _FileLease):
-            raise UsageError(f"not a lease of the file backend: {lease!r}")
-        return lease
 
     def _let_go(self, key: ConversationKey) -> None:
         """Forget what this thread knew of *key* under its lock, and close its files."""
@@ -354,7 +348,7 @@ class FileJournal(JournalBackend):
     def repair(self, lease: Lease, *, full: bool) -> bool:
         """Taking the lease recovered views behind their journal; *full* rebuilds them all."""
         if full:
-            self._recover_conversation(self._own(lease).key, full=True)
+            self._recover_conversation(_FileLease.own(lease).key, full=True)
         return True
 
     def scan(self, key: ConversationKey) -> Scanned:
@@ -378,7 +372,7 @@ class FileJournal(JournalBackend):
     ) -> None:
         """One write of the records' frames (and one fsync when *durable*), then the views
         along (never fsynced: recovery rebuilds them)."""
-        own = self._own(lease)
+        own = _FileLease.own(lease)
         key = own.key
         if not own.held:
             raise own.stale(self._epochs.get(key, own.epoch))
@@ -490,7 +484,7 @@ class FileJournal(JournalBackend):
             self._states.keep_recent(final, len(journal), [])
 
     def delete(self, lease: Lease) -> None:
-        own = self._own(lease)
+        own = _FileLease.own(lease)
         key = own.key
         directory = self._existing_dir(key)
         conversations = directory.parent

@@ -65,12 +65,6 @@ class MemoryJournal(JournalBackend):
             raise ConversationNotFoundError(key.agent_id, key.conversation_id)
         return conversation
 
-    @staticmethod
-    def _own(lease: Lease) -> _MemoryLease:
-        if not isinstance(lease, _MemoryLease):
-            raise UsageError(f"not a lease of the memory backend: {lease!r}")
-        return lease
-
     # -- the writer lease ------------------------------------------------------------------
 
     def acquire(self, key: ConversationKey, wait: float, *, brief: bool = False) -> Lease:
@@ -86,7 +80,7 @@ class MemoryJournal(JournalBackend):
         return _MemoryLease(key, conversation)
 
     def release(self, lease: Lease, *, failed: bool = False) -> None:
-        own = self._own(lease)
+        own = _MemoryLease.own(lease)
         if own.held:
             own.held = False
             own.conversation.lock.release()
@@ -101,7 +95,7 @@ class MemoryJournal(JournalBackend):
         *,
         durable: bool,
     ) -> None:
-        own = self._own(lease)
+        own = _MemoryLease.own(lease)
         conversation = own.conversation
         if not own.held or conversation.epoch != own.epoch:
             raise own.stale(conversation.epoch)
@@ -129,7 +123,7 @@ class MemoryJournal(JournalBackend):
             self._conversations[key] = conversation
 
     def delete(self, lease: Lease) -> None:
-        own = self._own(lease)
+        own = _MemoryLease.own(lease)
         with self._guard:
             if self._conversations.get(own.key) is own.conversation:
                 del self._conversations[own.key]

@@ -155,19 +155,13 @@ class PostgresJournal(JournalBackend):
         self.lock_timeout = lock_timeout
         self.leases = PostgresLeases(db)
 
-    @staticmethod
-    def _own(lease: Lease) -> PostgresLease:
-        if not isinstance(lease, PostgresLease):
-            raise UsageError(f"not a lease of the PostgreSQL backend: {lease!r}")
-        return lease
-
     # ------------------------------------------------------------------ the writer lease
 
     def acquire(self, key: ConversationKey, wait: float, *, brief: bool = False) -> Lease:
         return self.leases.acquire(key, wait, brief=brief)
 
     def release(self, lease: Lease, *, failed: bool = False) -> None:
-        self.leases.release(self._own(lease), failed=failed)
+        self.leases.release(PostgresLease.own(lease), failed=failed)
 
     # ------------------------------------------------------------------ writes
 
@@ -179,7 +173,7 @@ class PostgresJournal(JournalBackend):
         *,
         durable: bool,
     ) -> None:
-        own = self._own(lease)
+        own = PostgresLease.own(lease)
         key = own.key
         before = own.records
         for attempt in (1, 2):
@@ -285,7 +279,7 @@ class PostgresJournal(JournalBackend):
                 prepare()
 
     def delete(self, lease: Lease) -> None:
-        own = self._own(lease)
+        own = PostgresLease.own(lease)
         key = own.key
         connection = self.leases.fenced(own, self.lock_timeout)
         with self.db.errors(f"deleting {key}"):
@@ -423,7 +417,7 @@ class PostgresJournal(JournalBackend):
     def repair(self, lease: Lease, *, full: bool) -> bool:
         """Transactions leave nothing half-written: only ``full`` has something to do, the
         metadata rewritten when it is not the fold of the records (damage done by hand)."""
-        own = self._own(lease)
+        own = PostgresLease.own(lease)
         if not full:
             return False
         key = own.key
