@@ -10,15 +10,14 @@ argument, so several agents and data roots can live in one process.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from agentkit.branches import fork_conversation, record_turn_checkpoint
+from agentkit.branches import fork_conversation
 from agentkit.chat import ChatEngine
 from agentkit.config import AgentConfig
 from agentkit.engine import AgentRuntime, Engine
@@ -46,6 +45,7 @@ from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning import PlannerEngine, approvals
 from agentkit.planning.approvals import Decision
 from agentkit.planning.replay import TraceNotFoundError, load_call_records
+from agentkit.planning.state import TurnContext
 from agentkit.planning.trace import CallRecord
 from agentkit.sessions import SessionPool
 from agentkit.store import ConfigStore, ConversationKey, ConversationStore
@@ -83,9 +83,8 @@ class TurnResult:
 
     @property
     def result(self) -> ResultEvent:
-        last = self.events[-1]
-        assert isinstance(last, ResultEvent)
-        return last
+        """The turn's ``result`` (a ``compression`` event of the upkeep after it may follow)."""
+        return next(e for e in reversed(self.events) if isinstance(e, ResultEvent))
 
     @property
     def conversation_id(self) -> str:
@@ -94,6 +93,18 @@ class TurnResult:
     @property
     def text(self) -> str:
         return self.result.text
+
+
+async def _until_result(events: AsyncGenerator[AgentEvent, None]) -> TurnResult:
+    """A turn's events up to its ``result`` (the memory upkeep after it goes on in the
+    background: ``Agent.wait_upkeep`` waits for it)."""
+    result = TurnResult()
+    async with contextlib.aclosing(events):
+        async for event in events:
+            result.events.append(event)
+            if isinstance(event, ResultEvent):
+                break
+    return result
 
 
 class Agent:
@@ -231,7 +242,14 @@ class Agent:
         return Conversation(meta=self.store.meta(key), messages=tuple(messages))
 
     def delete_conversation(self, conversation_id: str) -> None:
+        """Delete the conversation and its folder; refused while it is mid-turn here
+        (another process's turn: the store's lock refuses it)."""
+        self._idle(conversation_id)
         self.store.delete(self._key(conversation_id))
+
+    def _idle(self, conversation_id: str) -> None:
+        if self.pool.turns.is_running(self.id, conversation_id):
+            raise ConversationBusyError(self.id, conversation_id, 0.0)
 
     def call_records(self, conversation_id: str, message_id: str) -> list[CallRecord]:
         """The model calls turn *message_id* traced, in call order (empty: none; a planner
@@ -270,6 +288,7 @@ class Agent:
         An empty or blank *at* is an invalid id, not "the last turn"."""
         if at is not None:
             check_id(at, "message")
+        self._idle(check_id(conversation_id, "conversation"))
         return fork_conversation(self.runtime, self._key(conversation_id), at=at, title=title)
 
     # -- memory (seed 002: TaskState and ExecutionState) --------------------------------------
@@ -308,7 +327,7 @@ class Agent:
 
     async def send_message(
         self, conversation_id: str | None, text: str
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run one turn; stream its events (``session`` first, ``result`` last).
 
         With no conversation id a new conversation is created, titled after the message.
@@ -330,17 +349,23 @@ class Agent:
         key = self._key(conversation_id)
         if not self.store.exists(key):
             raise ConversationNotFoundError(self.id, conversation_id)
-        await self.runtime.upkeep.wait(key)  # the last turn's memory upkeep (bounded)
-        lock = self.store.hold(key, timeout=0)  # another process's turn: busy at once
-        async with self.pool.turn(self.id, conversation_id, lock):
-            async for event in engine.run_turn(self.runtime, key, text):
-                if (
-                    isinstance(event, ResultEvent)
-                    and event.message_id
-                    and not engine.writes_checkpoints
-                ):  # finished: its checkpoint (a planner turn's final commit carries it)
-                    record_turn_checkpoint(self.runtime, key, event.message_id)
+        async with self.runtime.admit(key) as running:
+            ctx = self.runtime.context(key, text, running=running)
+            async for event in engine.run_turn(ctx):
                 yield event
+        async for event in self._after_result(key, ctx):
+            yield event
+
+    async def _after_result(
+        self, key: ConversationKey, ctx: TurnContext
+    ) -> AsyncIterator[AgentEvent]:
+        """After ``result``: the ``compression`` event of the memory upkeep the turn left
+        running, when it compressed (every edge sees it in the turn's stream; a caller that
+        stops reading at ``result`` does not wait for it)."""
+        if self.runtime.upkeep.pending(key):
+            compressed = await self.runtime.upkeep.wait(key)
+            if compressed is not None:
+                yield compressed
 
     # -- approvals --------------------------------------------------------------------------
 
@@ -365,7 +390,7 @@ class Agent:
         note: str = "",
         *,
         source: DecisionSource = "python",
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Decide on a pending approval and continue the turn; stream its events as
         :meth:`send_message` does. *args* replaces the planned arguments of that one call
         (validated against the tool's schema first: an invalid edit raises
@@ -386,35 +411,20 @@ class Agent:
             approval_id, decision, source, dict(args) if args is not None else None, note
         )
         tools = self.runtime.tools
-        approvals.check(self._flow(conversation_id), chosen, tools, conversation_id)
+        approvals.check(self._flow(conversation_id), chosen, tools, conversation_id)  # fail fast
         model = self.runtime.model
         if model.real_requests:
             check_model_requests(model.spec)
         engine = ENGINES[self.config.engine]
         text = ("yes" if decision == "approve" else "no") + (f" — {note}" if note else "")
-        await self.runtime.upkeep.wait(key)  # the last turn's memory upkeep (bounded)
-        deadline = time.monotonic() + DECISION_WAIT_SECONDS
-        while True:  # wait for a turn in progress (e.g. the decision that won) to end
-            try:
-                lock = self.store.hold(key, timeout=0)
-                admitted = self.pool.turn(self.id, conversation_id, lock)
-                await admitted.__aenter__()
-            except ConversationBusyError:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.02)
-                continue
-            break
-        try:
-            self.memory.unstage_execution_state(self.id, conversation_id)
-            approvals.check(self._flow(conversation_id), chosen, tools, conversation_id)
-            async for event in engine.run_turn(self.runtime, key, text, chosen):
+        # waits for a turn in progress (e.g. the decision that won); the turn checks the
+        # decision again under the writer lock, before it writes anything
+        async with self.runtime.admit(key, wait=DECISION_WAIT_SECONDS) as running:
+            ctx = self.runtime.context(key, text, running=running, decision=chosen)
+            async for event in engine.run_turn(ctx):
                 yield event
-        except BaseException as error:
-            if not await admitted.__aexit__(type(error), error, error.__traceback__):
-                raise
-        else:
-            await admitted.__aexit__(None, None, None)
+        async for event in self._after_result(key, ctx):
+            yield event
 
     def decide(
         self,
@@ -428,18 +438,21 @@ class Agent:
     ) -> TurnResult:
         """:meth:`adecide`, synchronously (as :meth:`send` is to :meth:`send_message`)."""
 
-        async def collect() -> TurnResult:
-            result = TurnResult()
-            events = self.adecide(conversation_id, approval_id, decision, args, note, source=source)
-            async for event in events:
-                result.events.append(event)
-            return result
-
-        return self.loop.run(collect())
+        events = self.adecide(conversation_id, approval_id, decision, args, note, source=source)
+        return self.loop.run(_until_result(events))
 
     def _flow(self, conversation_id: str) -> ExecutionState | None:
         stored = self.memory.load_execution_state(self.id, conversation_id)
         return stored.value if stored is not None else None
+
+    def turn_running(self, conversation_id: str) -> bool:
+        """Whether a turn (or its memory upkeep) of the conversation is running in this
+        process now (another process's turn shows as busy when this one sends)."""
+        check_id(conversation_id, "conversation")
+        key = self._key(conversation_id)
+        return self.pool.turns.is_running(self.id, conversation_id) or (
+            self.runtime.upkeep.pending(key)
+        )
 
     async def cancel(self, conversation_id: str) -> bool:
         """Ask the running turn of a conversation to stop; False when none is running.
@@ -476,13 +489,7 @@ class Agent:
         (the second message is scenario B) and it works inside Jupyter's running loop.
         """
 
-        async def collect() -> TurnResult:
-            result = TurnResult()
-            async for event in self.send_message(conversation_id, text):
-                result.events.append(event)
-            return result
-
-        return self.loop.run(collect())
+        return self.loop.run(_until_result(self.send_message(conversation_id, text)))
 
     @property
     def loop(self) -> BackgroundLoop:

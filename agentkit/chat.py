@@ -10,20 +10,23 @@
 Order of a turn, so that nothing acknowledged is lost: the user message is persisted first;
 the ``session`` event reports the scenario and what was injected (also written to the turn's
 messages.log); the reply streams as ``agent_output`` events; the assistant message, its tool
-calls and token usage are persisted; ``result`` ends the turn. A backend failure becomes an
-``error`` event and status ``failed``, never an exception out of the stream.
+calls, token usage and the turn's checkpoint are persisted in one commit; ``result`` ends the
+turn. A backend failure becomes an ``error`` event and status ``failed``, never an exception
+out of the stream. The model call is made through the call tracer, as a planner turn's are
+(:mod:`agentkit.planning.tracer`): a trace record in the turn's ``calls.jsonl`` and a
+``chat {model}`` span under the turn's ``invoke_agent``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from agentkit.errors import ModelError
+from agentkit.errors import AgentkitError, ModelError
 from agentkit.events import (
     AgentEvent,
     AgentOutputEvent,
@@ -36,27 +39,27 @@ from agentkit.events import (
     ToolCallEvent,
 )
 from agentkit.models.base import (
+    ChatMessage,
     ChatModel,
     Completion,
     ModelEvent,
     PermissionRequest,
-    SessionBackend,
     SessionModel,
     TextDelta,
     ThinkingDelta,
     ToolCallRequest,
 )
-from agentkit.planning.approvals import Decision
+from agentkit.planning.errors import TurnCancelledError
+from agentkit.planning.state import TurnContext
+from agentkit.planning.tracer import CallTracer
 from agentkit.sessions import PoolEntry, SessionPool, TranscriptSession, summarize_history
 from agentkit.sessions.context import HISTORY_LIMIT
-from agentkit.store import ConversationKey, ConversationStore
-from agentkit.telemetry import Telemetry, TurnTrace, provider_name
+from agentkit.telemetry import TurnTrace, provider_name
+from agentkit.tools import SecretMask
+from agentkit.tools.secrets import StreamMask
 from agentkit.types import ConversationStatus, Message, ToolCallRecord, Usage
 
-if TYPE_CHECKING:
-    from agentkit.engine import AgentRuntime
-
-__all__ = ["ChatEngine", "ChatTurn"]
+__all__ = ["ChatEngine"]
 
 TurnStatus = Literal["completed", "failed", "cancelled"]
 
@@ -65,25 +68,47 @@ TurnStatus = Literal["completed", "failed", "cancelled"]
 class _Reply:
     """What the reply has brought so far."""
 
+    mask: SecretMask
     pieces: list[str] = field(default_factory=list)
     calls: list[ToolCallRecord] = field(default_factory=list)
     final: Completion | None = None
+    stream: StreamMask | None = None
+
+    def __post_init__(self) -> None:
+        self.stream = self.mask.stream()
 
     @property
     def text(self) -> str:
-        return self.final.text if self.final and self.final.text else "".join(self.pieces)
+        if self.final is not None and self.final.text:
+            return self.mask.text(self.final.text)
+        return "".join(self.pieces)
+
+    def flush(self) -> AgentEvent | None:
+        """What the masker still holds, once the reply has ended."""
+        assert self.stream is not None
+        rest = self.stream.flush()
+        if not rest:
+            return None
+        self.pieces.append(rest)
+        return AgentOutputEvent(text=rest)
 
     def take(self, event: ModelEvent) -> AgentEvent | None:
-        """Record a model event; return the agent event it becomes, if any."""
+        """Record a model event; return the agent event it becomes, if any (secrets masked)."""
+        assert self.stream is not None
         match event:
             case TextDelta(text=text):
-                self.pieces.append(text)
-                return AgentOutputEvent(text=text)
+                shown = self.stream.feed(text)
+                if not shown:
+                    return None
+                self.pieces.append(shown)
+                return AgentOutputEvent(text=shown)
             case ThinkingDelta(text=text):
                 return ThinkingEvent(text=text)
             case ToolCallRequest(id=call_id, name=name, arguments=arguments):
-                self.calls.append(ToolCallRecord(id=call_id, name=name, arguments=arguments))
-                return ToolCallEvent(id=call_id, name=name, arguments=arguments)
+                masked = self.mask.json(dict(arguments))
+                args = masked if isinstance(masked, dict) else {}
+                self.calls.append(ToolCallRecord(id=call_id, name=name, arguments=args))
+                return ToolCallEvent(id=call_id, name=name, arguments=args)
             case PermissionRequest():
                 return PermissionEvent(
                     tool_call_id=event.tool_call_id,
@@ -96,54 +121,180 @@ class _Reply:
         return None
 
 
-async def _stopped_before_sending() -> AsyncIterator[ModelEvent]:
-    yield Completion(text="", stop_reason="cancelled")
-
-
 @dataclass
-class ChatTurn:
-    """Everything one chat turn needs; :meth:`run` streams its events."""
+class _ChatTurn:
+    """One chat turn over its context: the scenario, the session, the call, the commit."""
 
-    key: ConversationKey
-    text: str
-    store: ConversationStore
-    pool: SessionPool
-    model: ChatModel | SessionBackend
-    system_prompt: str
-    workdir: Path
-    max_messages: int = 40
-    #: with telemetry the turn is a trace: ``invoke_agent`` and its model call
-    telemetry: Telemetry | None = None
+    ctx: TurnContext
+    trace: TurnTrace | None = None
+    why_c: str = ""  # why a conversation with a live session is scenario C
 
-    def __post_init__(self) -> None:
-        self._started = time.perf_counter()
-        self._message_id = ""
-        self._trace: TurnTrace | None = None
-        self._why_c = ""  # why a conversation with a live session is scenario C
+    @property
+    def pool(self) -> SessionPool:
+        assert self.ctx.pool is not None
+        return self.ctx.pool
+
+    async def run(self) -> AsyncIterator[AgentEvent]:
+        ctx = self.ctx
+        entry = await self._live_entry()
+        history = [] if entry is not None else ctx.store.recent(ctx.key, HISTORY_LIMIT)
+        scenario: Scenario = "B" if entry is not None else ("C" if history else "A")
+        ctx.store.append(ctx.key, ctx.question, status="running")  # durable before the model
+        self.trace = self._start_trace(scenario)
+        calls = CallTracer.of(ctx, self.trace)
+        try:
+            async for event in self._turn(entry, history, scenario, calls):
+                yield event
+        finally:
+            calls.close()
+
+    async def _turn(
+        self,
+        entry: PoolEntry | None,
+        history: list[Message],
+        scenario: Scenario,
+        calls: CallTracer,
+    ) -> AsyncIterator[AgentEvent]:
+        ctx = self.ctx
+        key = ctx.key
+        reply = _Reply(ctx.mask)
+        if entry is None:
+            try:
+                opened = await self._open(scenario)
+            except ModelError as error:
+                yield self._session_event(scenario, "nothing: no session could be opened", 0)
+                async for event in self._fail(error, reply, calls):
+                    yield event
+                return
+            entry = await self.pool.put(key.agent_id, key.conversation_id, opened)
+        session = entry.session
+        stopped = await self._stop_with(session)
+        prompt, injected, summarised = self._prompt(scenario, session, history)
+        ctx.store.annotate(key, ctx.message_id, "SESSION", f"scenario {scenario}: {injected}")
+        yield self._session_event(scenario, injected, summarised)
+        try:
+            async for event in self._reply(session, prompt, reply, calls, stopped):
+                yield event
+        except ModelError as error:
+            await self.pool.drop(key.agent_id, key.conversation_id)
+            async for event in self._fail(error, reply, calls):
+                yield event
+            return
+        except asyncio.CancelledError:
+            await session.cancel()
+            self._commit(reply, calls.usage, "idle")
+            raise
+        except Exception as error:  # the turn boundary: a backend bug must not leave "running"
+            await self.pool.drop(key.agent_id, key.conversation_id)
+            ctx.note("ERROR", f"backend crashed: {type(error).__name__}: {error}")
+            crashed = ModelError(
+                ctx.model.spec,
+                f"the model backend failed unexpectedly ({type(error).__name__}); "
+                "the details are in the turn log",
+            )
+            async for event in self._fail(crashed, reply, calls):
+                yield event
+            return
+        if reply.final is None:
+            missing = ModelError(ctx.model.spec, "the reply ended without a result")
+            async for event in self._fail(missing, reply, calls):
+                yield event
+            return
+        entry.message_count += 1
+        cancelled = reply.final.stop_reason == "cancelled"
+        self._commit(reply, calls.usage, "idle" if cancelled else "completed")
+        yield self._result("cancelled" if cancelled else "completed", reply.text, calls.usage)
+
+    async def _reply(
+        self,
+        session: SessionModel,
+        prompt: str,
+        reply: _Reply,
+        calls: CallTracer,
+        stopped: bool,
+    ) -> AsyncIterator[AgentEvent]:
+        """The one model call: *prompt* to *session*, its events as the turn's (masked)."""
+        if stopped:  # a cancel that came before the session was known: nothing is sent
+            reply.final = Completion(text="", stop_reason="cancelled")
+            return
+        interruptible = isinstance(session, TranscriptSession)
+        sent = self._sent(session, prompt)
+        async with calls.session(session, prompt, sent, interruptible) as call:
+            try:
+                async for model_event in call.stream():
+                    agent_event = reply.take(model_event)
+                    if agent_event is not None:
+                        yield agent_event
+            except TurnCancelledError:  # stopped: what was said so far is kept
+                await session.cancel()
+                reply.final = Completion(text="", stop_reason="cancelled")
+            rest = reply.flush()
+            if rest is not None:
+                yield rest
+            call.read(raw=reply.text, parsed=reply.text)
+
+    async def _stop_with(self, session: SessionModel) -> bool:
+        """A cancel of this turn (``Agent.cancel``) stops the session's reply — and a wait
+        for the model's next piece — from now on; True when one was asked for already."""
+        running = self.ctx.running
+        if running is None:
+            return self.ctx.cancel_scope.requested
+        scope = self.ctx.cancel_scope
+
+        async def stop() -> None:
+            await session.cancel()
+            scope.cancel()
+
+        await running.on_cancel(stop)
+        return running.cancel_requested
 
     async def _open(self, scenario: Scenario) -> SessionModel:
-        if isinstance(self.model, ChatModel):
-            return TranscriptSession(self.model, self.system_prompt, max_messages=self.max_messages)
+        ctx = self.ctx
+        if isinstance(ctx.model, ChatModel):
+            return TranscriptSession(ctx.model, ctx.system_prompt, max_messages=2 * ctx.max_turns)
         resume_id = None
         if scenario == "C":
-            resume_id = self.pool.resume_id(self.key.agent_id, self.key.conversation_id)
-        return await self.model.open(
-            system_prompt=self.system_prompt, workdir=self.workdir, resume_id=resume_id
+            resume_id = self.pool.resume_id(ctx.key.agent_id, ctx.key.conversation_id)
+        assert ctx.workdir is not None, "a session backend runs in the agent's workspace"
+        return await ctx.model.open(
+            system_prompt=ctx.system_prompt, workdir=ctx.workdir, resume_id=resume_id
         )
 
+    @staticmethod
+    def _sent(session: SessionModel, prompt: str) -> list[ChatMessage]:
+        """What the model is sent for *prompt*, for the record: a chat model's whole context,
+        a session backend's new message."""
+        if isinstance(session, TranscriptSession):
+            return session.context(prompt)
+        return [ChatMessage(role="user", content=prompt)]
+
     def _session_event(self, scenario: Scenario, injected: str, summarised: int) -> SessionEvent:
+        ctx = self.ctx
         return SessionEvent(
-            agent_id=self.key.agent_id,
-            conversation_id=self.key.conversation_id,
-            message_id=self._message_id,
+            agent_id=ctx.key.agent_id,
+            conversation_id=ctx.key.conversation_id,
+            message_id=ctx.message_id,
             scenario=scenario,
             injected=injected,
             history_messages=summarised,
-            model=self.model.spec,
+            model=ctx.model.spec,
+        )
+
+    def _start_trace(self, scenario: Scenario) -> TurnTrace | None:
+        ctx = self.ctx
+        if ctx.telemetry is None:
+            return None
+        return ctx.telemetry.turn(
+            conversation_id=ctx.key.conversation_id,
+            message_id=ctx.message_id,
+            scenario=scenario,
+            provider=provider_name(ctx.model.spec),
+            model=ctx.model.spec,
+            secrets=ctx.mask.values,
         )
 
     def _result(self, status: TurnStatus, text: str, usage: Usage) -> ResultEvent:
-        trace = self._trace
+        trace, ctx = self.trace, self.ctx
         if trace is not None:
             error = None if status != "failed" else "model_error"
             trace.end(
@@ -153,192 +304,88 @@ class ChatTurn:
                 error_type=error,
             )
         return ResultEvent(
-            conversation_id=self.key.conversation_id,
-            message_id=self._message_id,
+            conversation_id=ctx.key.conversation_id,
+            message_id=ctx.message_id,
             status=status,
             text=text,
             usage=usage,
-            latency_ms=round((time.perf_counter() - self._started) * 1000, 3),
+            latency_ms=round((time.perf_counter() - ctx.started) * 1000, 3),
             trace_id=trace.trace_id if trace is not None else "",
         )
-
-    async def run(self) -> AsyncIterator[AgentEvent]:
-        agent_id, conversation_id = self.key.agent_id, self.key.conversation_id
-        entry = await self._live_entry()
-        history = [] if entry is not None else self.store.recent(self.key, HISTORY_LIMIT)
-        scenario: Scenario = "B" if entry is not None else ("C" if history else "A")
-
-        question = Message.user(self.text)
-        self._message_id = question.message_id
-        self.store.append(self.key, question, status="running")  # durable before the model
-        self._trace = self._start_trace(scenario)
-
-        if entry is None:
-            try:
-                entry = await self.pool.put(agent_id, conversation_id, await self._open(scenario))
-            except ModelError as error:
-                yield self._session_event(scenario, "nothing: no session could be opened", 0)
-                async for event in self._fail(error, _Reply()):
-                    yield event
-                return
-        session = entry.session
-        stopped = await self._stop_with(session)
-        prompt, injected, summarised = self._prompt(scenario, session, history)
-        note = f"scenario {scenario}: {injected}"
-        self.store.annotate(self.key, self._message_id, "SESSION", note)
-        yield self._session_event(scenario, injected, summarised)
-
-        reply = _Reply()
-        # a cancel that came before the session was known ends the turn before it is sent
-        events = _stopped_before_sending() if stopped else self._traced(session.send(prompt))
-        try:
-            async for model_event in events:
-                agent_event = reply.take(model_event)
-                if agent_event is not None:
-                    yield agent_event
-        except ModelError as error:
-            await self.pool.drop(agent_id, conversation_id)
-            async for event in self._fail(error, reply):
-                yield event
-            return
-        except asyncio.CancelledError:
-            await session.cancel()
-            self._persist_reply(reply, Usage(), "idle")
-            raise
-        except Exception as error:  # the turn boundary: a backend bug must not leave "running"
-            await self.pool.drop(agent_id, conversation_id)
-            detail = f"{type(error).__name__}: {error}"
-            self.store.annotate(self.key, self._message_id, "ERROR", f"backend crashed: {detail}")
-            crashed = ModelError(
-                self.model.spec,
-                f"the model backend failed unexpectedly ({type(error).__name__}); "
-                "the details are in the turn log",
-            )
-            async for event in self._fail(crashed, reply):
-                yield event
-            return
-        if reply.final is None:
-            missing = ModelError(self.model.spec, "the reply ended without a result")
-            async for event in self._fail(missing, reply):
-                yield event
-            return
-        entry.message_count += 1
-        cancelled = reply.final.stop_reason == "cancelled"
-        self._persist_reply(reply, reply.final.usage, "idle" if cancelled else "completed")
-        yield self._result("cancelled" if cancelled else "completed", reply.text, reply.final.usage)
-
-    def _start_trace(self, scenario: Scenario) -> TurnTrace | None:
-        if self.telemetry is None:
-            return None
-        return self.telemetry.turn(
-            conversation_id=self.key.conversation_id,
-            message_id=self._message_id,
-            scenario=scenario,
-            provider=provider_name(self.model.spec),
-            model=self.model.spec,
-        )
-
-    async def _traced(self, events: AsyncIterator[ModelEvent]) -> AsyncIterator[ModelEvent]:
-        """The session's reply, as the span of the turn's one model call when traced."""
-        trace = self._trace
-        if trace is None:
-            async for event in events:
-                yield event
-            return
-        span = trace.model_call(None, model=self.model.spec, purpose="chat", stream=True)
-        with span:  # a failure (raised on) sets error.type and ends it
-            async for event in events:
-                if isinstance(event, Completion):
-                    span.usage(event.usage.input_tokens, event.usage.output_tokens)
-                    span.finish_reasons([event.stop_reason])
-                yield event
-
-    async def _stop_with(self, session: SessionModel) -> bool:
-        """A cancel of this turn (``Agent.cancel``) stops the session's reply from now on;
-        True when one was asked for already."""
-        running = self.pool.turns.running(self.key.agent_id, self.key.conversation_id)
-        if running is None:
-            return False
-        await running.on_cancel(session.cancel)
-        return running.cancel_requested
 
     def _prompt(
         self, scenario: Scenario, session: SessionModel, history: list[Message]
     ) -> tuple[str, str, int]:
         """The text to send, what it injects besides the message, how many messages summarised."""
+        text = self.ctx.text
         if scenario == "A":
-            return self.text, "system prompt", 0
+            return text, "system prompt", 0
         if scenario == "B":
-            return self.text, "nothing (live session)", 0
+            return text, "nothing (live session)", 0
         if session.resumed:
-            return self.text, f"resumed backend session {session.session_id}{self._why_c}", 0
-        injected = f"system prompt + summary of the last {len(history)} messages{self._why_c}"
+            return text, f"resumed backend session {session.session_id}{self.why_c}", 0
+        injected = f"system prompt + summary of the last {len(history)} messages{self.why_c}"
         if isinstance(session, TranscriptSession):  # a chat model: the summary in its system
             session.restore(summarize_history(history, closing=False))
-            return self.text, injected, len(history)
-        return f"{summarize_history(history)}\n\n{self.text}", injected, len(history)
+            return text, injected, len(history)
+        return f"{summarize_history(history)}\n\n{text}", injected, len(history)
 
     async def _live_entry(self) -> PoolEntry | None:
         """The conversation's live session, if it is current: one that has not seen every
         message (written since its last turn by another process sharing the store, e.g. a
         replica) is closed, and the turn is scenario C. Read under the writer lock; the
         history is append-only, so the count tells."""
-        agent_id, conversation_id = self.key.agent_id, self.key.conversation_id
-        entry = await self.pool.get(agent_id, conversation_id)
+        key = self.ctx.key
+        entry = await self.pool.get(key.agent_id, key.conversation_id)
         if entry is None or entry.store_messages is None:
             return entry
-        stored = self.store.meta(self.key).stats.message_count
+        stored = self.ctx.store.meta(key).stats.message_count
         if stored == entry.store_messages:
             return entry
         missed = max(1, stored - entry.store_messages)
-        self._why_c = f" (the live session here missed {missed} messages written elsewhere)"
-        await self.pool.drop(agent_id, conversation_id)
+        self.why_c = f" (the live session here missed {missed} messages written elsewhere)"
+        await self.pool.drop(key.agent_id, key.conversation_id)
         return None
 
-    def _persist_reply(self, reply: _Reply, usage: Usage, status: ConversationStatus) -> None:
-        if reply.text or reply.calls:  # the reply and the final status: one durable commit
-            answer = Message.assistant(
-                reply.text, message_id=self._message_id, tool_calls=tuple(reply.calls), usage=usage
+    def _commit(self, reply: _Reply, usage: Usage, status: ConversationStatus) -> None:
+        """The reply, the final status and the turn's checkpoint: one durable commit."""
+        ctx = self.ctx
+        key, store = ctx.key, ctx.store
+        try:
+            checkpoint = ctx.memory.turn_checkpoint(
+                key.agent_id, key.conversation_id, ctx.message_id
             )
-            meta = self.store.append(self.key, answer, status=status)
+        except AgentkitError:  # the memory store is away: the answer still comes first
+            checkpoint = None
+        if reply.text or reply.calls:
+            answer = Message.assistant(
+                reply.text, message_id=ctx.message_id, tool_calls=tuple(reply.calls), usage=usage
+            )
+            meta = store.append(key, answer, status=status, checkpoint=checkpoint)
         else:
-            meta = self.store.set_status(self.key, status)
-        entry = self.pool.peek(self.key.agent_id, self.key.conversation_id)
+            meta = store.set_status(key, status, checkpoint=checkpoint)
+        entry = self.pool.peek(key.agent_id, key.conversation_id)
         if entry is not None:  # what the session has seen, for the next turn's check
             entry.store_messages = meta.stats.message_count
 
-    async def _fail(self, error: ModelError, reply: _Reply) -> AsyncIterator[AgentEvent]:
-        yield ErrorEvent(message=str(error), code="model_error", retryable=error.retryable)
+    async def _fail(
+        self, error: ModelError, reply: _Reply, calls: CallTracer
+    ) -> AsyncIterator[AgentEvent]:
+        yield ErrorEvent(
+            message=self.ctx.scrub(str(error)), code="model_error", retryable=error.retryable
+        )
         partial = "".join(reply.pieces)
         note = f"{error}\n(partial reply: {partial})" if partial else str(error)
-        self.store.annotate(self.key, self._message_id, "ERROR", note)
-        self.store.set_status(self.key, "failed")
-        yield self._result("failed", partial, Usage())
+        self.ctx.note("ERROR", note)
+        self.ctx.store.set_status(self.ctx.key, "failed")
+        yield self._result("failed", partial, calls.usage)
 
 
 class ChatEngine:
     """Engine ``chat`` (:class:`agentkit.engine.Engine`): the conversation goes to the agent's
     model as a session from the pool, with the seed's three context scenarios."""
 
-    writes_checkpoints = False
-
-    async def run_turn(
-        self,
-        runtime: AgentRuntime,
-        key: ConversationKey,
-        text: str,
-        decision: Decision | None = None,
-    ) -> AsyncIterator[AgentEvent]:
-        turn = ChatTurn(
-            key=key,
-            text=text,
-            store=runtime.store,
-            pool=runtime.pool,
-            model=runtime.model,
-            system_prompt=runtime.system_prompt(),
-            workdir=runtime.folder.files.workspace,
-            max_messages=2 * runtime.config.max_turns,
-            telemetry=runtime.telemetry,
-        )
-        async for event in turn.run():
-            yield event
+    def run_turn(self, ctx: TurnContext) -> AsyncIterator[AgentEvent]:
+        if ctx.pool is None:  # a turn no Agent runs: a pool of its own
+            ctx = dataclasses.replace(ctx, pool=SessionPool())
+        return _ChatTurn(ctx).run()

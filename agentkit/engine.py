@@ -3,11 +3,18 @@
 An engine runs one turn of a conversation and streams its events: ``session`` first, ``result``
 last, failures as ``error`` events (never an exception out of the stream once ``session`` was
 sent). Both engines implement :class:`Engine` — ``chat`` (:class:`agentkit.chat.ChatEngine`)
-and ``planner`` (:class:`agentkit.planning.PlannerEngine`) — over an :class:`AgentRuntime`,
-which :class:`~agentkit.agent.Agent` builds once and which holds what every turn of the agent
-shares: its folder and config, the conversation store, the session pool (live sessions and
-the running turns), memory (the ``system_config`` store), where traces go, its tools and its
-model. The Agent admits a turn (one per conversation) before it calls the engine.
+and ``planner`` (:class:`agentkit.planning.PlannerEngine`) — over a turn's
+:class:`~agentkit.planning.state.TurnContext`, which the :class:`AgentRuntime` builds (the one
+place: :meth:`AgentRuntime.context`) from what every turn of the agent shares: its folder and
+config, the conversation store, the session pool (live sessions and the running turns),
+memory (the ``system_config`` store), background upkeep, its tools and its model.
+
+**One admission.** Every turn — a message, a decision on an approval, background memory
+upkeep; from Python, HTTP, ACP, a widget or eval — enters a conversation through
+:meth:`AgentRuntime.admit`: wait out the conversation's background upkeep (bounded), take the
+store's writer lock (across processes), register the running turn (in this process); a busy
+conversation raises :class:`~agentkit.errors.ConversationBusyError` (HTTP 409) unless the
+caller asked to wait for it, and then only after its wait.
 
 The tools are loaded when the agent is opened (:meth:`AgentRuntime.load_tools`: a toolset
 that does not load is a config error then, never mid-turn); the model is made on first use,
@@ -16,20 +23,24 @@ so opening an agent loads no weights. Both are closed with the runtime.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import ExitStack
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Protocol
 
 from agentkit.config import AgentConfig
+from agentkit.errors import ConversationBusyError
 from agentkit.events import AgentEvent
 from agentkit.layout import DataLayout
 from agentkit.memory import MemoryRepository
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import create_model, resolve_model_spec
 from agentkit.planning.approvals import Decision
-from agentkit.planning.upkeep import BackgroundUpkeep
-from agentkit.sessions import SessionPool, TurnRegistry
+from agentkit.planning.background import ADMIT_SECONDS, BackgroundUpkeep
+from agentkit.planning.state import TurnContext
+from agentkit.sessions import RunningTurn, SessionPool, TurnRegistry
 from agentkit.store import ConfigStore, ConversationKey, ConversationStore, SqliteConfigStore
 from agentkit.telemetry import Telemetry
 from agentkit.tools import AgentTools, ToolRegistry
@@ -38,21 +49,16 @@ from agentkit.workspace import AgentFolder
 __all__ = ["AgentRuntime", "Engine", "open_tools"]
 
 
+#: how often an admission that waits asks again for a busy conversation
+_RETRY_SECONDS = 0.01
+
+
 class Engine(Protocol):
-    """Runs one turn of a conversation (already admitted) over an agent's runtime."""
+    """Runs one admitted turn over its context; its final commit carries the answer, the
+    conversation's status and the turn's checkpoint in one durable write."""
 
-    #: True when a turn's final commit carries the turn's checkpoint (else the Agent writes it)
-    writes_checkpoints: bool
-
-    def run_turn(
-        self,
-        runtime: AgentRuntime,
-        key: ConversationKey,
-        text: str,
-        decision: Decision | None = None,
-    ) -> AsyncIterator[AgentEvent]:
-        """The turn's events; *decision*: a decision on a pending approval the turn carries
-        (engines without approvals refuse one before the turn starts, see Agent.adecide)."""
+    def run_turn(self, ctx: TurnContext) -> AsyncIterator[AgentEvent]:
+        """The turn's events (``session`` first, ``result`` last)."""
         ...
 
 
@@ -106,6 +112,65 @@ class AgentRuntime:
     def turns(self) -> TurnRegistry:
         """The running turns (shared by every agent of the same session pool)."""
         return self.pool.turns
+
+    @asynccontextmanager
+    async def admit(
+        self, key: ConversationKey, *, wait: float = 0.0, upkeep: bool = True
+    ) -> AsyncIterator[RunningTurn]:
+        """Admit one turn of conversation *key* for the duration of the block (see the module
+        docstring): wait for its background upkeep (*upkeep*; the upkeep job's own admission
+        does not), then take its writer lock and register it. Busy: raises
+        :class:`~agentkit.errors.ConversationBusyError` at once, or after asking again for up
+        to *wait* seconds (a decision waits for the turn ahead of it)."""
+        if upkeep:
+            await self.upkeep.wait(key)
+        deadline = time.monotonic() + wait
+        while True:
+            stack = AsyncExitStack()
+            try:
+                lock = self.store.hold(key, timeout=0)  # another process's turn: busy at once
+                running = await stack.enter_async_context(
+                    self.pool.turn(key.agent_id, key.conversation_id, lock)
+                )
+            except ConversationBusyError:
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(_RETRY_SECONDS)
+                continue
+            break
+        async with stack:
+            yield running
+
+    def context(
+        self,
+        key: ConversationKey,
+        text: str,
+        *,
+        running: RunningTurn | None = None,
+        decision: Decision | None = None,
+    ) -> TurnContext:
+        """The frozen context of an admitted turn: the one place a turn's inputs are built."""
+        config = self.config
+        return TurnContext(
+            key=key,
+            text=text,
+            decision=decision,
+            store=self.store,
+            memory=self.memory,
+            model=self.model,
+            tools=self.tools,
+            config=config.planner.for_model(self.model.spec),
+            system_prompt=self.system_prompt(),
+            agent_dir=self.folder.path,
+            workdir=self.folder.files.workspace,
+            max_turns=config.max_turns,
+            compression=config.compression,
+            telemetry=self.telemetry,
+            pool=self.pool,
+            upkeep=self.upkeep,
+            admit_upkeep=lambda: self.admit(key, wait=ADMIT_SECONDS, upkeep=False),
+            running=running,
+        )
 
     def system_prompt(self) -> str:
         """The agent's prompt files, joined (read afresh, so an edit counts from the next

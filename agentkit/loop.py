@@ -8,6 +8,7 @@ there), so every synchronous call of one Agent runs on the same loop thread.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -27,7 +28,11 @@ class BackgroundLoop:
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run *coroutine* on the loop thread and wait for its result."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+        return self.submit(coroutine).result()
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run *coroutine* on the loop thread; its future at once (nothing waits for it)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
 
     def close(self) -> None:
         if self._loop.is_closed():

@@ -12,10 +12,10 @@ Figures, not pass/fail (``make bench``); issue 27's targets.
    slowest) against one that does not, on a conversation pre-filled with the 18-message
    dialogue (after one uncounted warm-up turn each): today's path (compression after
    ``result``, in the background) and the old one (compression in the turn, before
-   ``result``: a :class:`PlannerTurn` driven without a background). The turn's own plan
-   and answer come from a zero-latency function so the difference is compression alone;
-   the summaries are the embedded model's. Rounds are interleaved; the background upkeep is
-   awaited (and timed) before the next turn.
+   ``result``: a turn driven without a background). The turn's own plan and answer come
+   from a zero-latency function so the difference is compression alone; the summaries are
+   the embedded model's. Rounds are interleaved; the background upkeep is awaited (and
+   timed) before the next turn.
 
 Results are printed and appended to ``bench/results/compression.csv``.
 """
@@ -43,7 +43,7 @@ from agentkit.memory.sweep import ThresholdGrid, load_scenario, sweep_compressio
 from agentkit.models.base import Completion
 from agentkit.models.function import FunctionModel
 from agentkit.models.request import ModelRequest
-from agentkit.planning.turn import PlannerTurn, drive
+from agentkit.planning import TurnContext, drive
 from agentkit.store import ConversationKey
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,7 +144,7 @@ async def _timed_turn(agent: Agent, cid: str, text: str) -> tuple[float, float]:
 async def _inline_turn(agent: Agent, cid: str, text: str) -> float:
     """The old path: the same turn, compression before result."""
     runtime, config = agent.runtime, agent.config
-    turn = PlannerTurn(
+    turn = TurnContext(
         key=ConversationKey(agent.id, cid), text=text, store=runtime.store,
         memory=runtime.memory, model=runtime.model, tools=runtime.tools,
         config=config.planner, system_prompt=runtime.system_prompt(),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -37,9 +38,9 @@ from agentkit.planning import (
     strategies,
     strategy_names,
 )
+from agentkit.planning.graph import Stage, Turn
 from agentkit.planning.schemas import STEP_FIELDS, batch_schema
-from agentkit.planning.state import Stage, Then, Turn
-from agentkit.planning.steps import execute
+from agentkit.planning.steps import Execute
 from agentkit.sessions import TurnRegistry
 from agentkit.tools import Tool, ToolRegistry
 from pydantic import BaseModel, ConfigDict, Field
@@ -214,18 +215,23 @@ def test_schemas_are_generated_from_the_reply_types_and_built_once_per_registry(
 # -- a strategy is one module and one registration ----------------------------------------------
 
 
+@dataclass(frozen=True)
+class _OneAnswer(Stage):
+    """A stage of its own: a one-step plan, then the shared execute loop."""
+
+    async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Stage]:
+        step = PlanStep(id="answer", type="respond", title="Answer")
+        turn.flow.save(turn.state.with_steps((step,), plan_id="once"))
+        yield Execute()
+
+
 class AnswerAtOnce(Strategy):
     """A strategy of its own: no plan call, one answer step."""
 
     name = "answer_at_once"
 
     def start(self, turn: Turn) -> Stage:
-        async def answer(turn: Turn) -> AsyncIterator[AgentEvent | Then]:
-            step = PlanStep(id="answer", type="respond", title="Answer")
-            turn.flow.save(turn.state.with_steps((step,), plan_id="once"))
-            yield Then(execute)
-
-        return answer
+        return _OneAnswer()
 
 
 def test_a_new_strategy_is_a_class_and_one_registration(

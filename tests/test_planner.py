@@ -24,7 +24,7 @@ from agentkit.events import (
 )
 from agentkit.memory import ExecutionState, MemoryRepository, PlanStep, TaskState, Waiting
 from agentkit.models.scripted import ScriptedModel
-from agentkit.planning import PlannerTurn, capability_signature, intents, render_prompt
+from agentkit.planning import TurnContext, capability_signature, drive, intents, render_prompt
 from agentkit.store import ConversationKey, InMemoryConfigStore, InMemoryConversationStore
 from agentkit.store.sqlite_kv import SqliteConfigStore
 from agentkit.tools import ToolRegistry
@@ -50,8 +50,8 @@ class Env:
         loaded = self.memory.load_execution_state(KEY.agent_id, KEY.conversation_id)
         return loaded.value if loaded else None
 
-    def turn(self, text: str, script: dict[str, list[Any]], **options: Any) -> PlannerTurn:
-        return PlannerTurn(
+    def turn(self, text: str, script: dict[str, list[Any]], **options: Any) -> TurnContext:
+        return TurnContext(
             key=KEY,
             text=text,
             store=self.store,
@@ -71,9 +71,9 @@ def env(tmp_path: Path) -> Iterator[Env]:
         yield Env(store, InMemoryConfigStore(), db, desk_tools(db), workspace)
 
 
-def run(turn: PlannerTurn) -> list[AgentEvent]:
+def run(turn: TurnContext) -> list[AgentEvent]:
     async def collect() -> list[AgentEvent]:
-        return [event async for event in turn.run()]
+        return [event async for event in drive(turn)]
 
     events = asyncio.run(collect())
     assert isinstance(events[0], SessionEvent)
@@ -395,8 +395,8 @@ def test_model_calls_are_recorded_on_the_turn(env: Env) -> None:
         },
     )
     events = run(turn)
-    assert [c.purpose for c in turn.calls] == ["plan", "reason", "replan", "respond"]
-    assert turn.calls[2].error and turn.calls[0].parsed is not None
+    assert [c.purpose for c in turn.records] == ["plan", "reason", "replan", "respond"]
+    assert turn.records[2].error and turn.records[0].parsed is not None
     assert events[-1].text == "done"  # type: ignore[attr-defined]
     state = env.state()
     assert state is not None

@@ -117,16 +117,20 @@ def test_the_result_comes_before_the_summarisers_request(tmp_path: Path) -> None
 
     events, compressed = asyncio.run(main())
     assert log == ["plan", "respond", "result", "summarize"]
-    assert isinstance(events[-1], ResultEvent) and events[-1].status == "completed"
-    assert not any(isinstance(e, CompressionEvent) for e in events)  # not in the turn's stream
+    result = events[-2]
+    assert isinstance(result, ResultEvent) and result.status == "completed"
+    # after the result, in the turn's stream: every edge sees it (SSE, ACP, widgets, eval)
+    assert events[-1] == compressed and [e.type for e in events].count("compression") == 1
     assert compressed is not None and compressed.messages_after == 2
+    assert compressed.usage.calls == 1  # the summary's call, not counted in the result's usage
+    assert result.usage.calls == 2
     (stored,) = seen_by_summariser
     assert stored[-2:] == ["remember the budget please", "Noted."]  # the answer was durable
     with Agent.open(AGENT, data_dir=root, model=FunctionModel(lambda _r: "")) as agent:
         (record,) = agent.conversation_records(cid)
         assert isinstance(record, CompressionRecord) and record.kept == 2
         assert record.strategy == "model" and record.facts_kept == 2
-        assert "compression (model)" in agent.turn_log(cid, events[-1].message_id)
+        assert "compression (model)" in agent.turn_log(cid, result.message_id)
         assert agent.task_state(cid).value.important_facts == tuple(COMPRESSED["important_facts"])
 
 
@@ -150,7 +154,12 @@ def test_the_next_turn_waits_for_the_compression_and_plans_on_its_state(
         return reply(request)
 
     async def turn(agent: Agent, text: str) -> list[AgentEvent]:
-        return [event async for event in agent.send_message(cid, text)]
+        events: list[AgentEvent] = []
+        async for event in agent.send_message(cid, text):  # up to the result, as send() does
+            events.append(event)
+            if isinstance(event, ResultEvent):
+                break
+        return events
 
     async def main() -> list[AgentEvent]:
         agent = Agent.open(AGENT, data_dir=root, model=FunctionModel(gated))

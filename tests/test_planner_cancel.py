@@ -14,7 +14,7 @@ from agentkit.config import PlannerConfig
 from agentkit.events import AgentEvent, AgentOutputEvent, ErrorEvent, ResultEvent, ToolCallEvent
 from agentkit.models.base import Purpose
 from agentkit.models.scripted import ScriptedModel
-from agentkit.planning import PlannerTurn
+from agentkit.planning import TurnContext, drive
 
 from .test_planner import CONTINUE, Env, env, of, step
 
@@ -43,11 +43,11 @@ class Parking:
             yield word
 
 
-async def run_and_cancel(turn: PlannerTurn, parking: Parking) -> list[AgentEvent]:
+async def run_and_cancel(turn: TurnContext, parking: Parking) -> list[AgentEvent]:
     events: list[AgentEvent] = []
 
     async def consume() -> None:
-        async for event in turn.run():
+        async for event in drive(turn):
             events.append(event)
 
     task = asyncio.create_task(consume())
@@ -59,7 +59,7 @@ async def run_and_cancel(turn: PlannerTurn, parking: Parking) -> list[AgentEvent
 
 def test_cancel_during_the_plan_call_ends_the_turn_cancelled(env: Env) -> None:
     parking = Parking({"plan": [{"goal": "g", "steps": [step("s", "respond")]}]}, "plan")
-    turn = PlannerTurn(
+    turn = TurnContext(
         key=env.turn("x", {}).key, text="list my traders", store=env.store,
         memory=env.memory, model=parking.model, tools=env.tools,
     )  # fmt: skip
@@ -93,7 +93,7 @@ def test_cancel_between_steps_keeps_finished_steps_and_skips_the_rest(env: Env) 
         "replan": [CONTINUE],
     }
     parking = Parking(script, "replan")  # parks the decision after s1
-    turn = PlannerTurn(
+    turn = TurnContext(
         key=env.turn("x", {}).key, text="overview", store=env.store,
         memory=env.memory, model=parking.model, tools=env.tools,
     )  # fmt: skip
@@ -115,7 +115,7 @@ def test_cancel_during_the_answer_keeps_what_was_said(env: Env) -> None:
         "respond": ["one two three four"],
     }
     parking = Parking(script, "respond", pieces=2)
-    turn = PlannerTurn(
+    turn = TurnContext(
         key=env.turn("x", {}).key, text="count", store=env.store,
         memory=env.memory, model=parking.model, tools=env.tools,
     )  # fmt: skip
@@ -124,7 +124,7 @@ def test_cancel_during_the_answer_keeps_what_was_said(env: Env) -> None:
         events: list[AgentEvent] = []
 
         async def consume() -> None:
-            async for event in turn.run():
+            async for event in drive(turn):
                 events.append(event)
 
         task = asyncio.create_task(consume())
@@ -149,7 +149,7 @@ def test_tool_loop_cancel_stops_before_the_next_action(env: Env) -> None:
         ]
     }
     parking = Parking(script_json, "act", native_tools=False)  # JSON actions, not native calls
-    turn = PlannerTurn(
+    turn = TurnContext(
         key=env.turn("x", {}).key, text="traders?", store=env.store, memory=env.memory,
         model=parking.model, tools=env.tools, config=PlannerConfig(strategy="tool_loop"),
     )  # fmt: skip

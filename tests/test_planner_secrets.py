@@ -11,7 +11,7 @@ from agentkit import Agent, tool
 from agentkit.events import AskUserEvent, ErrorEvent, ResultEvent
 from agentkit.memory import MemoryRepository
 from agentkit.models.scripted import ScriptedModel
-from agentkit.planning import PlannerTurn
+from agentkit.planning import TurnContext
 from agentkit.store import InMemoryConfigStore, InMemoryConversationStore, SqliteConfigStore
 from agentkit.tools import ToolRegistry
 from agentkit.tools.secrets import mask_value
@@ -129,7 +129,7 @@ def test_a_secret_a_tool_stores_mid_turn_is_scrubbed_from_that_turns_answer() ->
                                           step("r", "respond")]}],
         "respond": [f"Your token is {token}."],
     }  # fmt: skip
-    turn = PlannerTurn(
+    turn = TurnContext(
         key=KEY, text="make me a token", store=store, memory=MemoryRepository(kv),
         model=ScriptedModel(script), tools=tools,
     )  # fmt: skip

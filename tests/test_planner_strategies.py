@@ -22,7 +22,7 @@ from agentkit.events import (
 from agentkit.memory import TaskState
 from agentkit.models.openai import OpenAIModel
 from agentkit.models.scripted import ScriptedModel
-from agentkit.planning import PlannerTurn
+from agentkit.planning import TurnContext
 
 from .fakes.openai_server import Reply, ScriptedOpenAIServer, chunk, usage_chunk
 from .test_planner import KEY, Env, env, of, run, seed_desk, step
@@ -37,7 +37,7 @@ def planned_tools(events: list[Any]) -> list[str]:
     return [e.name for e in of(events, ToolCallEvent) if not e.id.startswith("live-")]
 
 
-def purposes(turn: PlannerTurn) -> list[str]:
+def purposes(turn: TurnContext) -> list[str]:
     model = turn.model
     assert isinstance(model, ScriptedModel)
     return [request.purpose for request in model.requests]
@@ -71,7 +71,7 @@ def test_next_step_plans_batch_by_batch_without_replanning(env: Env) -> None:
     state = env.state()
     assert state is not None and state.status == "completed"
     assert [s.id for s in state.steps] == ["b1", "b2", "b3"]
-    assert turn.calls[-1].purpose == "respond"
+    assert turn.records[-1].purpose == "respond"
     assert events[-1].text == "You have one model config and no traders."
 
 
@@ -177,8 +177,8 @@ def test_tool_loop_calls_tools_natively_until_the_model_answers(env: Env) -> Non
     state = env.state()
     assert state is not None and state.status == "completed"
     assert [(s.id, s.status) for s in state.steps] == [("act_1", "done"), ("act_2", "done")]
-    assert [c.purpose for c in turn.calls] == ["act", "act", "act"]
-    assert json.loads(turn.calls[0].raw) == calls(("list_traders", {}))
+    assert [c.purpose for c in turn.records] == ["act", "act", "act"]
+    assert json.loads(turn.records[0].raw) == calls(("list_traders", {}))
 
 
 def test_tool_loop_side_effect_needs_consent_across_turns(env: Env) -> None:
@@ -291,7 +291,7 @@ def test_tool_loop_without_native_tools_uses_a_json_action(env: Env) -> None:
 
     # a backend without native function calling (as the embedded llama model)
     model = FunctionModel(json_only, native_tools=False)
-    turn = PlannerTurn(
+    turn = TurnContext(
         key=KEY, text="traders?", store=env.store, memory=env.memory, model=model,
         tools=env.tools, config=TOOL_LOOP,
     )  # fmt: skip
@@ -329,7 +329,7 @@ def test_tool_loop_over_a_real_openai_compatible_server(env: Env) -> None:
         )
         server.enqueue(Reply.text("You have ", "no traders.", usage=(60, 4)))
         model = OpenAIModel("m", base_url=server.base_url, api_key=None)
-        turn = PlannerTurn(
+        turn = TurnContext(
             key=KEY, text="traders?", store=env.store, memory=env.memory, model=model,
             tools=env.tools, config=TOOL_LOOP,
         )  # fmt: skip
@@ -421,14 +421,14 @@ async def slow(request: ModelRequest) -> object:
 @pytest.mark.parametrize(("scale", "status"), [(1.0, "failed"), (100.0, "completed")])
 def test_stage_timeout_scale(env: Env, scale: float, status: str) -> None:
     model = FunctionModel(slow)
-    turn = PlannerTurn(
+    turn = TurnContext(
         key=KEY, text="hello", store=env.store, memory=env.memory, model=model, tools=env.tools,
         config=PlannerConfig(stage_timeout_scale=scale),
         stage_timeouts={"plan": 0.05, "respond": 0.05},
     )  # fmt: skip
     events = run(turn)
     assert events[-1].status == status
-    plan_call = turn.calls[0]
+    plan_call = turn.records[0]
     assert plan_call.purpose == "plan"
     assert plan_call.latency_ms > 0  # a timed-out call is traced with the time it took
     if status == "failed":

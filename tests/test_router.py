@@ -17,7 +17,7 @@ from agentkit.testing import scripted_signals
 from agentkit.tools import Tool
 from pydantic import BaseModel, ConfigDict
 
-from .test_planner import KEY, Env, PlannerTurn, env, of, run, seed_desk, step
+from .test_planner import KEY, Env, TurnContext, env, of, run, seed_desk, step
 
 __all__ = ["env"]  # the fixture, re-exported for pytest
 
@@ -111,9 +111,9 @@ def test_a_clear_read_runs_its_tool_without_a_model_call(env: Env) -> None:
     turn = env.turn("which exchange accounts do I have?", script, config=ROUTER)
     events = run(turn)
     assert first_tool_calls(events) == ["get_exchange_configs"]
-    assert next(r.purpose for r in turn.calls) == "route"  # no plan call at all
-    assert "plan" not in [r.purpose for r in turn.calls]
-    (choice,) = route_records(turn.calls)
+    assert next(r.purpose for r in turn.records) == "route"  # no plan call at all
+    assert "plan" not in [r.purpose for r in turn.records]
+    (choice,) = route_records(turn.records)
     assert choice.messages == []  # the ranking had a clear leader: nothing to vote on
     route = choice.route
     assert route["decision"] == "tool" and route["decided"] == "get_exchange_configs"
@@ -141,8 +141,8 @@ def test_a_greeting_is_answered_without_a_tool_or_a_choice_call(env: Env) -> Non
     turn = env.turn("你好", {"respond": ["你好!有什么可以帮你?"]}, config=ROUTED_LOOP)
     events = run(turn)
     assert not first_tool_calls(events) and not of(events, AskUserEvent)
-    assert [r.purpose for r in turn.calls] == ["route", "respond"]
-    record = turn.calls[0]
+    assert [r.purpose for r in turn.records] == ["route", "respond"]
+    record = turn.records[0]
     assert record.messages == [] and record.route["decision"] == "none"
     assert "".join(e.text for e in of(events, AgentOutputEvent)) == "你好!有什么可以帮你?"
 
@@ -173,7 +173,7 @@ def test_a_search_request_never_gets_a_side_effecting_tool(env: Env) -> None:
         turn = env.turn(text, {"respond": ["-"]}, config=ROUTED_LOOP)
         events = run(turn)
         assert not first_tool_calls(events) and not of(events, AskUserEvent), text
-        assert route_records(turn.calls)[0].route["decision"] == "none"
+        assert route_records(turn.records)[0].route["decision"] == "none"
 
 
 def test_near_ties_go_to_the_models_choice_which_may_be_no_tool(env: Env) -> None:
@@ -182,7 +182,7 @@ def test_near_ties_go_to_the_models_choice_which_may_be_no_tool(env: Env) -> Non
     turn = env.turn("traders", script, config=ROUTED_LOOP)
     events = run(turn)
     assert not first_tool_calls(events)
-    (choice,) = route_records(turn.calls)
+    (choice,) = route_records(turn.records)
     assert choice.route["choice"] == "none" and choice.route["decision"] == "none"
     names = [c["name"] for c in choice.route["candidates"]]
     assert choice.schema_["properties"]["tool"]["enum"] == [*names, "none"]
@@ -198,7 +198,7 @@ def test_a_write_tied_with_a_read_asks_the_user_instead(env: Env) -> None:
     (asked,) = of(events, AskUserEvent)
     assert asked.kind == "question" and not asked.tool_name
     assert "create_trader" in asked.question and "list_traders" in asked.question
-    assert route_records(turn.calls)[0].route["decision"] == "ask"
+    assert route_records(turn.records)[0].route["decision"] == "ask"
     state = env.state()
     assert state is not None and state.status == "waiting_user"
 
@@ -212,8 +212,8 @@ def _scorer(votes: dict[str, float], replies: dict[str, list[Any]]) -> ScoringSc
     return scripted_signals(replies, score=score)
 
 
-def scored_turn(env: Env, text: str, model: ScoringScriptedModel) -> PlannerTurn:
-    return PlannerTurn(
+def scored_turn(env: Env, text: str, model: ScoringScriptedModel) -> TurnContext:
+    return TurnContext(
         key=KEY,
         text=text,
         store=env.store,
@@ -230,7 +230,7 @@ def test_a_likelihood_vote_settles_a_near_tie(env: Env) -> None:
     turn = scored_turn(env, "which configs?", model)
     events = run(turn)
     assert first_tool_calls(events) == ["get_exchange_configs"]
-    (choice,) = route_records(turn.calls)
+    (choice,) = route_records(turn.records)
     voted = {c["name"]: c["vote"] for c in choice.route["candidates"] if c["vote"] is not None}
     assert voted == {"get_model_configs": -31.0, "get_exchange_configs": -3.0}
     assert choice.route["choice"] == "get_exchange_configs"
@@ -248,7 +248,7 @@ def test_a_clear_write_is_filled_under_its_schema_then_asks_consent(env: Env) ->
     (asked,) = of(events, AskUserEvent)
     assert asked.kind == "confirmation" and asked.tool_name == "delete_trader"
     assert asked.tool_args == {"trader_id": "trader-2"}
-    choice, arguments = route_records(turn.calls)
+    choice, arguments = route_records(turn.records)
     assert choice.messages == [] and choice.route["decided"] == "delete_trader"
     assert arguments.route["stage"] == "arguments"
     assert arguments.schema_["required"] == ["trader_id"]  # that tool's schema, nothing else
@@ -268,7 +268,7 @@ def test_a_failed_vote_leaves_the_rankings_order(env: Env) -> None:
     turn = env.turn("traders", script, config=ROUTED_LOOP)
     events = run(turn)
     assert first_tool_calls(events) == ["list_traders"]
-    (choice,) = route_records(turn.calls)
+    (choice,) = route_records(turn.records)
     assert choice.error and choice.route["decided"] == "list_traders"
 
 
@@ -278,7 +278,7 @@ def test_a_failed_vote_among_writes_asks_instead_of_guessing_one(env: Env) -> No
     text = "用 OKX 主账户（ex-1）和 deepseek 模型（model-1）创建一个叫 Gamma 的交易员"
     turn = env.turn(text, {}, config=ROUTED_LOOP)
     events = run(turn)
-    (choice,) = route_records(turn.calls)
+    (choice,) = route_records(turn.records)
     tied = [c["name"] for c in choice.route["candidates"]]
     assert len(tied) > 1 and all(env.tools.get(name).side_effect for name in tied)
     assert choice.error and choice.route["decision"] == "ask"
@@ -293,7 +293,7 @@ def test_a_tool_added_to_the_toolset_is_routable_at_once(env: Env) -> None:
     turn = env.turn("今天天气怎么样?", script, config=ROUTED_LOOP)
     events = run(turn)
     assert first_tool_calls(events) == ["get_weather"]
-    assert route_records(turn.calls)[0].route["candidates"][0]["name"] == "get_weather"
+    assert route_records(turn.records)[0].route["candidates"][0]["name"] == "get_weather"
 
 
 def test_router_off_is_todays_behaviour(env: Env) -> None:
@@ -305,9 +305,9 @@ def test_router_off_is_todays_behaviour(env: Env) -> None:
     turn = env.turn("list my traders", script)  # tool_choice defaults to "model"
     events = run(turn)
     assert PlannerConfig().tool_choice == "model"
-    assert [r.purpose for r in turn.calls] == ["plan", "replan", "respond"]
-    assert all(r.route is None for r in turn.calls)
-    assert "route" not in turn.calls[0].to_json_line()
+    assert [r.purpose for r in turn.records] == ["plan", "replan", "respond"]
+    assert all(r.route is None for r in turn.records)
+    assert "route" not in turn.records[0].to_json_line()
     assert len(of(events, PlanEvent)) == 1
 
 

@@ -69,7 +69,7 @@ def test_no_shared_word_is_settled_by_the_models_choice_not_no_tool(env: Env) ->
     turn = env.turn(text, script, config=ROUTED_LOOP)
     events = run(turn)
     assert first_tool_calls(events) == ["list_traders"]
-    (choice,) = route_records(turn.calls)
+    (choice,) = route_records(turn.records)
     route = choice.route
     assert route["vote_kind"] == "settle" and route["decision"] == "tool"
     offered = [c["name"] for c in route["candidates"]]
@@ -83,14 +83,14 @@ def test_the_model_may_settle_on_no_tool(env: Env) -> None:
     turn = env.turn("pull up the roster", script, config=ROUTED_LOOP)
     events = run(turn)
     assert not first_tool_calls(events) and not of(events, AskUserEvent)
-    assert route_records(turn.calls)[0].route["decision"] == "none"
+    assert route_records(turn.records)[0].route["decision"] == "none"
 
 
 def test_word_only_router_answers_no_shared_word_with_no_tool(env: Env) -> None:
     config = PlannerConfig(strategy="tool_loop", tool_choice="router", router_signals=("lexical",))
     turn = env.turn("pull up the roster", {"respond": ["-"]}, config=config)
     run(turn)
-    (choice,) = route_records(turn.calls)
+    (choice,) = route_records(turn.records)
     assert choice.messages == [] and choice.route["decision"] == "none"
 
 
@@ -98,15 +98,15 @@ def test_small_talk_needs_no_model_call_even_without_a_lexical_match(env: Env) -
     turn = env.turn("nice to meet you", {"respond": ["Likewise!"]}, config=ROUTED_LOOP)
     events = run(turn)
     assert not first_tool_calls(events)
-    assert [r.purpose for r in turn.calls] == ["route", "respond"]
-    assert turn.calls[0].messages == [] and "small talk" in turn.calls[0].route["reason"]
+    assert [r.purpose for r in turn.records] == ["route", "respond"]
+    assert turn.records[0].messages == [] and "small talk" in turn.records[0].route["reason"]
 
 
 def test_a_read_with_no_shared_word_is_never_offered_a_write(env: Env) -> None:
     script = {"route": [{"tool": "none"}], "respond": ["-"]}
     turn = env.turn("what is on the roster?", script, config=ROUTED_LOOP)
     run(turn)
-    (choice,) = route_records(turn.calls)
+    (choice,) = route_records(turn.records)
     offered = choice.route["candidates"]
     assert offered and not any(c["side_effect"] for c in offered)
 
@@ -149,7 +149,7 @@ def test_meaning_picks_the_tools_the_likelihood_settles_among(env: Env) -> None:
     events = run(turn)
     asked = of(events, AskUserEvent) + of(events, PlanEvent)
     assert asked, "the settled write is proposed (consent comes next), not dropped"
-    records = route_records(turn.calls)
+    records = route_records(turn.records)
     assert records[0].route["stage"] == "semantic"
     choice = next(r for r in records if r.route.get("vote_kind") == "settle")
     offered = [c["name"] for c in choice.route["candidates"]]

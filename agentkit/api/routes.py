@@ -39,7 +39,7 @@ from agentkit.api.schemas import (
     Health,
 )
 from agentkit.api.turns import TurnTask, TurnTasks
-from agentkit.errors import AgentkitError, ConversationBusyError, ConversationNotFoundError
+from agentkit.errors import AgentkitError, ConversationNotFoundError
 from agentkit.events import AgentEvent, SessionEvent
 from agentkit.store import ConversationKey
 from agentkit.types import ConversationMeta
@@ -280,8 +280,6 @@ async def delete_conversation(
 ) -> Deleted:
     """Delete a conversation and its folder; refused while it is mid-turn."""
     agent = await served.get(agent_id)
-    if served.pool.turns.is_running(agent.id, conversation_id):
-        raise ConversationBusyError(agent.id, conversation_id, 0.0)
     # In a worker thread: another process may hold the conversation (bounded wait there).
     await asyncio.to_thread(agent.delete_conversation, conversation_id)
     await served.pool.drop(agent.id, conversation_id)  # its live session, if it had one
@@ -308,8 +306,6 @@ async def fork_conversation(
     the last finished turn) and its memory as it stood then; this one is not written to.
     Refused while it is mid-turn (409), for an unknown turn (404) or an unfinished one (422)."""
     agent = await served.get(agent_id)
-    if served.pool.turns.is_running(agent.id, conversation_id):
-        raise ConversationBusyError(agent.id, conversation_id, 0.0)
     request = body or ForkRequest()
     return await asyncio.to_thread(agent.fork, conversation_id, request.at, request.title)
 
@@ -379,10 +375,7 @@ _SSE_DOC = (
 async def chat(agent_id: AgentId, body: ChatRequest, served: Served, turns: Turns) -> SseResponse:
     """Send a message and stream the turn; it is admitted or refused before the stream starts."""
     agent = await served.get(agent_id)
-    conversation_id = body.conversation_id
-    if conversation_id is not None and served.pool.turns.is_running(agent.id, conversation_id):
-        raise ConversationBusyError(agent.id, conversation_id, 0.0)
-    return await _streamed(turns.start(agent, conversation_id, body.message))
+    return await _streamed(turns.start(agent, body.conversation_id, body.message))
 
 
 @router.get(

@@ -536,12 +536,8 @@ class _Run:
             )
         try:
             async with asyncio.timeout(limit):
-                async for event in stream:
+                async for event in stream:  # a compression after result comes in it too
                     events.append(event)
-                # the memory upkeep the turn left running after its result: checked with it
-                upkept = await agent.await_upkeep(conversation_id)
-                if upkept is not None:
-                    events.append(upkept)
         except TimeoutError:
             raise _RunError(f"turn {number} took longer than the limit of {limit:g} s") from None
         return events

@@ -1,11 +1,13 @@
 """The planner engine (seed 002): plans, replans and runs tool steps with the user's consent.
 
-A turn is a frozen context plus one owner per kind of change (:mod:`~agentkit.planning.state`),
-run as a few small stages, each naming the next (:func:`~agentkit.planning.turn.drive`):
+A turn is a frozen context (:mod:`~agentkit.planning.state`) plus one owner per kind of change,
+run as a graph of small typed stages, each naming the next (:mod:`~agentkit.planning.graph`;
+:func:`~agentkit.planning.turn.drive` is the one loop):
 
 =================================  ==========================================================
-:mod:`~agentkit.planning.turn`     intake and the turn's end; :class:`PlannerTurn`,
+:mod:`~agentkit.planning.turn`     intake, the driver and the turn's end; :func:`drive`,
                                    :class:`PlannerEngine` (the engine interface)
+:mod:`~agentkit.planning.graph`    :class:`Turn`, :class:`Stage`, :class:`End`, :class:`Strategy`
 :mod:`~agentkit.planning.routing`  fast paths, resume (answer, consent), reset, new request
 :mod:`~agentkit.planning.steps`    the execute loop and the step runners
 :mod:`~agentkit.planning.strategies`  ``plan_replan``, ``next_step``, ``tool_loop``: one
@@ -26,6 +28,7 @@ model call in :mod:`agentkit.planning.intents`, the prompt templates in
 from __future__ import annotations
 
 from agentkit.planning import intents
+from agentkit.planning.graph import End, Stage, Strategy, Turn
 from agentkit.planning.plan import (
     ClassifyReply,
     PlanFormatError,
@@ -38,11 +41,16 @@ from agentkit.planning.plan import (
 )
 from agentkit.planning.prompts import PROMPT_NAMES, load_prompt, render_prompt
 from agentkit.planning.schemas import act_schema, plan_schema, replan_schema
-from agentkit.planning.state import PLANNER_VERSION, STAGE_TIMEOUTS, capability_signature
-from agentkit.planning.strategies import Strategy, get_strategy, strategy_names
+from agentkit.planning.state import (
+    PLANNER_VERSION,
+    STAGE_TIMEOUTS,
+    TurnContext,
+    capability_signature,
+)
+from agentkit.planning.strategies import get_strategy, strategy_names
 from agentkit.planning.strategies import register as register_strategy
 from agentkit.planning.trace import CallRecord
-from agentkit.planning.turn import PlannerEngine, PlannerTurn
+from agentkit.planning.turn import PlannerEngine, drive
 
 __all__ = [
     "PLANNER_VERSION",
@@ -50,15 +58,19 @@ __all__ = [
     "STAGE_TIMEOUTS",
     "CallRecord",
     "ClassifyReply",
+    "End",
     "PlanFormatError",
     "PlanReply",
     "PlannerEngine",
-    "PlannerTurn",
     "ReplanReply",
+    "Stage",
     "StepReply",
     "Strategy",
+    "Turn",
+    "TurnContext",
     "act_schema",
     "capability_signature",
+    "drive",
     "extract_json",
     "get_strategy",
     "intents",

@@ -57,7 +57,7 @@ class Decision:
 
 def new_approval(step: PlanStep, tools: ToolRegistry, question: str) -> PendingApproval:
     """The pending approval of a consent request for *step*."""
-    args = mask_secrets(dict(step.tool_args))
+    args = tools.mask.json(dict(step.tool_args))
     schema = tools.get(step.tool_name).json_schema() if step.tool_name in tools else {}
     return PendingApproval(
         approval_id=f"appr-{uuid.uuid4().hex[:16]}",

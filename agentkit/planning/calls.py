@@ -17,13 +17,12 @@ from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, JsonSchema, Purpose
 from agentkit.planning import reads
 from agentkit.planning.errors import TurnFailedError
+from agentkit.planning.graph import Turn
 from agentkit.planning.plan import PlanFormatError, extract_json, parse_plan
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import batch_schema, plan_schema
-from agentkit.planning.state import Turn
 from agentkit.planning.tracer import error_text
 from agentkit.telemetry import Span
-from agentkit.tools import mask_secrets
 
 __all__ = ["repair", "request_plan", "structured", "text_reply"]
 
@@ -61,7 +60,7 @@ async def structured(
             except PlanFormatError as error:
                 call.read(raw=raw, error=error.problem)
                 return error.problem, None, raw
-            call.read(raw=raw, parsed=mask_secrets(value))
+            call.read(raw=raw, parsed=turn.ctx.mask.json(value))
             return "", value, raw
     except (ModelError, TimeoutError, RecursionError) as error:
         return error_text(error), None, raw
@@ -94,9 +93,9 @@ async def request_plan(
     *taken* (strategy next_step) it is the next batch: it may be empty, and its step ids
     must be new. No usable reply after the repair is a failed turn naming *what*."""
     ctx = turn.ctx
-    tools, max_steps = ctx.tools, ctx.config.max_steps
+    tools, max_steps = turn.tools, ctx.config.max_steps
     schema = plan_schema(tools, max_steps) if taken is None else batch_schema(tools, max_steps)
-    span = ctx.trace.plan() if ctx.trace is not None else None
+    span = turn.trace.plan() if turn.trace is not None else None
     try:
         problem, value, raw = await structured(turn, "plan", messages, schema, span)
         goal, steps, problem = _read_plan(turn, value, problem, taken)
@@ -143,7 +142,7 @@ def _read_plan(
     try:
         goal, steps = parse_plan(
             value,
-            turn.ctx.tools,
+            turn.tools,
             turn.ctx.config.max_steps,
             taken=taken or frozenset(),
             batch=taken is not None,

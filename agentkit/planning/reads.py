@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 
 from agentkit.memory import Observation, PlanStep
+from agentkit.planning.graph import Turn
 from agentkit.planning.intents import is_small_talk
-from agentkit.planning.state import Turn, cut
+from agentkit.planning.state import cut
 from agentkit.planning.tool_ranking import asks_to_read, says_change
 
 __all__ = ["asks_nothing_to_change", "drop_writes", "keep_reads"]
@@ -39,7 +40,7 @@ def keep_reads(turn: Turn, steps: tuple[PlanStep, ...], where: str) -> tuple[Pla
     change (each drop noted); *where* names what planned them (``plan``, ``replan`` …)."""
     if not drop_writes(turn):
         return steps
-    tools = turn.ctx.tools
+    tools = turn.tools
     kept: list[PlanStep] = []
     for step in steps:
         if (
@@ -55,7 +56,7 @@ def keep_reads(turn: Turn, steps: tuple[PlanStep, ...], where: str) -> tuple[Pla
 
 def note_dropped(turn: Turn, step: PlanStep, where: str) -> None:
     """Note in the turn log, and as an observation, that *step* was not proposed."""
-    args = json.dumps(step.tool_args, ensure_ascii=False, sort_keys=True)
+    args = json.dumps(turn.ctx.mask.json(dict(step.tool_args)), ensure_ascii=False, sort_keys=True)
     text = (
         f"{where}: {step.tool_name} {cut(args, 200)} dropped: the request asks for nothing "
         "to change, so no side-effecting tool is proposed"

@@ -24,7 +24,7 @@ from agentkit.errors import CorruptStateError
 from agentkit.memory import ExecutionState, MemoryRepository, PlanStep
 from agentkit.planning.errors import TurnFailedError
 from agentkit.store import ConversationKey, TurnCheckpoint
-from agentkit.tools import ToolRegistry, mask_secrets
+from agentkit.tools import SecretMask, ToolRegistry, mask_secrets
 from agentkit.tools.secrets import is_masked, is_secret_key
 from agentkit.types import Message
 
@@ -35,11 +35,17 @@ class FlowRecorder:
     """One conversation's ExecutionState as a turn changes it (see the module docstring)."""
 
     def __init__(
-        self, key: ConversationKey, memory: MemoryRepository, note: Callable[[str, str], None]
+        self,
+        key: ConversationKey,
+        memory: MemoryRepository,
+        note: Callable[[str, str], None],
+        mask: SecretMask | None = None,
     ) -> None:
         self.key = key
         self.memory = memory
         self.note = note
+        #: masks the flow's own texts (goal, answer, errors, the question) on every save
+        self.mask = mask or SecretMask()
         #: the ExecutionState and the version it was stored at; *unsaved* while ``state`` is
         #: a later, staged one (see :meth:`save`)
         self.state: ExecutionState | None = None
@@ -90,7 +96,7 @@ class FlowRecorder:
             if step.id in self.stored_ids or not step.tool_args:  # already masked when stored
                 steps.append(step)
                 continue
-            masked = mask_secrets(dict(step.tool_args))
+            masked = self.mask.json(dict(step.tool_args))
             if masked != step.tool_args:
                 secrets[step.id] = dict(step.tool_args)
                 step = step.model_copy(update={"tool_args": masked})  # noqa: PLW2901
@@ -98,12 +104,12 @@ class FlowRecorder:
         if secrets != self.raw_args:
             memory.save_step_secrets(key.agent_id, key.conversation_id, secrets, durable=False)
             self.raw_args = secrets
-        state = state.model_copy(update={"steps": tuple(steps)})
+        state = state.model_copy(update={"steps": tuple(steps), **self._masked_texts(state)})
         known = [
             value
             for args in self.raw_args.values()
             for name, value in args.items()
-            if is_secret_key(name) and isinstance(value, str)
+            if isinstance(value, str) and (is_secret_key(name) or self.mask.text(value) != value)
         ]
         if known:  # e.g. the user's answer that carried the keys, kept as an observation
             state = ExecutionState.model_validate(
@@ -126,6 +132,20 @@ class FlowRecorder:
             self.raw_args = {}
         return saved.value
 
+    def _masked_texts(self, state: ExecutionState) -> dict[str, object]:
+        """The flow's free texts, masked (a request's keys never reach its goal)."""
+        mask = self.mask.text
+        changed: dict[str, object] = {}
+        for name in ("goal", "final_answer", "last_error"):
+            value: str = getattr(state, name)
+            masked = mask(value)
+            if masked != value:
+                changed[name] = masked
+        waiting = state.waiting
+        if waiting is not None and mask(waiting.question) != waiting.question:
+            changed["waiting"] = waiting.model_copy(update={"question": mask(waiting.question)})
+        return changed
+
     def carry(self, state: ExecutionState) -> None:
         """Take *state* as the current one without writing it: the next :meth:`save` (a
         step's durable "running" point) writes it with its own change."""
@@ -136,7 +156,7 @@ class FlowRecorder:
     ) -> ExecutionState:
         """*state* with step *step_id*'s arguments replaced by *args* (an approved edit): the
         stored copy masked, the real values kept beside it as for a planned step."""
-        masked = mask_secrets(dict(args))
+        masked = self.mask.json(dict(args))
         if masked != args:
             self.raw_args = {**self.raw_args, step_id: dict(args)}
         else:
@@ -162,8 +182,7 @@ class FlowRecorder:
         if step.id in self.raw_args:
             return self.raw_args[step.id]
         if any(  # masked when stored, and nothing to unmask it with
-            is_secret_key(name) and isinstance(value, str) and is_masked(value)
-            for name, value in step.tool_args.items()
+            isinstance(value, str) and is_masked(value) for value in step.tool_args.values()
         ):
             raise TurnFailedError(
                 "secrets_unavailable",
@@ -224,7 +243,7 @@ class FlowRecorder:
         said = []
         for step in touched:
             args = json.dumps(
-                mask_secrets(dict(step.tool_args)), ensure_ascii=False, sort_keys=True
+                self.mask.json(dict(step.tool_args)), ensure_ascii=False, sort_keys=True
             )
             unsure = step.status == "running"
             said.append(f"{step.tool_name} {args} {'may or may not have run' if unsure else 'ran'}")

@@ -37,13 +37,14 @@ from pydantic import JsonValue
 from agentkit.errors import ModelError, StoreError, StructuredOutputError, UsageError
 from agentkit.layout import AgentPaths
 from agentkit.models.base import ChatMessage, ChatModel, Completion
+from agentkit.planning.cancel import CancelScope
 from agentkit.planning.plan import PlanFormatError, extract_json, parse_plan
 from agentkit.planning.prompts import PROMPT_NAMES, load_prompt
 from agentkit.planning.state import STAGE_TIMEOUTS
 from agentkit.planning.trace import CallRecord
-from agentkit.planning.tracer import CallTracer, CancelScope
+from agentkit.planning.tracer import CallTracer
 from agentkit.store.base import ConversationKey, ConversationStore
-from agentkit.tools import ToolRegistry
+from agentkit.tools import SecretMask, ToolRegistry
 
 __all__ = [
     "REPLAYED_PURPOSES",
@@ -313,7 +314,7 @@ class _Replayer:
             model=self.model,
             message_id="replay",
             timeout=lambda purpose: limit,
-            scrub=lambda text: text,
+            mask=SecretMask(),
             cancel=CancelScope(),
         )
         try:

@@ -24,84 +24,85 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Literal
+from dataclasses import dataclass
 
 from agentkit.events import AgentEvent, PlanningEvent
 from agentkit.memory import ExecutionState, Observation, PendingApproval
 from agentkit.planning import approvals, calls, context, intents
 from agentkit.planning.approvals import Decision
+from agentkit.planning.graph import End, Stage, Turn
 from agentkit.planning.plan import PlanFormatError, parse_classify
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import classify_schema
-from agentkit.planning.state import Request, Stage, Then, Turn, cut
-from agentkit.planning.steps import live_state, run_tool
+from agentkit.planning.state import Request, cut
+from agentkit.planning.steps import Execute, LiveState, RunTool
 
-__all__ = ["fast_path", "route"]
-
-Item = AgentEvent | Then
+__all__ = ["Answered", "Confirmed", "NewRequest", "Route", "fast_path"]
 
 
-def fast_path(turn: Turn) -> bool:
-    """``/clear`` and ``/status``: answered without a model call; True when handled."""
+def fast_path(turn: Turn) -> End | None:
+    """``/clear`` and ``/status``: answered without a model call."""
     ctx = turn.ctx
     key, memory = ctx.key, ctx.memory
     command = ctx.text.strip().lower()
     if command == "/clear":
         memory.clear(key.agent_id, key.conversation_id)
-        turn.outcome.answer = (
-            "🧹 Conversation memory cleared (history window, TaskState, ExecutionState)."
-        )
-        return True
+        return End("🧹 Conversation memory cleared (history window, TaskState, ExecutionState).")
     if command == "/status":
-        turn.flow.load(ctx.store.last_checkpoint(key))
-        turn.outcome.answer = context.status_text(turn, ctx.task.value)
-        return True
-    return False
+        return End(context.status_text(ctx, turn.flow.state, turn.intake.task.value))
+    return None
 
 
-async def route(turn: Turn) -> AsyncIterator[Item]:
+@dataclass(frozen=True, slots=True)
+class Route(Stage):
     """What a message is, and the stage that handles it (see the module docstring)."""
-    if fast_path(turn):
-        return
-    ctx, flow = turn.ctx, turn.flow
-    text = ctx.text
-    state = flow.load(ctx.store.last_checkpoint(ctx.key))
-    if state is not None and state.capability_signature != ctx.signature:
-        ctx.note("RESET", "capability signature changed: stale execution state discarded")
-        flow.discard()
-        state = None
-    if state is not None:
-        lost = flow.interrupted(state, ctx.tools, ctx.history)
-        if lost is not None:  # its turn was killed after (or while) running a side effect
-            turn.outcome.answer = lost
+
+    async def run(
+        self, turn: Turn
+    ) -> AsyncIterator[AgentEvent | Confirmed | Answered | NewRequest | End]:
+        fast = fast_path(turn)
+        if fast is not None:
+            yield fast
             return
-    if state is not None and state.status == "waiting_confirmation":
-        decided = _decide(turn, state)
-        if isinstance(decided, Then):
-            yield decided
-        if decided is not None:
-            return
-        state = None
-    elif state is not None and state.status == "waiting_user":
-        if not intents.is_switch(text):
-            yield Then(_answered(state))
-            return
-        flow.cancel_pending(state)
-        state = None
-    live = intents.is_live_state_request(text, ctx.config.live_state_keywords)
-    previous = state
-    if state is not None and (
-        intents.is_retry(text) or (live and state.status in ("completed", "failed"))
-    ):
-        ctx.note("RESET", "reset rule: retry or config request over a finished flow")
-        previous = None
-    yield Then(new_request, turn.with_request(Request(live=live, previous=previous)))
+        ctx, flow = turn.ctx, turn.flow
+        text = ctx.text
+        state = flow.state  # read once, at intake
+        if state is not None and state.capability_signature != turn.signature:
+            ctx.note("RESET", "capability signature changed: stale execution state discarded")
+            flow.discard()
+            state = None
+        if state is not None:
+            lost = flow.interrupted(state, ctx.tools, turn.intake.history)
+            if lost is not None:  # its turn was killed after (or while) running a side effect
+                yield End(lost)
+                return
+        if state is not None and state.status == "waiting_confirmation":
+            decided = _decide(turn, state)
+            if decided is not None:
+                yield decided
+                return
+            state = None
+        elif state is not None and state.status == "waiting_user":
+            if not intents.is_switch(text):
+                yield Answered(state)
+                return
+            flow.cancel_pending(state)
+            state = None
+        live = intents.is_live_state_request(text, ctx.config.live_state_keywords)
+        previous = state
+        if state is not None and (
+            intents.is_retry(text) or (live and state.status in ("completed", "failed"))
+        ):
+            ctx.note("RESET", "reset rule: retry or config request over a finished flow")
+            previous = None
+        turn.decide(Request(live=live, previous=previous))
+        yield NewRequest()
 
 
-def _decide(turn: Turn, state: ExecutionState) -> Then | Literal["answered"] | None:
+def _decide(turn: Turn, state: ExecutionState) -> Confirmed | End | None:
     """A pending approval meets this turn: its decision (given, or the user's "yes"/"no"),
     its expiry, or a new request that cancels it. The stage that runs the approved call,
-    ``answered`` (the answer is set), or None (route the text as a new request)."""
+    the end (an answer), or None (route the text as a new request)."""
     ctx, flow = turn.ctx, turn.flow
     approval = state.pending_approval
     decision = ctx.decision if ctx.decision is not None else approvals.from_text(state, ctx.text)
@@ -109,11 +110,11 @@ def _decide(turn: Turn, state: ExecutionState) -> Then | Literal["answered"] | N
         expired = Decision(approval.approval_id, "reject", "ttl", note="expired")
         what = flow.cancel_pending(state.decided(expired.record(approval, "expired")))
         ctx.note("CONSENT", f"{approval.approval_id} expired: {what}")
-        turn.outcome.answer = (
+        answer = (
             f"The request to run {approval.tool_name} expired before it was approved; "
             "nothing was run. Ask again if it is still needed."
         )
-        return None if decision is None else "answered"
+        return None if decision is None else End(answer)
     if decision is None:  # another request: the pending call is withdrawn, not run
         if approval is not None:
             state = state.decided(
@@ -130,18 +131,23 @@ def _decide(turn: Turn, state: ExecutionState) -> Then | Literal["answered"] | N
             step_id=state.current_step_id,
         )
     if decision.decision == "approve":
-        return Then(_confirmed(state, approval, decision))
+        return Confirmed(state, approval, decision)
     what = flow.cancel_pending(state.decided(decision.record(approval)))
     ctx.note("CONSENT", f"{approval.approval_id} rejected via {decision.source}: {what}")
-    turn.outcome.answer = f"OK, cancelled — {what}."
-    return "answered"
+    return End(f"OK, cancelled — {what}.")
 
 
-def _confirmed(state: ExecutionState, approval: PendingApproval, decision: Decision) -> Stage:
+@dataclass(frozen=True, slots=True)
+class Confirmed(Stage):
     """The user approved: run exactly the stored tool call (or the approved edit of it),
     then carry on."""
 
-    async def confirmed(turn: Turn) -> AsyncIterator[Item]:
+    state: ExecutionState
+    approval: PendingApproval
+    decision: Decision
+
+    async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | RunTool]:
+        state, approval, decision = self.state, self.approval, self.decision
         step = state.step(approval.step_id or state.current_step_id)
         resumed = state.decided(decision.record(approval)).resume()
         if decision.args is not None:
@@ -151,24 +157,28 @@ def _confirmed(state: ExecutionState, approval: PendingApproval, decision: Decis
             step_id=step.id, kind="user_reply", content=f"confirmed {step.tool_name}"
         )
         edited = " with edited arguments" if decision.args is not None else ""
+        args = json.dumps(
+            turn.ctx.mask.json(dict(step.tool_args)), ensure_ascii=False, sort_keys=True
+        )
         turn.ctx.note(
             "CONSENT",
             f"{approval.approval_id} approved via {decision.source}{edited}: {step.tool_name} "
-            f"{json.dumps(step.tool_args, ensure_ascii=False, sort_keys=True)}",
+            f"{args}",
         )
         # recorded with the step's durable "running" state: the decision is consumed there
         # (until then a crash leaves the approval pending; after it, never run again)
         turn.flow.carry(resumed.observe(reply))
-        yield Then(run_tool(step))
-
-    return confirmed
+        yield RunTool(step)
 
 
-def _answered(state: ExecutionState) -> Stage:
+@dataclass(frozen=True, slots=True)
+class Answered(Stage):
     """The message answers the pending question: observed with an explicit resume context."""
 
-    async def answered(turn: Turn) -> AsyncIterator[Item]:
-        ctx = turn.ctx
+    state: ExecutionState
+
+    async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Stage]:
+        ctx, state = turn.ctx, self.state
         waiting = state.waiting
         question = waiting.question if waiting else ""
         reply = ctx.scrub(ctx.text)
@@ -181,44 +191,49 @@ def _answered(state: ExecutionState) -> Stage:
         step_id = resumed.current_step_id
         if step_id:
             resumed = resumed.mark_step_done(step_id, cut(reply, 200))
-        turn.flow.save(ctx.strategy.answered(resumed))
+        turn.flow.save(turn.strategy.answered(resumed))
         # the answer may change what comes next (e.g. fill a tool's arguments)
-        yield Then(ctx.strategy.resume(turn, step_id))
-
-    return answered
+        yield turn.strategy.resume(turn, step_id) or Execute()
 
 
-async def new_request(turn: Turn) -> AsyncIterator[Item]:
+@dataclass(frozen=True, slots=True)
+class NewRequest(Stage):
     """A fresh ``planning`` state, the live-state pre-check, then the strategy."""
-    ctx = turn.ctx
-    turn.flow.save(
-        ExecutionState(
-            session_id=f"sess-{ctx.message_id}",
-            conversation_id=ctx.key.conversation_id,
-            goal=cut(ctx.text, 500),
-            status="planning",
-            capability_signature=ctx.signature,
-            decisions=turn.state.decisions,  # a decided approval stays decided
+
+    async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Stage]:
+        ctx = turn.ctx
+        turn.flow.save(
+            ExecutionState(
+                session_id=f"sess-{ctx.message_id}",
+                conversation_id=ctx.key.conversation_id,
+                goal=cut(ctx.scrub(ctx.text), 500),
+                status="planning",
+                capability_signature=turn.signature,
+                decisions=turn.state.decisions,  # a decided approval stays decided
+            )
         )
-    )
-    request = turn.request
-    if not request.live and ctx.config.classify and await _classify(turn):
-        request = Request(live=True, previous=request.previous)
-        turn = turn.with_request(request)
-    if request.live:
-        yield Then(live_state(_planning), turn)
-        return
-    yield PlanningEvent(live_state=[], task_state_included=True)
-    yield Then(ctx.strategy.start(turn), turn)
+        request = turn.request
+        if not request.live and ctx.config.classify and await _classify(turn):
+            turn.decide(Request(live=True, previous=request.previous))
+        if turn.request.live:
+            yield LiveState(Planning())
+            return
+        yield PlanningEvent(live_state=[], task_state_included=True)
+        yield turn.strategy.start(turn)
 
 
-async def _planning(turn: Turn) -> AsyncIterator[Item]:
+@dataclass(frozen=True, slots=True)
+class Planning(Stage):
     """The ``planning`` event after the live-state refresh, then the strategy."""
-    refreshed = [
-        obs.content.partition(":")[0] for obs in turn.state.observations if obs.kind == "live_state"
-    ]
-    yield PlanningEvent(live_state=refreshed, task_state_included=False)
-    yield Then(turn.ctx.strategy.start(turn))
+
+    async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Stage]:
+        refreshed = [
+            obs.content.partition(":")[0]
+            for obs in turn.state.observations
+            if obs.kind == "live_state"
+        ]
+        yield PlanningEvent(live_state=refreshed, task_state_included=False)
+        yield turn.strategy.start(turn)
 
 
 async def _classify(turn: Turn) -> bool:
@@ -226,7 +241,7 @@ async def _classify(turn: Turn) -> bool:
     reply leaves the keyword decision (not live) in place."""
     ctx = turn.ctx
     prompt = render_prompt("classify", ctx.agent_dir, request=ctx.scrub(ctx.text))
-    sent = context.messages(turn, prompt)
+    sent = context.messages(ctx, prompt)
     problem, value, _ = await calls.structured(turn, "classify", sent, classify_schema())
     if not problem:
         try:

@@ -1,44 +1,42 @@
-"""What a planner turn is given, and the owners of what it changes.
+"""What a turn is given, read once: the frozen :class:`TurnContext` and the planner's
+:class:`Intake`.
 
-A turn (:class:`Turn`) is a frozen :class:`TurnContext` — what it was given and what it read
-once at intake (the recent history, TaskState, the capability signature) — plus one owner for
-each kind of change, so no stage keeps or shares a mutable record of its own:
-
-* the flow recorder (:class:`~agentkit.planning.recording.FlowRecorder`), the only writer of
-  ExecutionState;
-* the call tracer (:class:`~agentkit.planning.tracer.CallTracer`), the only way a model call
-  is made (timed, interruptible, traced in ``calls.jsonl`` and as a span);
-* the :class:`Outcome`: the answer, the status, the loop's counters;
-* the :class:`CancelScope`: whether a cancel was asked for, and the call it interrupts.
-
-What routing decides about a new request (:class:`Request`) is a value too: a stage returns a
-new :class:`Turn` carrying it (:class:`Then`) instead of setting a field. Stages are async
-generators of events that end by naming what comes next; :func:`agentkit.planning.turn.drive`
-runs them, so an event climbs two generators between a tool and ``Agent.send_message``.
+Every turn — chat or planner, whichever edge started it — gets one :class:`TurnContext`,
+built once by the agent's runtime when the turn is admitted
+(:meth:`agentkit.engine.AgentRuntime.context`): the conversation, the message and its id, the
+decision it carries, and what the agent shares (store, memory, model, tools, config,
+telemetry, the session pool, background upkeep). Nothing copies it into another record:
+engines and stages read it where it is. The planner then reads, once, what its stages share —
+the recent history and TaskState (and, through the flow recorder, the ExecutionState) — into
+an :class:`Intake`. The turn's graph (:mod:`agentkit.planning.graph`) holds both, plus the
+owners of what a turn changes.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal
 
 from agentkit.config import CompressionConfig, PlannerConfig
-from agentkit.events import AgentEvent, PlannedStep
+from agentkit.events import PlannedStep
+from agentkit.ids import new_message_id
 from agentkit.memory import ChatHistory, ExecutionState, MemoryRepository, PlanStep, TaskState
 from agentkit.memory.repository import Versioned
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning.approvals import Decision
+from agentkit.planning.background import Admit, BackgroundUpkeep
+from agentkit.planning.cancel import CancelScope
 from agentkit.planning.errors import TurnCancelledError, TurnFailedError
-from agentkit.planning.recording import FlowRecorder, skip_pending
-from agentkit.planning.tracer import CallTracer, CancelScope
+from agentkit.planning.recording import skip_pending
+from agentkit.planning.trace import CallRecord
+from agentkit.sessions import RunningTurn, SessionPool
 from agentkit.store import ConversationKey, ConversationStore
-from agentkit.telemetry import TurnTrace
-from agentkit.tools import ToolRegistry, mask_secrets, scrub_text
+from agentkit.telemetry import Telemetry
+from agentkit.tools import SecretMask, ToolRegistry
 from agentkit.types import Message
 
 __all__ = [
@@ -46,19 +44,15 @@ __all__ = [
     "PLANNER_VERSION",
     "STAGE_TIMEOUTS",
     "CancelScope",
-    "Outcome",
+    "Intake",
     "Request",
-    "Scrubber",
-    "Stage",
-    "StrategyLike",
-    "Then",
-    "Turn",
     "TurnCancelledError",
     "TurnContext",
     "TurnFailedError",
     "TurnStatus",
     "capability_signature",
     "cut",
+    "intake_limit",
     "planned",
     "skip_pending",
 ]
@@ -90,63 +84,98 @@ def capability_signature(tools: ToolRegistry, strategy: str = "plan_replan") -> 
     return f"{tools.schema_signature()}:{PLANNER_VERSION}:{strategy}"
 
 
-class Scrubber:
-    """Removes the secret values the tools' domain stores from a text (as the registry knows
-    them now: read again after a tool run that may have stored one)."""
-
-    def __init__(self, tools: ToolRegistry) -> None:
-        self._tools = tools
-
-    def known(self) -> list[str]:
-        return self._tools.current_secrets()
-
-    def __call__(self, text: str) -> str:
-        if self._tools.secrets is None:
-            return text
-        return scrub_text(text, self._tools.current_secrets())
-
-
 @dataclass(frozen=True, kw_only=True)
 class TurnContext:
-    """What one turn is given, and what it read once at intake. ``agent_dir`` is where
-    prompt overrides live."""
+    """What one turn is given (see the module docstring). Built by the agent's runtime for
+    every admitted turn; a turn no Agent runs (a test, a notebook experiment) builds one
+    directly and runs it with :func:`agentkit.planning.turn.drive`."""
 
     key: ConversationKey
+    #: the user's message (for a decision: the text it stands for, "yes" / "no")
     text: str
-    message_id: str
     store: ConversationStore
     memory: MemoryRepository
     model: ChatModel | SessionBackend
-    tools: ToolRegistry
-    strategy: StrategyLike
-    config: PlannerConfig
+    tools: ToolRegistry = field(default_factory=lambda: ToolRegistry([]))
+    config: PlannerConfig = field(default_factory=PlannerConfig)
+    #: the turn's id: its user message, its answer and its folder share it
+    message_id: str = field(default_factory=new_message_id)
+    #: a decision on the conversation's pending approval (None: the text is the message)
+    decision: Decision | None = None
     system_prompt: str = ""
+    #: where prompt overrides live
     agent_dir: Path | None = None
+    #: the working folder a session backend (a CLI agent) runs in
+    workdir: Path | None = None
     max_turns: int = 20
     compression: CompressionConfig | None = None
     stage_timeouts: Mapping[str, float] = field(default_factory=lambda: dict(STAGE_TIMEOUTS))
+    #: with telemetry the turn is a trace (``invoke_agent`` and its children)
+    telemetry: Telemetry | None = None
+    #: live sessions (the chat engine's scenario B); None: a fresh one per turn
+    pool: SessionPool | None = None
+    #: where memory upkeep runs after ``result``, and how its job is admitted (None: in the
+    #: turn, before ``result``)
+    upkeep: BackgroundUpkeep | None = None
+    admit_upkeep: Admit | None = None
+    #: the turn's entry in the registry of running turns (how ``Agent.cancel`` reaches it)
+    running: RunningTurn | None = None
+    #: the turn's cancel switch (safe to use from any thread)
+    cancel_scope: CancelScope = field(default_factory=CancelScope)
+    #: every model call of the turn, in order (also in the store's trace of the turn)
+    records: list[CallRecord] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    #: what masks secrets in whatever the turn writes or shows (the tools' secret store,
+    #: their declared patterns, secret-named arguments)
+    mask: SecretMask = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mask", self.tools.mask)
+
+    def scrub(self, text: str) -> str:
+        """*text* with every secret the turn knows masked."""
+        return self.mask.text(text)
+
+    def note(self, label: str, text: str) -> None:
+        """A ``[LABEL]`` block in the turn's ``messages.log`` (secrets masked)."""
+        self.store.annotate(self.key, self.message_id, label, self.mask.text(text))
+
+    def timeout(self, purpose: str) -> float:
+        return self.stage_timeouts.get(purpose, 36.0) * self.config.stage_timeout_scale
+
+    def cancel(self) -> None:
+        """Stop the turn: an in-flight model call is interrupted, no further step starts, and
+        the turn ends with status cancelled. A tool that is running finishes first (a write is
+        never cut in half); finished steps stay done."""
+        self.cancel_scope.cancel()
+
+    @property
+    def question(self) -> Message:
+        """The user message that opens the turn."""
+        return Message.user(self.mask.text(self.text), message_id=self.message_id)
+
+
+@dataclass(frozen=True)
+class Intake:
+    """What a planner turn read once, before its first write: the recent history and TaskState
+    (the ExecutionState is the flow recorder's)."""
+
     #: the conversation before this turn's message (its last ``4 * max_turns + 2``)
     history: tuple[Message, ...] = ()
     #: the index in the whole history of ``history[0]``
-    history_offset: int = 0
+    offset: int = 0
     #: the index in ``history`` where the chat window starts (the conversation's records:
     #: a ``/clear``, a compression; :func:`agentkit.store.records.window_start`)
-    history_start: int = 0
-    #: TaskState as stored at intake, with its version (read once per turn)
+    start: int = 0
+    #: TaskState as stored at intake, with its version
     task: Versioned[TaskState] = field(default_factory=lambda: Versioned(TaskState(), 0))
-    signature: str = ""
-    started: float = field(default_factory=time.perf_counter)
-    scrub: Scrubber
-    #: the turn's spans (``invoke_agent`` and its children); None: not traced
-    trace: TurnTrace | None = None
-    #: a decision on a pending approval this turn carries (None: the text decides)
-    decision: Decision | None = None
+    max_turns: int = 20
 
     @cached_property
     def window(self) -> list[Message]:
         """The part of the history a prompt may show: the chat window's last
         ``2 * max_turns`` messages."""
-        start = max(self.history_start, len(self.history) - 2 * self.max_turns)
+        start = max(self.start, len(self.history) - 2 * self.max_turns)
         return list(self.history[start:])
 
     @cached_property
@@ -160,13 +189,6 @@ class TurnContext:
         ]
         return "\n".join(lines) or "(none)"
 
-    def note(self, label: str, text: str) -> None:
-        """A ``[LABEL]`` block in the turn's ``messages.log``."""
-        self.store.annotate(self.key, self.message_id, label, self.scrub(text))
-
-    def timeout(self, purpose: str) -> float:
-        return self.stage_timeouts.get(purpose, 36.0) * self.config.stage_timeout_scale
-
 
 @dataclass(frozen=True)
 class Request:
@@ -178,78 +200,14 @@ class Request:
     previous: ExecutionState | None = None
 
 
-@dataclass
-class Outcome:
-    """What the turn ends with, and the execute loop's counters."""
-
-    answer: str = ""
-    status: TurnStatus = "completed"
-    #: steps and actions started by the loop (bounded by ``max_iterations``)
-    iterations: int = 0
-    #: strategy next_step: an empty batch said the goal is reached
-    goal_reached: bool = False
-
-
-@dataclass(frozen=True)
-class Turn:
-    """A turn as its stages see it (see the module docstring)."""
-
-    ctx: TurnContext
-    flow: FlowRecorder
-    calls: CallTracer
-    outcome: Outcome
-    cancel: CancelScope
-    request: Request = Request()
-
-    @property
-    def state(self) -> ExecutionState:
-        """The ExecutionState as recorded now, or an empty one."""
-        return self.flow.current
-
-    def with_request(self, request: Request) -> Turn:
-        return dataclasses.replace(self, request=request)
-
-    def check_cancel(self) -> None:
-        self.cancel.check()
-
-
-@dataclass(frozen=True)
-class Then:
-    """A stage's last item: what runs next (with *turn*, a turn carrying a new value)."""
-
-    stage: Stage
-    turn: Turn | None = None
-
-
-#: one stage of a turn: the events it yields, then at most one :class:`Then`
-Stage = Callable[[Turn], AsyncIterator["AgentEvent | Then"]]
-
-
-class StrategyLike(Protocol):
-    """A strategy as the turn's stages use it (:class:`~agentkit.planning.strategies.Strategy`
-    implements it; see there for what each stage is)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def start(self, turn: Turn) -> Stage: ...
-
-    def after_step(self, turn: Turn, step_id: str) -> Stage: ...
-
-    def more_steps(self, turn: Turn) -> Stage | None: ...
-
-    def resume(self, turn: Turn, step_id: str) -> Stage: ...
-
-    def answered(self, state: ExecutionState) -> ExecutionState: ...
-
-
-def planned(step: PlanStep) -> PlannedStep:
-    """A step as events show it: secret-named arguments masked."""
-    args = mask_secrets(dict(step.tool_args))
+def planned(step: PlanStep, mask: SecretMask | None = None) -> PlannedStep:
+    """A step as events show it: secret-named arguments masked (and, with *mask*, every
+    secret the turn knows)."""
+    args = (mask or SecretMask()).json(dict(step.tool_args))
     return PlannedStep(
         id=step.id,
         step_type=step.type,
-        title=step.title,
+        title=step.title if mask is None else mask.text(step.title),
         tool_name=step.tool_name,
         tool_args=args if isinstance(args, dict) else {},
     )
@@ -260,5 +218,5 @@ def cut(text: str, limit: int = OBSERVATION_MAX_CHARS) -> str:
 
 
 def intake_limit(max_turns: int) -> int:
-    """How many recent messages a turn reads at intake (see ``TurnContext.history``)."""
+    """How many recent messages a turn reads at intake (see ``Intake.history``)."""
     return _COMPRESSION_WINDOW * max_turns + 2

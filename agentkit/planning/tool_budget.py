@@ -45,7 +45,7 @@ from agentkit.models.base import (
 from agentkit.planning.tool_ranking import rank_tools
 from agentkit.tools import ToolRegistry
 
-__all__ = ["ToolFit", "fit_tools", "margin_tokens"]
+__all__ = ["ToolFit", "counts_locally", "fit_tools", "margin_tokens"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,14 @@ def margin_tokens(window: int) -> int:
     return max(128, window // 8)
 
 
+def counts_locally(model: ChatModel | SessionBackend) -> bool:
+    """True when *model* counts tokens by estimate (no tokenizer of its own to ask: no I/O)."""
+    return (
+        not isinstance(model, ChatModel)
+        or type(model).count_prompt_tokens is ChatModel.count_prompt_tokens
+    )
+
+
 def _counts(model: ChatModel | SessionBackend, texts: Sequence[str]) -> list[int]:
     if isinstance(model, ChatModel):
         return model.count_prompt_tokens(texts)
@@ -118,7 +126,7 @@ def fit_tools(
     window = int(getattr(model, "context_window", DEFAULT_CONTEXT_WINDOW))
     reserve = int(getattr(model, "output_reserve", DEFAULT_OUTPUT_RESERVE))
     names = tools.names()
-    entries = [ToolRegistry([tools.get(name)]).render() for name in names]
+    entries = tools.entries()
     counted = _counts(model, [prompt, *entries])
     fixed, sizes = counted[0], dict(zip(names, (n + 1 for n in counted[1:]), strict=True))
     budget = window - reserve - fixed - margin_tokens(window)

@@ -45,14 +45,15 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agentkit.errors import ModelError, StructuredOutputError
 from agentkit.events import AgentEvent
-from agentkit.memory import ExecutionState, PlanStep
+from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema
+from agentkit.planning.graph import Stage, Turn
 from agentkit.planning.intents import is_small_talk
 from agentkit.planning.plan import PlanFormatError, check_tool_call, extract_json
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import _lean
-from agentkit.planning.state import Stage, Then, Turn, cut
-from agentkit.planning.steps import plan_event, run_step
+from agentkit.planning.state import cut
+from agentkit.planning.steps import plan_event, run_step, store_plan
 from agentkit.planning.tool_ranking import (
     RankedTool,
     asks_for_change,
@@ -71,7 +72,7 @@ __all__ = [
     "RouteTrace",
     "RoutedAction",
     "choose",
-    "first_action",
+    "FirstAction",
 ]
 
 #: the choice that means "no tool: answer directly"
@@ -148,7 +149,7 @@ def enabled(turn: Turn) -> bool:
     ctx = turn.ctx
     return (
         ctx.config.tool_choice == "router"
-        and len(ctx.tools) > 0
+        and len(turn.tools) > 0
         and isinstance(ctx.model, ChatModel)
     )
 
@@ -161,7 +162,7 @@ async def choose(turn: Turn) -> RoutedAction | None:
     ctx = turn.ctx
     signals = ctx.config.router_signals
     text = ctx.text
-    ranked = rank_tools(ctx.tools, text) if "lexical" in signals else []
+    ranked = rank_tools(turn.tools, text) if "lexical" in signals else []
     top = max((item.score for item in ranked), default=0.0)
     small = is_small_talk(text)
     if small and top < _WEAK:
@@ -221,7 +222,7 @@ async def _semantic(turn: Turn) -> dict[str, float] | None:
     async with turn.calls.call("route", sent, None, operation="embeddings") as call:
         try:
             scores = await semantic_scores(
-                model, ctx.tools, ctx.text, lambda texts: call.embed(model, texts)
+                model, turn.tools, ctx.text, lambda texts: call.embed(model, texts)
             )
         except (ModelError, TimeoutError, RecursionError, ValueError) as error:
             problem = error_text(error)
@@ -240,7 +241,7 @@ async def _semantic(turn: Turn) -> dict[str, float] | None:
 def _pool(turn: Turn, ranked: Sequence[RankedTool]) -> list[RouteCandidate]:
     """Every tool as a candidate, best lexical match first (the ranking's order; ties keep
     the registry's)."""
-    tools = turn.ctx.tools
+    tools = turn.tools
     lexical = {item.name: item for item in ranked}
     pooled: list[tuple[float, int, RouteCandidate]] = []
     for order, name in enumerate(tools.names()):
@@ -355,7 +356,7 @@ def _request(turn: Turn) -> str:
 
 def _settle_pairs(turn: Turn, pool: Sequence[RouteCandidate]) -> list[tuple[str, str]]:
     """Per tool, its task (description and up to three examples) and the request."""
-    tools = turn.ctx.tools
+    tools = turn.tools
     pairs = []
     for candidate in pool:
         tool = tools.get(candidate.name)
@@ -396,7 +397,7 @@ def _read_among(candidates: Sequence[RouteCandidate]) -> bool:
 
 
 def _candidate(turn: Turn, item: RankedTool) -> RouteCandidate:
-    tool = turn.ctx.tools.get(item.name)
+    tool = turn.tools.get(item.name)
     return RouteCandidate(
         name=item.name, score=item.score, side_effect=tool.side_effect, matched=item.matched
     )
@@ -425,7 +426,7 @@ def _vote_request(
 
 
 def _vote_pairs(turn: Turn, tied: tuple[RouteCandidate, ...]) -> list[tuple[str, str]]:
-    tools = turn.ctx.tools
+    tools = turn.tools
     request = " " + " ".join(turn.ctx.text.split())
     return [
         (_VOTE_PROMPT.format(description=_one_line(tools.get(c.name).description)), request)
@@ -471,7 +472,7 @@ async def _vote(
 
 
 def _route_prompt(turn: Turn, candidates: Sequence[RouteCandidate]) -> str:
-    tools = turn.ctx.tools
+    tools = turn.tools
     lines = []
     for candidate in candidates:
         tool = tools.get(candidate.name)
@@ -508,7 +509,7 @@ def _read_choice(raw: str, names: list[str]) -> tuple[str, str]:
 
 
 def _which_question(turn: Turn, candidates: Sequence[RouteCandidate]) -> str:
-    tools = turn.ctx.tools
+    tools = turn.tools
     options = "\n".join(
         f"- {_one_line(tools.get(c.name).description, 100)} ({c.name})" for c in candidates
     )
@@ -521,7 +522,7 @@ def _which_question(turn: Turn, candidates: Sequence[RouteCandidate]) -> str:
 async def _fill_arguments(turn: Turn, name: str) -> RoutedAction | None:
     """The chosen tool's arguments: none to fill, or one ``route`` call under its schema."""
     ctx = turn.ctx
-    tool = ctx.tools.get(name)
+    tool = turn.tools.get(name)
     schema = _lean(tool.json_schema())
     properties = schema.get("properties") if isinstance(schema, dict) else None
     trace = RouteTrace(stage="arguments", choice=name, decision="tool", decided=name)
@@ -554,14 +555,14 @@ def _read_arguments(turn: Turn, name: str, raw: str) -> tuple[dict[str, JsonValu
         value = extract_json(raw)
         if not isinstance(value, dict):
             raise PlanFormatError("the arguments must be a JSON object")
-        check_tool_call(turn.ctx.tools, name, value)
+        check_tool_call(turn.tools, name, value)
     except PlanFormatError as error:
         return {}, error.problem
     return dict(value), ""
 
 
 def _arguments_question(turn: Turn, name: str) -> str:
-    tool = turn.ctx.tools.get(name)
+    tool = turn.tools.get(name)
     schema = tool.json_schema()
     required = schema.get("required")
     needed = ", ".join(str(item) for item in required) if isinstance(required, list) else ""
@@ -610,25 +611,22 @@ def _first_steps(routed: RoutedAction, then_respond: bool) -> tuple[PlanStep, ..
     return (step, answer)
 
 
-def first_action(otherwise: Stage, *, then_respond: bool) -> Stage:
+@dataclass(frozen=True, slots=True)
+class FirstAction(Stage):
     """A strategy's start: the router's first action when it decides one (stored as the
     plan, then run; the strategy's own continuation follows the step), else *otherwise* —
     the router off or undecided. With *then_respond* a tool step is followed by an answer
     step (for strategies that execute a plan)."""
 
-    async def first(turn: Turn) -> AsyncIterator[AgentEvent | Then]:
+    otherwise: Stage
+    then_respond: bool
+
+    async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Stage]:
         routed = await choose(turn)
         if routed is None:
-            yield Then(otherwise)
+            yield self.otherwise
             return
-        steps = _first_steps(routed, then_respond)
-        stored = turn.state.with_steps(steps, plan_id=f"route-{turn.ctx.message_id}")
-        fields: Mapping[str, object] = {
-            **{name: getattr(stored, name) for name in type(stored).model_fields},
-            "goal": cut(turn.ctx.text, 500),
-        }
-        state = turn.flow.save(ExecutionState.model_validate(fields))
+        steps = _first_steps(routed, self.then_respond)
+        state = store_plan(turn, "", steps, f"route-{turn.ctx.message_id}")
         yield plan_event(turn, state.goal, steps, False)
-        yield Then(run_step(steps[0]))
-
-    return first
+        yield run_step(steps[0])

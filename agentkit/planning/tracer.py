@@ -1,10 +1,14 @@
-"""The call tracer: the only way a planner turn calls its model.
+"""The call tracer: the only way agentkit calls a model.
 
 ::
 
     async with turn.calls.call("plan", messages, schema) as call:
         completion = await call.reply()          # or call.stream(), call.with_tools(), call.score()
         call.read(raw=text, parsed=value)        # what the caller made of it (default: the text)
+
+Every model call anywhere goes through one: a planner turn's and a chat turn's (built from the
+turn's context, :meth:`CallTracer.of`), memory upkeep's, and the calls made outside a turn
+(compression sweeps, simulated users, judges: :meth:`CallTracer.standalone`).
 
 Leaving the block times the call, counts its usage into the turn's, writes one
 :class:`~agentkit.planning.trace.CallRecord` (in memory and in the turn's ``calls.jsonl``,
@@ -34,15 +38,19 @@ from agentkit.models.base import (
     ModelEvent,
     Purpose,
     SessionBackend,
+    SessionModel,
     ToolSpec,
 )
+from agentkit.planning.cancel import CancelScope
 from agentkit.planning.errors import TurnCancelledError, TurnFailedError
+from agentkit.planning.state import TurnContext
 from agentkit.planning.trace import CallRecord
 from agentkit.store.base import TraceSink
 from agentkit.telemetry import ModelCallSpan, Span, TurnTrace, semconv
+from agentkit.tools import SecretMask
 from agentkit.types import Usage
 
-__all__ = ["CallTracer", "CancelScope", "LikelihoodScorer", "ModelCall", "error_text"]
+__all__ = ["CallTracer", "LikelihoodScorer", "ModelCall", "TextEmbedder", "error_text"]
 
 T = TypeVar("T")
 
@@ -65,40 +73,6 @@ def error_text(error: BaseException) -> str:
     return str(error) or ("timed out" if isinstance(error, TimeoutError) else type(error).__name__)
 
 
-class CancelScope:
-    """Whether the user asked the turn to stop, and the model call a cancel interrupts."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._inflight: asyncio.Future[Any] | None = None
-
-    def check(self) -> None:
-        if self.requested:
-            raise TurnCancelledError("cancelled by the user")
-
-    def cancel(self) -> None:
-        """Ask the turn to stop (safe from any thread): an in-flight call is interrupted."""
-        self.requested = True
-        inflight = self._inflight
-        if inflight is not None and not inflight.done():
-            inflight.get_loop().call_soon_threadsafe(inflight.cancel)
-
-    async def run(self, awaitable: Awaitable[T]) -> T:
-        """Await *awaitable* as a task of its own, so that :meth:`cancel` interrupts it (a
-        cancellation of the whole turn from outside still propagates as CancelledError)."""
-        self.check()
-        task = asyncio.ensure_future(awaitable)
-        self._inflight = task
-        try:
-            return await task
-        except asyncio.CancelledError:
-            if self.requested and task.cancelled():
-                raise TurnCancelledError("cancelled by the user") from None
-            raise
-        finally:
-            self._inflight = None
-
-
 class CallTracer:
     """Makes, times and traces every model call of one turn (see the module docstring)."""
 
@@ -107,8 +81,8 @@ class CallTracer:
         *,
         model: ChatModel | SessionBackend,
         message_id: str,
-        timeout: Callable[[str], float],
-        scrub: Callable[[str], str],
+        timeout: Callable[[str], float | None],
+        mask: SecretMask,
         cancel: CancelScope,
         sink: TraceSink | None = None,
         trace: TurnTrace | None = None,
@@ -117,14 +91,82 @@ class CallTracer:
         self.model = model
         self.message_id = message_id
         self.timeout = timeout
-        self.scrub = scrub
+        self.mask = mask
         self.cancel = cancel
         self.trace = trace
         #: every model call of the turn, in order (also appended to ``calls.jsonl``)
         self.records: list[CallRecord] = [] if records is None else records
+        #: tokens and calls of every model call made through this tracer
         self.usage = Usage()
         #: where each record goes as it is made (the store's trace of the turn)
         self._sink = sink
+
+    @classmethod
+    def of(
+        cls, ctx: TurnContext, trace: TurnTrace | None, *, cancel: CancelScope | None = None
+    ) -> CallTracer:
+        """The tracer of turn *ctx*: its records in the store's trace of the turn (the file
+        store's ``{messageId}/calls.jsonl``) and in ``ctx.records``, its spans in *trace*;
+        *cancel*: another switch than the turn's (background upkeep has its own)."""
+        return cls(
+            model=ctx.model,
+            message_id=ctx.message_id,
+            timeout=ctx.timeout,
+            mask=ctx.mask,
+            cancel=ctx.cancel_scope if cancel is None else cancel,
+            sink=ctx.store.open_trace(ctx.key, ctx.message_id),
+            trace=trace,
+            records=ctx.records,
+        )
+
+    @classmethod
+    def standalone(
+        cls,
+        model: ChatModel | SessionBackend,
+        *,
+        trace: TurnTrace | None = None,
+        records: list[CallRecord] | None = None,
+        sink: TraceSink | None = None,
+        mask: SecretMask | None = None,
+    ) -> CallTracer:
+        """A tracer for model calls made outside a conversation's turn (a compression sweep,
+        a simulated user, a judge): no time limit, its own cancel switch."""
+        return cls(
+            model=model,
+            message_id="",
+            timeout=_no_limit,
+            mask=mask or SecretMask(),
+            cancel=CancelScope(),
+            sink=sink,
+            trace=trace,
+            records=records,
+        )
+
+    def scrub(self, text: str) -> str:
+        return self.mask.text(text)
+
+    def session(
+        self,
+        session: SessionModel,
+        prompt: str,
+        sent: Sequence[ChatMessage],
+        interruptible: bool,
+        *,
+        parent: Span | None = None,
+    ) -> ModelCall:
+        """A chat turn's call: *prompt* sent to a live *session* (*sent*: what the model sees,
+        for the record); use it as ``async with`` and read :meth:`ModelCall.stream`. With
+        *interruptible* (a stateless model under the session) a cancel interrupts the wait for
+        the next piece; a backend session is stopped by its own ``cancel`` instead."""
+        return ModelCall(
+            self,
+            purpose="chat",
+            messages=sent,
+            schema=None,
+            parent=parent,
+            operation="chat",
+            session=(session, prompt, interruptible),
+        )
 
     def chat_model(self) -> ChatModel:
         """The turn's model; the planner needs a stateless chat model."""
@@ -182,9 +224,11 @@ class ModelCall:
         schema: JsonSchema | None,
         parent: Span | None,
         operation: str,
+        session: tuple[SessionModel, str, bool] | None = None,
     ) -> None:
         self.tracer = tracer
         self.operation = operation
+        self._session = session
         self.purpose = purpose
         self.messages = messages
         self.schema = schema
@@ -192,7 +236,7 @@ class ModelCall:
         self._read: dict[str, Any] | None = None
         self._parent = parent
         self._span: ModelCallSpan | None = None
-        self._deadline = 0.0
+        self._deadline: float | None = None
         #: the failure of the model call, even when the caller handled it
         self._failure: BaseException | None = None
         self._started = 0.0
@@ -213,12 +257,13 @@ class ModelCall:
                 operation=self.operation,
                 model=tracer.model.spec,
                 purpose=self.purpose,
-                stream=self.purpose == "respond",
+                stream=self.purpose in ("respond", "chat"),
             )
             if trace.capture:  # contents only when asked for (secrets masked even then)
                 sent: list[JsonValue] = [dict(m) for m in self._message_dicts()]
                 trace.content(self._span, semconv.INPUT_MESSAGES, sent)
-        self._deadline = asyncio.get_running_loop().time() + tracer.timeout(self.purpose)
+        limit = tracer.timeout(self.purpose)
+        self._deadline = None if limit is None else asyncio.get_running_loop().time() + limit
         self._started = time.perf_counter()
         return self
 
@@ -234,11 +279,11 @@ class ModelCall:
     def _finish(self, latency: float, error: BaseException | None) -> None:
         tracer, completion = self.tracer, self.completion
         usage = completion.usage if completion is not None else Usage()
-        if completion is not None:
-            tracer.usage = Usage(
-                input_tokens=tracer.usage.input_tokens + usage.input_tokens,
-                output_tokens=tracer.usage.output_tokens + usage.output_tokens,
-            )
+        tracer.usage = Usage(
+            input_tokens=tracer.usage.input_tokens + usage.input_tokens,
+            output_tokens=tracer.usage.output_tokens + usage.output_tokens,
+            calls=tracer.usage.calls + 1,
+        )
         read = self._read  # what the caller made of the reply, when it said
         if read is None:
             text = tracer.scrub(completion.text) if completion is not None else ""
@@ -303,18 +348,33 @@ class ModelCall:
         return self.completion
 
     async def stream(self) -> AsyncIterator[ModelEvent]:
-        """The reply's events as they come, under the stage's time (the caller stops
-        reading on a cancel)."""
-        model = self.model
+        """The reply's events as they come, under the stage's time; a cancel interrupts the
+        wait for the next one (:class:`~agentkit.planning.errors.TurnCancelledError`)."""
+        interruptible = True
+        if self._session is not None:
+            session, prompt, interruptible = self._session
+            events = session.send(prompt)
+        else:
+            events = self.model.stream(self._chat_messages(), purpose=self.purpose)
+        cancel = self.tracer.cancel
         try:
             async with asyncio.timeout_at(self._deadline):
-                async for event in model.stream(self._chat_messages(), purpose=self.purpose):
+                while True:
+                    try:
+                        following = anext(events)
+                        event = await (cancel.run(following) if interruptible else following)
+                    except StopAsyncIteration:
+                        break
                     if isinstance(event, Completion):
                         self.completion = event
                     yield event
-        except (ModelError, TimeoutError) as error:
+        except (ModelError, TimeoutError, TurnCancelledError) as error:
             self._failure = error
             raise
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
 
     async def with_tools(self, tools: Sequence[ToolSpec]) -> Completion:
         """One call offering *tools* natively: text or tool calls (not yet run)."""
@@ -344,7 +404,13 @@ class ModelCall:
             raise
 
     def _message_dicts(self) -> list[dict[str, str]]:
-        return [m.model_dump() if isinstance(m, ChatMessage) else dict(m) for m in self.messages]
+        mask = self.tracer.mask
+        return [
+            {"role": m["role"], "content": mask.text(m["content"])}
+            for m in (
+                m.model_dump() if isinstance(m, ChatMessage) else dict(m) for m in self.messages
+            )
+        ]
 
     def _chat_messages(self) -> list[ChatMessage]:
         return [m if isinstance(m, ChatMessage) else ChatMessage(**m) for m in self.messages]  # type: ignore[arg-type]
@@ -360,3 +426,7 @@ async def _whole(
     if final is None:
         raise ModelError(model.spec or type(model).__name__, "the stream ended without a result")
     return final
+
+
+def _no_limit(purpose: str) -> float | None:
+    return None

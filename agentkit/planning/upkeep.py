@@ -33,34 +33,25 @@ after the same bound.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from agentkit.errors import AgentkitError, ConversationBusyError
+from agentkit.errors import AgentkitError
 from agentkit.events import CompressionEvent
 from agentkit.memory import chat_window, estimator_for, maybe_compress
 from agentkit.memory.compression import CompressionOutcome, Summarize, update_memory
 from agentkit.memory.history import kept_from
 from agentkit.memory.task_state import TaskState
 from agentkit.models.base import ChatMessage, ChatModel, Completion, JsonSchema, validate_structured
-from agentkit.planning.state import TurnContext
-from agentkit.planning.trace import CallRecord
-from agentkit.planning.tracer import CallTracer, CancelScope
-from agentkit.sessions.turns import RunningTurn
-from agentkit.store import ConversationKey
+from agentkit.planning.cancel import CancelScope
+from agentkit.planning.state import Intake, TurnContext
+from agentkit.planning.tracer import CallTracer
 from agentkit.store.records import CompressionRecord
-from agentkit.telemetry import Span
+from agentkit.telemetry import Span, TurnTrace
 from agentkit.types import Message, utc_now
 
 __all__ = [
-    "ADMIT_SECONDS",
-    "Admit",
-    "BackgroundUpkeep",
     "Prepared",
     "commit",
     "needed",
@@ -68,13 +59,6 @@ __all__ = [
     "queue",
     "upkeep",
 ]
-
-log = logging.getLogger("agentkit.planning")
-
-#: how long a background job waits to be admitted after the turn that queued it (another
-#: process's turn may take the conversation first); past it the upkeep is skipped
-ADMIT_SECONDS = 30.0
-_PAUSE = 0.005
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +89,7 @@ def _summarizer(calls: CallTracer, model: ChatModel) -> Summarize:
 
 
 async def prepare(
-    ctx: TurnContext, calls: CallTracer, turn_messages: Sequence[Message]
+    ctx: TurnContext, intake: Intake, calls: CallTracer, turn_messages: Sequence[Message]
 ) -> Prepared:
     """The incremental update and the compression, computed (model calls through the turn's
     call tracer *calls*) but not written. *turn_messages*: what this turn added (the user's
@@ -113,11 +97,11 @@ async def prepare(
     config, model = ctx.compression, ctx.model
     if config is None or not isinstance(model, ChatModel):
         return Prepared()
-    conversation = [*ctx.history, *turn_messages]
-    window = chat_window(conversation, ctx.history_start)
-    start_state = task = ctx.task.value
+    conversation = [*intake.history, *turn_messages]
+    window = chat_window(conversation, intake.start)
+    start_state = task = intake.task.value
     summarize = _summarizer(calls, model)
-    parent = ctx.trace.root if ctx.trace is not None else None
+    parent = calls.trace.root if calls.trace is not None else None
     notes: list[tuple[str, str]] = []
     estimate = estimator_for(model)
     if config.incremental_messages:
@@ -154,7 +138,7 @@ async def prepare(
             record = CompressionRecord(
                 message_id=ctx.message_id,
                 at=utc_now(),
-                start=ctx.history_offset + kept_from(conversation, kept),
+                start=intake.offset + kept_from(conversation, kept),
                 summarised=event.messages_before - kept,
                 kept=kept,
                 strategy=outcome.strategy,
@@ -172,7 +156,7 @@ async def prepare(
     return Prepared(task if task != start_state else None, outcome, record, tuple(notes))
 
 
-def commit(ctx: TurnContext, prepared: Prepared) -> CompressionEvent | None:
+def commit(ctx: TurnContext, intake: Intake, prepared: Prepared) -> CompressionEvent | None:
     """Write what :func:`prepare` computed (see the module docstring for the order); the
     ``compression`` event when the window was compressed."""
     key, store = ctx.key, ctx.store
@@ -181,7 +165,7 @@ def commit(ctx: TurnContext, prepared: Prepared) -> CompressionEvent | None:
         try:
             ctx.memory.save_task_state(
                 key.agent_id, key.conversation_id, prepared.task_state,
-                expected_version=ctx.task.version,
+                expected_version=intake.task.version,
             )  # fmt: skip
         except AgentkitError as error:  # a concurrent edit of TaskState: keep theirs
             for label, text in notes:
@@ -198,18 +182,14 @@ def commit(ctx: TurnContext, prepared: Prepared) -> CompressionEvent | None:
 
 
 async def upkeep(
-    ctx: TurnContext, calls: CallTracer, turn_messages: Sequence[Message]
+    ctx: TurnContext, intake: Intake, calls: CallTracer, turn_messages: Sequence[Message]
 ) -> CompressionEvent | None:
-    """:func:`prepare` then :func:`commit`, in the turn (a turn no Agent runs); the
-    ``compression`` event if the window was compressed."""
-    return commit(ctx, await prepare(ctx, calls, turn_messages))
+    """:func:`prepare` then :func:`commit`, in the turn (a turn no Agent runs; its calls
+    count in the turn's usage); the ``compression`` event if the window was compressed."""
+    return commit(ctx, intake, await prepare(ctx, intake, calls, turn_messages))
 
 
-Admit = Callable[[], AbstractAsyncContextManager[RunningTurn]]
-Listener = Callable[[ConversationKey, CompressionEvent], None]
-
-
-def needed(ctx: TurnContext, turn_messages: Sequence[Message]) -> bool:
+def needed(ctx: TurnContext, intake: Intake, turn_messages: Sequence[Message]) -> bool:
     """Whether upkeep may have anything to do after this turn (an incremental update is
     configured, or the window is over the first threshold)."""
     config = ctx.compression
@@ -217,177 +197,34 @@ def needed(ctx: TurnContext, turn_messages: Sequence[Message]) -> bool:
         return False
     if config.incremental_messages:
         return True
-    window = chat_window([*ctx.history, *turn_messages], ctx.history_start)
+    window = chat_window([*intake.history, *turn_messages], intake.start)
     return len(window[-(4 * ctx.max_turns + 2) :]) > config.max_messages
 
 
 def queue(
     ctx: TurnContext,
+    intake: Intake,
+    trace: TurnTrace | None,
     turn_messages: Sequence[Message],
-    background: BackgroundUpkeep,
-    admit: Admit,
-    records: list[CallRecord],
-) -> None:
-    """Hand this turn's upkeep to *background* (nothing when it has nothing to do). Its
-    ``summarize`` calls go to the turn's ``calls.jsonl`` (and *records*) and its spans to the
-    turn's trace, under its root (which ended with ``result``: they end after it)."""
-    if not needed(ctx, turn_messages):
-        return
+) -> bool:
+    """Hand this turn's upkeep to the runtime's background jobs (False: nothing to do, or no
+    background to run it in). Its ``summarize`` calls go to the turn's trace records and its
+    spans to the turn's trace, under its root (which ended with ``result``: they end after
+    it); their usage comes with the ``compression`` event."""
+    background, admit = ctx.upkeep, ctx.admit_upkeep
+    if background is None or admit is None:
+        return False
+    if not needed(ctx, intake, turn_messages):
+        return True
     assert ctx.compression is not None
-    cancel = CancelScope()
-    calls = CallTracer(
-        model=ctx.model,
-        message_id=ctx.message_id,
-        timeout=ctx.timeout,
-        scrub=ctx.scrub,
-        cancel=cancel,
-        sink=ctx.store.open_trace(ctx.key, ctx.message_id),
-        trace=ctx.trace,
-        records=records,
-    )
+    calls = CallTracer.of(ctx, trace, cancel=CancelScope())
 
     async def work() -> CompressionEvent | None:
         try:
-            return commit(ctx, await prepare(ctx, calls, turn_messages))
+            event = commit(ctx, intake, await prepare(ctx, intake, calls, turn_messages))
         finally:
             calls.close()
+        return None if event is None else event.model_copy(update={"usage": calls.usage})
 
     background.start(ctx.key, work, admit, wait_seconds=ctx.compression.wait_seconds)
-
-
-@dataclass(eq=False)
-class _Job:
-    key: ConversationKey
-    task: asyncio.Task[CompressionEvent | None]
-    wait_seconds: float
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    reported: bool = False  # its failure was logged (once, whoever waits)
-
-
-#: finished jobs remembered for a late :meth:`BackgroundUpkeep.wait` (per conversation)
-_KEEP_FINISHED = 1024
-
-
-class BackgroundUpkeep:
-    """The background memory upkeep jobs of one agent runtime, one per conversation at a
-    time (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self._jobs: dict[ConversationKey, _Job] = {}
-        #: each conversation's last finished job (what :meth:`wait` reports once it is done)
-        self._last: dict[ConversationKey, _Job] = {}
-        #: called with each ``compression`` event a job produces (whoever is listening)
-        self.listeners: list[Listener] = []
-
-    def __len__(self) -> int:
-        return len(self._jobs)
-
-    def pending(self, key: ConversationKey) -> bool:
-        return key in self._jobs
-
-    def start(
-        self,
-        key: ConversationKey,
-        work: Callable[[], Awaitable[CompressionEvent | None]],
-        admit: Admit,
-        *,
-        wait_seconds: float,
-    ) -> None:
-        """Run *work* once the conversation is admitted again (*admit*: as a turn is), in a
-        task of the running loop. A job already queued for *key* is the caller's bug."""
-        if key in self._jobs:
-            raise RuntimeError(f"an upkeep job of {key} is still queued")
-        task = asyncio.get_running_loop().create_task(
-            self._run(key, work, admit), name=f"upkeep {key.agent_id}/{key.conversation_id}"
-        )
-        job = _Job(key, task, wait_seconds)
-        self._jobs[key] = job
-        self._last.pop(key, None)
-        task.add_done_callback(lambda _task: self._finished(job))
-
-    def _finished(self, job: _Job) -> None:
-        if self._jobs.get(job.key) is job:
-            del self._jobs[job.key]
-            self._last[job.key] = job
-            if len(self._last) > _KEEP_FINISHED:  # a long-running server: the oldest go
-                del self._last[next(iter(self._last))]
-        job.done.set()
-
-    async def _run(
-        self,
-        key: ConversationKey,
-        work: Callable[[], Awaitable[CompressionEvent | None]],
-        admit: Admit,
-    ) -> CompressionEvent | None:
-        deadline = time.monotonic() + ADMIT_SECONDS
-        while True:  # the turn that queued this lets go of the conversation right after result
-            admitted = admit()
-            try:
-                running = await admitted.__aenter__()
-            except ConversationBusyError:
-                if time.monotonic() > deadline:
-                    log.warning("memory upkeep of %s skipped: the conversation stayed busy", key)
-                    return None
-                await asyncio.sleep(_PAUSE)
-                continue
-            break
-        try:
-            task = asyncio.current_task()
-
-            def stop() -> None:  # Agent.cancel stops it, writing nothing
-                if task is not None:
-                    task.cancel()
-
-            await running.on_cancel(stop)
-            event = await work()
-        except BaseException as error:
-            if not await admitted.__aexit__(type(error), error, error.__traceback__):
-                raise
-            return None
-        await admitted.__aexit__(None, None, None)
-        if event is not None:
-            for listener in list(self.listeners):
-                try:
-                    listener(key, event)
-                except Exception:  # a listener's bug never fails the upkeep
-                    log.exception("a compression listener failed")
-        return event
-
-    async def wait(
-        self, key: ConversationKey, timeout: float | None = None
-    ) -> CompressionEvent | None:
-        """Wait for *key*'s job (at most *timeout*, default the job's ``wait_seconds``); its
-        ``compression`` event (also when it finished before), or None (no job, nothing
-        compressed, failed). Past the bound the job is cancelled: nothing of it is written."""
-        job = self._jobs.get(key) or self._last.get(key)
-        if job is None:
-            return None
-        limit = job.wait_seconds if timeout is None else timeout
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(limit):
-                await job.done.wait()
-        if not job.task.done():
-            log.warning("memory upkeep of %s took longer than %g s: cancelled", key, limit)
-            job.task.cancel()
-            await job.done.wait()
-        if job.task.cancelled():
-            return None
-        error = job.task.exception()
-        if error is not None:
-            if not job.reported:
-                job.reported = True
-                log.error("memory upkeep of %s failed: %s", key, error, exc_info=error)
-            return None
-        return job.task.result()
-
-    async def close(self, timeout: float | None = None) -> int:
-        """Wait for every job (each at most its bound, or *timeout*), cancelling what is
-        left; how many had to be cancelled."""
-        cancelled = 0
-        for key in list(self._jobs):
-            job = self._jobs.get(key)
-            if job is None:
-                continue
-            await self.wait(key, timeout)
-            cancelled += job.task.cancelled()
-        return cancelled
+    return True

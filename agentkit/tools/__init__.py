@@ -21,7 +21,13 @@ from agentkit.tools.registry import (
     ToolResult,
     UnknownToolError,
 )
-from agentkit.tools.secrets import is_secret_key, mask_secrets, mask_value, scrub_text
+from agentkit.tools.secrets import (
+    SecretMask,
+    is_secret_key,
+    mask_secrets,
+    mask_value,
+    scrub_text,
+)
 from agentkit.tools.toolbox import AgentTools, agent_tools, parse_json_args, run_tool
 from agentkit.tools.toolsets import FunctionToolset, Toolset, ToolsetError
 
@@ -30,6 +36,7 @@ __all__ = [
     "AgentTools",
     "FunctionToolset",
     "SchemaArgs",
+    "SecretMask",
     "Tool",
     "ToolArgumentsError",
     "ToolContext",

@@ -48,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from pydantic_core import to_jsonable_python
 
 from agentkit.errors import AgentkitError, UsageError
-from agentkit.tools.secrets import is_secret_key, mask_secrets, scrub_text
+from agentkit.tools.secrets import SecretMask, is_secret_key, mask_secrets, scrub_text
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
@@ -292,11 +292,39 @@ class Tool(Generic[ArgsT]):
         return replace(self, side_effect=side, live_state=live)
 
 
+#: each tool's listing entry, by identity (a tool is immutable; the tool is kept so that its
+#: id is not reused while the entry is)
+_ENTRIES: dict[int, tuple[Tool[Any], str]] = {}
+_MAX_ENTRIES = 4096
+
+
+def _entry(tool: Tool[Any]) -> str:
+    """One tool's entry in a prompt's tool listing (see :meth:`ToolRegistry.render`)."""
+    known = _ENTRIES.get(id(tool))
+    if known is not None and known[0] is tool:
+        return known[1]
+    if len(_ENTRIES) >= _MAX_ENTRIES:
+        _ENTRIES.clear()
+    entry = _render_entry(tool)
+    _ENTRIES[id(tool)] = (tool, entry)
+    return entry
+
+
+def _render_entry(tool: Tool[Any]) -> str:
+    schema = tool.json_schema()
+    shown = {key: schema[key] for key in ("properties", "required") if schema.get(key)}
+    args = json.dumps(shown, separators=(",", ":"), ensure_ascii=False) if shown else "{}"
+    return f"- {tool.name} [{', '.join(tool.flags())}]: {tool.description}\n  args: {args}"
+
+
 class ToolRegistry:
     """An ordered set of tools, with validation, bounded execution and prompt rendering.
 
     ``secrets`` (optional) returns the secret values the tools' domain stores; they are
     scrubbed from every result and error text in addition to masking secret-named keys.
+    ``secret_patterns`` are the formats of the domain's secrets (regular expressions its
+    toolsets declare): what they match is masked wherever a turn writes or shows text
+    (:attr:`mask`), a key the user types included.
     """
 
     def __init__(
@@ -305,11 +333,18 @@ class ToolRegistry:
         *,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         secrets: Callable[[], Iterable[str]] | None = None,
+        secret_patterns: Iterable[str] = (),
     ) -> None:
         if max_output_chars < _MIN_OUTPUT_CHARS:
             raise ToolDefinitionError(f"max_output_chars must be at least {_MIN_OUTPUT_CHARS}")
         self.max_output_chars = max_output_chars
         self.secrets = secrets
+        try:
+            patterns = SecretMask.compile(secret_patterns)
+        except ValueError as error:
+            raise ToolDefinitionError(str(error)) from None
+        #: masks what the turn writes or shows (see the class docstring)
+        self.mask = SecretMask(self.current_secrets if secrets is not None else None, patterns)
         #: tool calls started so far: a tool may store a new secret, so a list of the
         #: domain's secrets is current only while this count is unchanged
         self.runs = 0
@@ -359,6 +394,7 @@ class ToolRegistry:
             [self._tools[name] for name in wanted],
             max_output_chars=self.max_output_chars,
             secrets=self.secrets,
+            secret_patterns=[pattern.pattern for pattern in self.mask.patterns],
         )
 
     def live_state_tools(self) -> tuple[Tool[Any], ...]:
@@ -369,17 +405,13 @@ class ToolRegistry:
         """A compact text block for planner prompts: one entry per tool with its flags,
         description and argument ``properties``/``required`` (extra arguments are always
         rejected, so ``additionalProperties`` is not repeated). Built once per registry."""
-        if self._rendered is not None:
-            return self._rendered
-        lines: list[str] = []
-        for tool in self._tools.values():
-            schema = tool.json_schema()
-            shown = {key: schema[key] for key in ("properties", "required") if schema.get(key)}
-            args = json.dumps(shown, separators=(",", ":"), ensure_ascii=False) if shown else "{}"
-            lines.append(f"- {tool.name} [{', '.join(tool.flags())}]: {tool.description}")
-            lines.append(f"  args: {args}")
-        self._rendered = "\n".join(lines)
+        if self._rendered is None:
+            self._rendered = "\n".join(self.entries())
         return self._rendered
+
+    def entries(self) -> list[str]:
+        """Each tool's entry of :meth:`render`, in order (built once per tool)."""
+        return [_entry(tool) for tool in self._tools.values()]
 
     def schema_signature(self) -> str:
         """A stable hash over tool names, flags and argument schemas (not descriptions):

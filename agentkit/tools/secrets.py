@@ -6,6 +6,11 @@ the domain's own storage (a toolset's database). Everything that leaves a tool (
 quote a secret (an error message, a log line, a prompt) goes through :func:`scrub_text` with the
 secret values the domain knows.
 
+Wherever a turn writes or shows text (ExecutionState, TaskState, the turn log, traces, spans,
+events, widgets), one :class:`SecretMask` does the masking: the values of secret-named keys,
+every value the secret store holds, and what a toolset's declared secret patterns match (a
+key the user types in a request, before any tool has stored it).
+
 A masked value keeps at most its last 4 characters, and only when the secret is long enough
 (12 characters or more) that 4 characters reveal little: ``"sk-live-0123456789abcd"`` becomes
 ``"****abcd"``, ``"short"`` becomes ``"****"``.
@@ -14,12 +19,22 @@ A masked value keeps at most its last 4 characters, and only when the secret is 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from itertools import pairwise
 
 from pydantic import JsonValue
 
-__all__ = ["MASK", "is_masked", "is_secret_key", "mask_secrets", "mask_value", "scrub_text"]
+__all__ = [
+    "MASK",
+    "SecretMask",
+    "StreamMask",
+    "is_masked",
+    "is_secret_key",
+    "mask_secrets",
+    "mask_value",
+    "scrub_text",
+]
 
 MASK = "****"
 """What replaces a secret (followed by its last 4 characters when it is long)."""
@@ -102,4 +117,103 @@ def _mask(value: JsonValue, secrets: list[str]) -> JsonValue:
         return [_mask(item, secrets) for item in value]
     if isinstance(value, str) and secrets:
         return _scrub(value, secrets)
+    return value
+
+
+@dataclass(frozen=True)
+class SecretMask:
+    """Masks every secret a turn knows in the text and JSON it writes or shows (see the
+    module docstring). *known* returns the secret store's values now (called on each use:
+    a tool may have stored a new one); *patterns* are the toolsets' declared secret formats."""
+
+    known: Callable[[], Sequence[str]] | None = None
+    patterns: tuple[re.Pattern[str], ...] = field(default=())
+
+    @classmethod
+    def compile(cls, patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
+        """Declared patterns, compiled once (an invalid one is a ValueError naming it)."""
+        compiled = []
+        for pattern in dict.fromkeys(patterns):
+            try:
+                compiled.append(re.compile(pattern))
+            except re.error as error:
+                raise ValueError(f"invalid secret pattern {pattern!r}: {error}") from None
+        return tuple(compiled)
+
+    def values(self) -> list[str]:
+        return _scrub_list(self.known()) if self.known is not None else []
+
+    def is_empty(self) -> bool:
+        """True when there is nothing to mask but secret-named keys (no pattern, no value)."""
+        return not self.patterns and not self.values()
+
+    def text(self, text: str) -> str:
+        """*text* with every known value and every pattern's match masked."""
+        if not text:
+            return text
+        if self.known is not None:
+            text = _scrub(text, self.values())
+        for pattern in self.patterns:
+            text = pattern.sub(_masked_match, text)
+        return text
+
+    def json(self, value: JsonValue) -> JsonValue:
+        """A copy of *value* with secret-named keys' values masked at any depth, and every
+        string masked as :meth:`text` does."""
+        secrets = self.values()
+        if not self.patterns:
+            return _mask(value, secrets)
+        return _mask_with(value, lambda text: self._patterned(_scrub(text, secrets)))
+
+    def _patterned(self, text: str) -> str:
+        for pattern in self.patterns:
+            text = pattern.sub(_masked_match, text)
+        return text
+
+    def stream(self) -> StreamMask:
+        """A masker for text that arrives in pieces (a streamed reply)."""
+        return StreamMask(self)
+
+
+class StreamMask:
+    """Masks a text that arrives in pieces: each piece is passed on up to its last
+    whitespace, masked, and the rest held back until more comes (a secret written without a
+    space is never split between two pieces); :meth:`flush` passes on what is held."""
+
+    def __init__(self, mask: SecretMask) -> None:
+        self._mask = mask
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        if not self._held and self._mask.is_empty():  # nothing to mask: as it comes
+            return piece
+        text = self._held + piece
+        cut = max(text.rfind(" "), text.rfind("\n"), text.rfind("\t"))
+        if cut < 0:
+            self._held = text
+            return ""
+        self._held = text[cut + 1 :]
+        return self._mask.text(text[: cut + 1])
+
+    def flush(self) -> str:
+        held, self._held = self._held, ""
+        return self._mask.text(held)
+
+
+def _masked_match(match: re.Match[str]) -> str:
+    return mask_value(match.group(0))
+
+
+def _mask_with(value: JsonValue, text: Callable[[str], str]) -> JsonValue:
+    if isinstance(value, dict):
+        return {
+            key: mask_value(item)
+            if is_secret_key(key) and isinstance(item, str)
+            else _mask_with(item, text)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_mask_with(item, text) for item in value]
+    if isinstance(value, str):
+        return text(value)
     return value

@@ -126,7 +126,13 @@ class AgentTools:
             for toolset in everything:
                 yield from toolset.secrets()
 
-        registry = ToolRegistry(tools.values(), max_output_chars=max_output_chars, secrets=secrets)
+        patterns = [pattern for toolset in everything for pattern in toolset.secret_patterns()]
+        registry = ToolRegistry(
+            tools.values(),
+            max_output_chars=max_output_chars,
+            secrets=secrets,
+            secret_patterns=patterns,
+        )
         return cls(everything, registry)
 
     def toolset(self, name: str) -> Toolset:

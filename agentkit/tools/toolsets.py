@@ -63,6 +63,12 @@ class Toolset(ABC):
         """Secret values the toolset stores, to scrub from results and logs."""
         return ()
 
+    def secret_patterns(self) -> Sequence[str]:
+        """Regular expressions for the formats of the secrets the toolset's domain uses
+        (its key formats): what they match is masked wherever a turn writes or shows text,
+        a key the user types in a request included (:class:`~agentkit.tools.SecretMask`)."""
+        return ()
+
     @property
     def has_state(self) -> bool:
         """True when the toolset overrides :meth:`snapshot`."""
@@ -101,7 +107,8 @@ class FunctionToolset(Toolset):
 
     The optional callables give it a state: *snapshot* returns it as JSON, *seed* puts a
     starting state in place (validated first by *state_model* when given), *secrets* returns
-    the secret values the tools store, *close* releases what they hold.
+    the secret values the tools store, *secret_patterns* their formats, *close* releases
+    what they hold.
     """
 
     def __init__(
@@ -114,9 +121,11 @@ class FunctionToolset(Toolset):
         seed: Callable[[JsonValue], None] | None = None,
         state_model: type[BaseModel] | None = None,
         secrets: Callable[[], Iterable[str]] | None = None,
+        secret_patterns: Sequence[str] = (),
         close: Callable[[], None] | None = None,
     ) -> None:
         self.name = name
+        self._patterns = tuple(secret_patterns)
         self.state_model = state_model
         self._tools = tuple(as_tool(item, context) for item in tools)
         self._snapshot = snapshot
@@ -149,6 +158,9 @@ class FunctionToolset(Toolset):
 
     def secrets(self) -> Iterable[str]:
         return self._secrets() if self._secrets is not None else ()
+
+    def secret_patterns(self) -> Sequence[str]:
+        return self._patterns
 
     def close(self) -> None:
         close, self._close = self._close, None

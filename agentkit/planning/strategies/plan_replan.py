@@ -9,52 +9,49 @@ is taken as ``continue`` and said so in the ``replan`` event: a bad replan never
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from agentkit.events import AgentEvent, ReplanEvent
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage
 from agentkit.planning import calls, context, reads, tool_choice
+from agentkit.planning.graph import Stage, Strategy, Turn
 from agentkit.planning.plan import PlanFormatError, parse_replan
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import replan_schema
-from agentkit.planning.state import Stage, Then, Turn, planned, skip_pending
-from agentkit.planning.steps import execute, run_plan
-from agentkit.planning.strategies.base import Strategy
+from agentkit.planning.state import planned, skip_pending
+from agentkit.planning.steps import Execute, RunPlan
 
-__all__ = ["PlanReplan"]
+__all__ = ["PlanReplan", "Replan"]
 
 
 class PlanReplan(Strategy):
     name = "plan_replan"
 
     def start(self, turn: Turn) -> Stage:
-        return tool_choice.first_action(run_plan(_plan_messages), then_respond=True)
+        return tool_choice.FirstAction(RunPlan(_plan_messages), then_respond=True)
 
     def after_step(self, turn: Turn, step_id: str) -> Stage:
-        async def replan(turn: Turn) -> AsyncIterator[AgentEvent | Then]:
-            decided = await _replan(turn, step_id)
-            if decided is not None:
-                yield decided
-            if turn.state.status == "running":
-                yield Then(execute)
+        return Replan(step_id)
 
-        return replan
+
+@dataclass(frozen=True, slots=True)
+class Replan(Stage):
+    """The replan decision after step *step_id*, recorded and announced; then the plan goes
+    on (:class:`~agentkit.planning.steps.Execute`)."""
+
+    step_id: str
+
+    async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Execute]:
+        decided = await _replan(turn, self.step_id)
+        if decided is not None:
+            yield decided
+        yield Execute()
 
 
 def _plan_messages(turn: Turn) -> list[ChatMessage]:
-    state, ctx = turn.state, turn.ctx
-    prompt = render_prompt(
-        "plan",
-        ctx.agent_dir,
-        max_steps=str(ctx.config.max_steps),
-        tools=ctx.tools.render() or "(no tools)",
-        live_state=context.snapshot(state),
-        task_state=context.task_text(turn),
-        previous=context.previous_text(turn.request.previous),
-        conversation=context.conversation(turn),
-        request=ctx.text,
-    )
-    return context.messages(turn, prompt)
+    prompt = render_prompt("plan", turn.ctx.agent_dir, **turn.prompt.values(turn.state))
+    return context.messages(turn.ctx, prompt)
 
 
 async def _replan(turn: Turn, step_id: str) -> ReplanEvent | None:
@@ -63,19 +60,11 @@ async def _replan(turn: Turn, step_id: str) -> ReplanEvent | None:
     state, ctx = turn.state, turn.ctx
     if state.status != "running":
         return None
-    tools, max_steps = ctx.tools, ctx.config.max_steps
-    prompt = render_prompt(
-        "replan",
-        ctx.agent_dir,
-        tools=tools.render(),
-        goal=state.goal,
-        steps=context.steps_text(state),
-        observations=context.observations(state),
-        last_step=step_id,
-    )
+    tools, max_steps = turn.tools, ctx.config.max_steps
+    prompt = render_prompt("replan", ctx.agent_dir, **turn.prompt.values(state, last_step=step_id))
     taken = frozenset(step.id for step in state.steps)
-    sent = context.messages(turn, prompt)
-    span = ctx.trace.plan() if ctx.trace is not None else None
+    sent = context.messages(ctx, prompt)
+    span = turn.trace.plan() if turn.trace is not None else None
     try:
         schema = replan_schema(tools, max_steps)
         problem, value, _ = await calls.structured(turn, "replan", sent, schema, span)
@@ -115,5 +104,5 @@ async def _replan(turn: Turn, step_id: str) -> ReplanEvent | None:
     return ReplanEvent(
         action=decision.action,
         reason=decision.reason,
-        steps=[planned(step) for step in new_steps],
+        steps=[planned(step, ctx.mask) for step in new_steps],
     )

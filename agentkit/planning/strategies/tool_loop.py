@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from pydantic import JsonValue
 
@@ -22,49 +23,53 @@ from agentkit.memory import Observation, PlanStep
 from agentkit.models.base import ChatMessage, ToolSpec
 from agentkit.planning import calls, context, tool_choice
 from agentkit.planning.errors import TurnFailedError
+from agentkit.planning.graph import End, Stage, Strategy, Turn
 from agentkit.planning.plan import ActReply, PlanFormatError, check_tool_call, parse_act
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import act_schema
-from agentkit.planning.state import Stage, Then, Turn
-from agentkit.planning.steps import respond, run_step
-from agentkit.planning.strategies.base import Strategy
+from agentkit.planning.steps import Respond, run_step
 from agentkit.planning.tracer import error_text
-from agentkit.tools import mask_secrets
 
-__all__ = ["ToolLoop"]
+__all__ = ["Act", "ToolLoop"]
 
 
 class ToolLoop(Strategy):
     name = "tool_loop"
 
     def start(self, turn: Turn) -> Stage:
-        return _start
+        return LoopStart()
 
     def after_step(self, turn: Turn, step_id: str) -> Stage:
-        return _act_loop
-
-    def resume(self, turn: Turn, step_id: str) -> Stage:
-        return _act_loop
+        return Act()
 
 
-async def _start(turn: Turn) -> AsyncIterator[AgentEvent | Then]:
-    turn.flow.save(turn.state.resume())
-    yield Then(tool_choice.first_action(_act_loop, then_respond=False))
+@dataclass(frozen=True, slots=True)
+class LoopStart(Stage):
+    """The flow runs at once (no plan); the router's first action, else the loop."""
+
+    async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Stage]:
+        turn.flow.save(turn.state.resume())
+        yield tool_choice.FirstAction(Act(), then_respond=False)
 
 
-async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Then]:
+@dataclass(frozen=True, slots=True)
+class Act(Stage):
     """One action: a tool step (then the loop again, after it ran), or the answer."""
+
+    iteration = True
+
+    async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
+        async for item in _act_loop(turn):
+            yield item
+
+
+async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
     ctx = turn.ctx
-    config, tools = ctx.config, ctx.tools
+    config, tools = ctx.config, turn.tools
     state = turn.state
-    if state.status != "running":
-        return  # paused for consent, or finished
-    turn.check_cancel()
-    turn.outcome.iterations += 1
-    if turn.outcome.iterations > config.max_iterations:
-        raise TurnFailedError(
-            "iteration_limit", f"stopped after {config.max_iterations} iterations"
-        )
+    if state.status != "running":  # paused for consent, or finished
+        yield End(state.final_answer)
+        return
     sent = _act_messages(turn)
     problem, action = await _act(turn, sent)
     if problem:
@@ -75,9 +80,10 @@ async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Then]:
             "invalid_action", f"no usable action after one repair round: {problem}"
         )
     if action.action == "answer":
-        turn.outcome.answer = ctx.scrub(action.text.strip())
-        yield AgentOutputEvent(text=turn.outcome.answer)
-        turn.flow.save(state.complete(turn.outcome.answer))
+        said = ctx.scrub(action.text.strip())
+        yield AgentOutputEvent(text=said)
+        turn.flow.save(state.complete(said))
+        yield End(said)
         return
     tool_steps = [step for step in state.steps if step.type == "tool"]
     if len(tool_steps) >= config.max_steps:
@@ -107,7 +113,7 @@ async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Then]:
         )
         steps = (*state.steps, answer)
         turn.flow.save(state.observe(note).with_steps(steps, plan_id=state.plan_id))
-        yield Then(respond(answer))
+        yield Respond(answer)
         return
     step = PlanStep(
         id=f"act_{len(state.steps) + 1}",
@@ -118,22 +124,12 @@ async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Then]:
     )
     plan_id = state.plan_id or f"loop-{ctx.message_id}"
     turn.flow.save(state.with_steps((*state.steps, step), plan_id=plan_id))
-    yield Then(run_step(step))
+    yield run_step(step)
 
 
 def _act_messages(turn: Turn) -> list[ChatMessage]:
-    state, ctx = turn.state, turn.ctx
-    prompt = render_prompt(
-        "act",
-        ctx.agent_dir,
-        tools=ctx.tools.render() or "(no tools)",
-        live_state=context.snapshot(state),
-        task_state=context.task_text(turn),
-        observations=context.observations(state),
-        conversation=context.conversation(turn),
-        request=ctx.text,
-    )
-    return context.messages(turn, prompt)
+    prompt = render_prompt("act", turn.ctx.agent_dir, **turn.prompt.values(turn.state))
+    return context.messages(turn.ctx, prompt)
 
 
 async def _act(turn: Turn, sent: list[ChatMessage]) -> tuple[str, ActReply | None]:
@@ -141,7 +137,7 @@ async def _act(turn: Turn, sent: list[ChatMessage]) -> tuple[str, ActReply | Non
     model = turn.calls.chat_model()
     if model.native_tools:
         return await _act_native(turn, sent)
-    tools = turn.ctx.tools
+    tools = turn.tools
     problem, value, _ = await calls.structured(turn, "act", sent, act_schema(tools))
     if problem:
         return problem, None
@@ -152,7 +148,7 @@ async def _act(turn: Turn, sent: list[ChatMessage]) -> tuple[str, ActReply | Non
 
 
 async def _act_native(turn: Turn, sent: list[ChatMessage]) -> tuple[str, ActReply | None]:
-    registry = turn.ctx.tools
+    registry = turn.tools
     tools = [registry.get(name) for name in registry.names()]
     specs = [
         ToolSpec(name=tool.name, description=tool.description, parameters=tool.json_schema())
@@ -165,7 +161,9 @@ async def _act_native(turn: Turn, sent: list[ChatMessage]) -> tuple[str, ActRepl
             if completion.tool_calls:
                 first = completion.tool_calls[0]  # one action per call: the rest asked again
                 shown: JsonValue = {
-                    "tool_calls": [mask_secrets({"name": first.name, "arguments": first.arguments})]
+                    "tool_calls": [
+                        turn.ctx.mask.json({"name": first.name, "arguments": first.arguments})
+                    ]
                 }
                 raw = json.dumps(shown)
                 try:
