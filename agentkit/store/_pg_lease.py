@@ -38,7 +38,7 @@ from agentkit._extras import missing
 from agentkit.errors import ConversationBusyError, ConversationNotFoundError, StoreError
 from agentkit.store._pg import PostgresDatabase
 from agentkit.store.backend import Lease
-from agentkit.store.values import ConversationKey, StaleWriterError
+from agentkit.store.values import ConversationKey, StaleWriterError, StoreUnavailableError
 from agentkit.types import ConversationMeta
 
 try:
@@ -310,7 +310,8 @@ class PostgresLeases:
         if connection is not None and not (connection.closed or connection.broken):
             return connection
         if lease.stack is not None:  # a brief lease's transaction is gone with its connection
-            raise StoreError(f"the connection writing to {lease.key} was lost")
+            reason = f"the connection writing to {lease.key} was lost; nothing acknowledged"
+            raise StoreUnavailableError(reason)
         self.lose(lease)
         key = lease.key
         current = self.current_epoch(key)

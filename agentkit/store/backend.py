@@ -36,15 +36,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Self
 
-from agentkit.errors import UsageError
+from agentkit.errors import StoreError, UsageError
 from agentkit.store._records import JournalRecord, MessageRecord, Views
 from agentkit.store.values import ConversationKey, Problem, StaleWriterError, TraceSink
 from agentkit.types import ConversationMeta, Message
 
-__all__ = ["JournalBackend", "Lease", "RecordKind", "Scanned"]
+__all__ = ["JournalBackend", "Lease", "LeaseMovedError", "RecordKind", "Scanned"]
 
 RecordKind = Literal["created", "message", "status", "annotation", "checkpoint", "forked", "record"]
 """The ``kind`` of a journal record (:mod:`agentkit.store._records`)."""
+
+
+class LeaseMovedError(StoreError):
+    """The conversation had moved on under a lease when it was to append: a write of its
+    holder whose outcome was lost (a connection dropped, an I/O error) had reached the
+    journal after all. The backend has brought the lease up to date and appended nothing;
+    the records are numbered again from it (the conversation layer does, once)."""
 
 
 class Lease:
@@ -149,7 +156,8 @@ class JournalBackend(ABC):
 
         *durable*: on disk (flushed to the WAL) before this returns; otherwise it becomes
         durable with the conversation's next durable append. Raises
-        :class:`~agentkit.store.values.StaleWriterError` when *lease* is no longer held."""
+        :class:`~agentkit.store.values.StaleWriterError` when *lease* is no longer held,
+        :class:`LeaseMovedError` when the conversation is not where *lease* says."""
 
     @abstractmethod
     def create(

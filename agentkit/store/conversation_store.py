@@ -46,7 +46,7 @@ from agentkit.store._records import (
     fold,
     render_turn,
 )
-from agentkit.store.backend import JournalBackend, Lease, RecordKind
+from agentkit.store.backend import JournalBackend, Lease, LeaseMovedError, RecordKind
 from agentkit.store.forks import checkpoints_of, fork_records
 from agentkit.store.records import ConversationRecord
 from agentkit.store.values import (
@@ -199,21 +199,35 @@ class ConversationStore:
             hold.pending = []
             if not batch and checkpoint is None:
                 return lease.meta
-            views = Views.resume(lease.meta, lease.records)
-            numbered: list[JournalRecord] = []
-            for record in batch:
-                copy = record.model_copy(update={"seq": views.records + 1})
-                views.apply(copy)
-                numbered.append(copy)
-            if checkpoint is not None:
-                done = {"messages": views.message_count, "status": views.status}
-                mark = CheckpointRecord(
-                    seq=views.records + 1, checkpoint=checkpoint.model_copy(update=done)
-                )
-                views.apply(mark)
-                numbered.append(mark)
-            self.backend.append(lease, numbered, views.meta, durable=durable)
+            try:
+                self._append(lease, batch, checkpoint, durable=durable)
+            except LeaseMovedError:  # an earlier write had landed after all: number again
+                self._append(lease, batch, checkpoint, durable=durable)
             return lease.meta
+
+    def _append(
+        self,
+        lease: Lease,
+        batch: Sequence[JournalRecord],
+        checkpoint: TurnCheckpoint | None,
+        *,
+        durable: bool,
+    ) -> None:
+        """*batch* numbered after the lease's records, and the checkpoint filled in."""
+        views = Views.resume(lease.meta, lease.records)
+        numbered: list[JournalRecord] = []
+        for record in batch:
+            copy = record.model_copy(update={"seq": views.records + 1})
+            views.apply(copy)
+            numbered.append(copy)
+        if checkpoint is not None:
+            done = {"messages": views.message_count, "status": views.status}
+            mark = CheckpointRecord(
+                seq=views.records + 1, checkpoint=checkpoint.model_copy(update=done)
+            )
+            views.apply(mark)
+            numbered.append(mark)
+        self.backend.append(lease, numbered, views.meta, durable=durable)
 
     def create(self, key: ConversationKey, title: str) -> ConversationMeta:
         """Create an empty conversation (status ``idle``). Fails if it exists."""

@@ -97,7 +97,7 @@ from agentkit.store._views import (
     scan_journal,
     tail_records,
 )
-from agentkit.store.backend import JournalBackend, Lease, RecordKind, Scanned
+from agentkit.store.backend import JournalBackend, Lease, LeaseMovedError, RecordKind, Scanned
 from agentkit.store.conversation_store import ConversationStore
 from agentkit.store.values import ConversationKey, Problem, TraceSink
 from agentkit.types import ConversationMeta, Message
@@ -379,7 +379,7 @@ class FileJournal(JournalBackend):
         state = self._writable_state(key)  # after a failed write: recovered first
         if state.checkpoint.journal_records != own.records:  # that write reached the journal
             own.meta, own.records = state.meta, state.checkpoint.journal_records
-            raise StoreError(f"{key} changed after a failed write; nothing acknowledged")
+            raise LeaseMovedError(f"{key} moved on: a write reported failed had landed")
         directory = self._dir(key)
         frames = b"".join(encode_frame(encode_record(record)) for record in records)
         held = self._held[key]  # _writable_state keeps it

@@ -43,7 +43,7 @@ from agentkit.store._records import (
     fold,
     turn_of,
 )
-from agentkit.store.backend import JournalBackend, Lease, RecordKind, Scanned
+from agentkit.store.backend import JournalBackend, Lease, LeaseMovedError, RecordKind, Scanned
 from agentkit.store.conversation_store import ConversationStore
 from agentkit.store.values import ConversationKey, Problem, StoreUnavailableError, TraceSink
 from agentkit.types import ConversationMeta
@@ -178,8 +178,8 @@ class PostgresJournal(JournalBackend):
         before = own.records
         for attempt in (1, 2):
             connection = self.leases.fenced(own, self.lock_timeout)
-            if own.records != before:  # taken back after a loss: nobody else can have written
-                raise StoreError(f"{key} has {own.records} records, this writer knew {before}")
+            if own.records != before:  # taken back: a write of ours reported lost had committed
+                raise LeaseMovedError(f"{key} has {own.records} records, this writer knew {before}")
             try:
                 self._append_fenced(connection, own, records, meta, durable=durable)
             except _FencedError:
