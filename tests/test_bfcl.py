@@ -23,8 +23,7 @@ from agentkit.tools import ToolArgumentsError, ToolRegistry
 
 from tests._bfcl_oracle import Oracle
 
-#: the categories agentkit runs (miss_func's held-back functions are not offered yet)
-RUN = [c for c in CATEGORIES if c != "multi_turn_miss_func"]
+RUN = list(CATEGORIES)
 TOOL_LOOP = {"planner.strategy": "tool_loop", "planner.tool_choice": "model"}
 
 
@@ -158,6 +157,22 @@ def test_miss_param_the_question_is_the_no_call_turn_and_the_answer_completes_it
     _, row = run_one(scenario, guessing, root)
     assert guessing.asked == []
     assert row["tool_calls"] > sum(len(turn) for turn in gold)
+
+
+def test_miss_func_the_held_back_functions_come_at_their_turn(root: Path) -> None:
+    scenario = load_suite("bfcl:multi_turn_miss_func", limit=1, seed=0)[0]
+    item = find_item(scenario.bfcl.item)
+    ((turn, docs),) = item.held_back.items()
+    held = {str(doc["name"]) for doc in docs}
+    assert scenario.turns[turn].restart  # a fresh agent, with the functions added
+    oracle = Oracle(item)
+    model = FunctionModel(oracle)
+    frame = run_eval([scenario], model=model, data_dir=root, progress=False, sets=TOOL_LOOP)
+    row = frame.iloc[0]
+    assert row["bfcl_valid"] and row["passed"], row.get("bfcl_error")
+    offered = [(oracle.turn_of(r), set(r.tool_names)) for r in model.requests if r.tools]
+    assert all(not (names & held) for index, names in offered if index < turn)
+    assert all(held <= names for index, names in offered if index >= turn)
 
 
 def test_the_memory_protocol_compresses_then_asks_in_scenario_c(root: Path) -> None:

@@ -516,3 +516,27 @@ def test_after_a_failed_fsync_the_journal_is_rewritten_before_the_next_write(
     inode_after = journal.stat().st_ino
     store.append(key, _msg("user", "t2", "normal again"))
     assert journal.stat().st_ino == inode_after
+
+
+def test_inside_a_turn_a_write_reported_failed_that_landed_is_numbered_past(
+    tmp_path: Path,
+) -> None:
+    """A turn's write whose fsync fails is reported (nothing acknowledged), yet its record
+    reached the journal; the turn's next write, under the same lease, finds it there after
+    recovery and numbers its own records after it: nothing is overwritten or lost."""
+    key = ConversationKey(AGENT, "conv-landed")
+    store = FileConversationStore(tmp_path / "data")
+    store.create(key, "landed")
+    question = _msg("user", "t1", "its fsync fails")
+    answer = _msg("assistant", "t1", "after the fault")
+    with store.hold(key):
+        with (
+            _failing("fsync", 1, errno.EIO),
+            pytest.raises(StoreError, match="nothing acknowledged"),
+        ):
+            store.append(key, question, status="running")
+        meta = store.append(key, answer, status="completed")
+    assert store.messages(key) == [question, answer]
+    assert meta.stats.message_count == 2 and meta.status == "completed"
+    assert [r.seq for r in store.journal(key)] == [1, 2, 3, 4, 5]
+    assert store.verify().ok

@@ -47,7 +47,7 @@ from pydantic import (
 
 from agentkit._extras import require
 from agentkit.errors import ConfigError, UsageError
-from agentkit.eval.external import ExternalScore, RunTranscript
+from agentkit.eval.scorer import RunScorer
 from agentkit.events import Scenario as SessionScenario
 from agentkit.ids import ID_PATTERN
 from agentkit.memory import ExecutionStatus, TaskState
@@ -273,7 +273,14 @@ class Scenario(_Strict):
     )
     turns: tuple[Turn, ...] = Field(default=(), validate_default=True)
     expect: Expectations = Expectations()
+    scorer: RunScorer | None = Field(
+        default=None,
+        exclude=True,
+        description="a scenario source's own scoring and columns (set in Python, never in a "
+        "file: agentkit.eval.scorer)",
+    )
 
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
     _source: Path | None = PrivateAttr(default=None)
 
     @field_validator("user_script")
@@ -349,18 +356,6 @@ class Scenario(_Strict):
         if self.simulated_user is not None:
             return self.script is not None and bool(self.user_script)
         return all(turn.script is not None for turn in self.turns)
-
-    def external_score(self, transcript: RunTranscript | None) -> ExternalScore | None:
-        """A checker from outside the harness scores the run (None: the expectations alone).
-        *transcript* is None for a run that never started. A public suite's scenarios
-        override it (:mod:`agentkit.eval.external`)."""
-        return None
-
-    @property
-    def scores_externally(self) -> bool:
-        """True when :meth:`external_score` is overridden (the harness then keeps the
-        toolsets' state after each turn in the transcript)."""
-        return type(self).external_score is not Scenario.external_score
 
     def missing_scripts(self) -> list[int]:
         """1-based numbers of the turns without a script (fixed turns only)."""

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agentkit.store.base import ConversationKey
+from agentkit.store.values import ConversationKey
 
 __all__ = ["ConversationLock", "WriterLocks"]
 

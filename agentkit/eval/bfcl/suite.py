@@ -28,11 +28,13 @@ The answer of the question's turn is scored by BFCL's string match; ``bfcl_promp
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agentkit.errors import UsageError
+from agentkit.eval.bfcl._package import bfcl_module
 from agentkit.eval.bfcl.catalog import (
     BfclItem,
     check_category,
@@ -42,15 +44,19 @@ from agentkit.eval.bfcl.catalog import (
 )
 from agentkit.eval.bfcl.scoring import BfclScore, Call, score_answer, score_calls
 from agentkit.eval.bfcl.toolset import TOOLSET, find_item, toolset_spec
-from agentkit.eval.external import Cell, ExternalScore, RunTranscript
 from agentkit.eval.scenario import Expectations, Scenario, ScenarioMessage, Turn
+from agentkit.eval.scorer import RunScorer, SourceColumns, SourceScore
+from agentkit.eval.transcript import Transcript, UserTurn
+from agentkit.events import ResultEvent
 
 __all__ = [
     "COLUMNS",
     "DEFAULT_AGENT",
     "PREFIX",
+    "BfclColumns",
     "BfclRef",
     "BfclScenario",
+    "BfclScorer",
     "MemoryContext",
     "is_suite",
     "load_suite",
@@ -84,46 +90,78 @@ class BfclRef(BaseModel):
     memory_context: MemoryContext | None = None
 
 
+class BfclColumns(SourceColumns):
+    """A BFCL row's own columns (NA in the rows of other scenarios)."""
+
+    bfcl_mode: str | None = None
+    bfcl_category: str | None = None
+    bfcl_id: str | None = None
+    bfcl_valid: bool | None = None
+    bfcl_error_type: str | None = None
+    #: the memory set: which context the question had, its prompt tokens and latency
+    bfcl_memory_context: str | None = None
+    bfcl_prompt_tokens: int | None = None
+    bfcl_turn_ms: float | None = None
+    #: what BFCL's checker said when the run was not valid
+    bfcl_error: str | None = None
+
+
+@dataclass(frozen=True)
+class BfclScorer(RunScorer):
+    """BFCL's own checker scores the run from its transcript (the calls each turn added to
+    the item toolset's record: the real arguments, which the events show masked)."""
+
+    columns: ClassVar[type[SourceColumns]] = BfclColumns
+    turn_state: ClassVar[bool] = True
+    ref: BfclRef
+
+    def score(self, transcript: Transcript) -> SourceScore:
+        ref = self.ref
+        base = BfclColumns(bfcl_mode=MODE, bfcl_category=ref.category, bfcl_id=ref.item)
+        if not transcript.turns:  # never started, or stopped before its first turn
+            return SourceScore(base.model_copy(update={"bfcl_valid": False, "bfcl_error_type": ""}))
+        item = find_item(ref.item)
+        try:
+            score = _score(item, ref, transcript.turns)
+        except Exception as error:  # a checker that crashed is a row, not a lost sweep
+            score = BfclScore(False, "agentkit:checker_crashed", f"{type(error).__name__}: {error}")
+        columns = base.model_copy(
+            update={"bfcl_valid": score.valid, "bfcl_error_type": score.error_type}
+        )
+        if item.kind == "memory":
+            result = _result(transcript.turns[-1])
+            columns = columns.model_copy(
+                update={
+                    "bfcl_memory_context": ref.memory_context,
+                    "bfcl_prompt_tokens": result.usage.input_tokens if result else None,
+                    "bfcl_turn_ms": round(result.latency_ms, 3) if result else None,
+                }
+            )
+        if not score.valid:
+            columns = columns.model_copy(update={"bfcl_error": score.error})
+        why = f"{score.error_type}: {score.error}" if not score.valid else ""
+        return SourceScore(columns, passed=score.valid, kind="bfcl", detail=why[:500])
+
+
 class BfclScenario(Scenario):
     """A scenario whose run BFCL's own checker scores (see the module docstring)."""
 
     bfcl: BfclRef
 
-    def external_score(self, transcript: RunTranscript | None) -> ExternalScore:
-        ref = self.bfcl
-        columns: dict[str, Cell] = {
-            "bfcl_mode": MODE,
-            "bfcl_category": ref.category,
-            "bfcl_id": ref.item,
-        }
-        if transcript is None:  # never started
-            return ExternalScore(False, {**columns, "bfcl_valid": False, "bfcl_error_type": ""})
-        item = find_item(ref.item)
-        try:
-            score = _score(item, ref, transcript)
-        except Exception as error:  # a checker that crashed is a row, not a lost sweep
-            score = BfclScore(False, "agentkit:checker_crashed", f"{type(error).__name__}: {error}")
-        columns.update(bfcl_valid=score.valid, bfcl_error_type=score.error_type)
-        if item.kind == "memory":
-            last = transcript.turns[-1] if transcript.turns else None
-            columns["bfcl_memory_context"] = ref.memory_context
-            columns["bfcl_prompt_tokens"] = last.input_tokens if last else None
-            columns["bfcl_turn_ms"] = round(last.latency_ms, 3) if last else None
-        if not score.valid:
-            columns["bfcl_error"] = score.error
-        why = f"BFCL {score.error_type}: {score.error}" if not score.valid else ""
-        return ExternalScore(score.valid, columns, why=why[:500])
+
+def _result(turn: UserTurn) -> ResultEvent | None:
+    return next((e for e in reversed(turn.events) if isinstance(e, ResultEvent)), None)
 
 
-def _score(item: BfclItem, ref: BfclRef, transcript: RunTranscript) -> BfclScore:
+def _score(item: BfclItem, ref: BfclRef, turns: Sequence[UserTurn]) -> BfclScore:
     if item.kind == "memory":
-        asked = transcript.turns[-1] if len(transcript.turns) == _memory_turns(ref) else None
-        return score_answer(item, asked.answer if asked is not None else "")
+        asked = _result(turns[-1]) if len(turns) == _memory_turns(ref) else None
+        return score_answer(item, asked.text if asked is not None else "")
     single = item.kind in {"relevance", "irrelevance", "ast"}
-    turns = transcript.turns[:1] if single else transcript.turns
+    chosen = turns[:1] if single else turns
     calls, seen = [], 0
-    for turn in turns:  # the calls each turn added to the item toolset's record
-        made = _recorded(turn.tool_state)
+    for turn in chosen:  # the calls each turn added to the item toolset's record
+        made = _recorded(turn.after.state if turn.after is not None else {})
         calls.append([[call] for call in made[seen:]])
         seen = len(made)
     return score_calls(item, calls)
@@ -190,12 +228,10 @@ def scenario_for(
     history, first = _first_turn(item)
     turns = [Turn(user=first)]
     for number, messages in enumerate(item.turns[1:], 1):
-        if not messages:
-            raise UsageError(
-                f"{item.id}: turn {number} adds held-back functions; agentkit does not run "
-                f"{item.category} items yet"
-            )
-        turns.append(Turn(user=_text(messages)))
+        if number in item.held_back:  # BFCL adds the held-back functions: a fresh agent
+            turns.append(Turn(user=_more_functions(), restart=True))
+        else:
+            turns.append(Turn(user=_text(messages)))
     config: dict[str, JsonValue] = {"toolsets": [toolset_spec(item)]}
     return BfclScenario(
         id=item.id,
@@ -206,7 +242,15 @@ def scenario_for(
         config=config,
         history=tuple(history),
         turns=tuple(turns),
-        bfcl=BfclRef(item=item.id, category=item.category),
+        bfcl=(ref := BfclRef(item=item.id, category=item.category)),
+        scorer=BfclScorer(ref),
+    )
+
+
+def _more_functions() -> str:
+    """BFCL's own message for a turn that adds functions (its function-calling wording)."""
+    return str(
+        bfcl_module("constants.default_prompts").DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
     )
 
 
@@ -257,5 +301,6 @@ def _memory_scenario(item: BfclItem, agent: str, context: MemoryContext) -> Bfcl
         config=config,
         history=tuple(history),
         turns=turns,
-        bfcl=BfclRef(item=item.id, category=item.category, memory_context=context),
+        bfcl=(ref := BfclRef(item=item.id, category=item.category, memory_context=context)),
+        scorer=BfclScorer(ref),
     )

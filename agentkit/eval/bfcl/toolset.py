@@ -23,7 +23,10 @@ import copy
 import inspect
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import JsonValue
@@ -91,18 +94,59 @@ def _schemas(functions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [tool["function"] for tool in tools]
 
 
+@dataclass
+class RunState:
+    """What an item's tools keep for the whole run: the simulated APIs, the calls made, and
+    how many times the agent opened them (a ``miss_func`` item's agent is opened afresh at
+    each turn that adds held-back functions)."""
+
+    instances: dict[str, object]
+    calls: list[dict[str, JsonValue]] = field(default_factory=list)
+    opened: int = 0
+
+
+#: the state of the runs going on in this process, by the run's agent folder (a run's data
+#: root is its own), the latest few only
+_RUNS: OrderedDict[Path, RunState] = OrderedDict()
+_RUNS_KEPT = 64
+
+
+def _run_state(item: BfclItem, folder: Path) -> RunState:
+    state = _RUNS.get(folder)
+    if state is None:
+        state = _RUNS[folder] = RunState(_instances(item) if item.kind == "multi_turn" else {})
+        while len(_RUNS) > _RUNS_KEPT:
+            _RUNS.popitem(last=False)
+    _RUNS.move_to_end(folder)
+    state.opened += 1
+    return state
+
+
+def offered(item: BfclItem, opened: int) -> list[dict[str, Any]]:
+    """The functions offered at the *opened*-th opening of the run's agent: the item's, plus
+    the held-back functions of as many ``miss_func`` turns as the agent was reopened for."""
+    docs = list(item.functions)
+    for index in sorted(item.held_back)[: max(0, opened - 1)]:
+        docs += copy.deepcopy(list(item.held_back[index]))  # as BFCL offers them (no hint)
+    return docs
+
+
 class ItemToolset(Toolset):
     """The tools of one BFCL item (see the module docstring)."""
 
     def __init__(
-        self, item: BfclItem, functions: Sequence[Mapping[str, Any]] | None = None
+        self,
+        item: BfclItem,
+        functions: Sequence[Mapping[str, Any]] | None = None,
+        state: RunState | None = None,
     ) -> None:
         self.name = TOOLSET
         self.item = item
         docs = list(item.functions if functions is None else functions)
         self._names = tool_names(docs)
-        self._instances = _instances(item) if item.kind == "multi_turn" else {}
-        self._calls: list[dict[str, JsonValue]] = []
+        run = state or RunState(_instances(item) if item.kind == "multi_turn" else {})
+        self._instances = run.instances
+        self._calls = run.calls
         methods = _methods(self._instances)
         schemas = _schemas(docs)
         tools: list[Tool[Any]] = []
@@ -191,7 +235,9 @@ def _jsonable(value: object) -> JsonValue:
 
 def _factory(item_id: str) -> Callable[[ToolContext], Toolset]:
     def build(context: ToolContext) -> Toolset:
-        return ItemToolset(find_item(item_id))
+        item = find_item(item_id)
+        state = _run_state(item, context.agent_dir.resolve())
+        return ItemToolset(item, offered(item, state.opened), state)
 
     return build
 
