@@ -37,6 +37,7 @@ from tests._postgres import (  # noqa: F401
     postgres_server,
     postgres_url,
 )
+from tests._processes import listening
 from tests.conftest import REPO, SAMPLE_AGENTS, run_cli
 from tests.fakes.gated_model import Gate
 from tests.fakes.live_api import SseEvent, free_port, iter_events, parse_sse
@@ -62,10 +63,9 @@ import asyncio
 async def reply(request):
     text = request.prompt
     if text.startswith("hang"):
-        for _ in range(6000):
+        while True:  # only a cancel ends it (however long the machine takes to send one)
             yield "."
             await asyncio.sleep(0.01)
-        return
     pause = 0.05 if text.startswith("slow") else 0.002
     for piece in ("echo", ": ", text):
         yield piece
@@ -118,6 +118,8 @@ class Replica:
         assert self.process is not None
         if self.process.poll() is not None:
             raise RuntimeError(f"replica {self.name} exited:\n{self.log.read_text()[-3000:]}")
+        if not listening(self.process.pid, self.port):  # not ours yet, whoever answers there
+            return False
         try:
             return httpx.get(f"{self.base_url}/api/health", timeout=5).status_code == 200
         except httpx.TransportError:
