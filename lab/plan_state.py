@@ -143,12 +143,18 @@ class PlanFold:
         before = self.state
         if self._paused is not None:
             self._settle(event)
-        self.state = self._scrubbed(self._next(self.state, event), event)
-        return self.state is not before
+        state = self._next(self.state, event)
+        if (self._learnt(event) or state is not before) and state is not None and self._secrets:
+            # scrubbed as the planner's recorder scrubs what it saves, with the real values
+            state = ExecutionState.model_validate(
+                mask_secrets(state.model_dump(mode="json"), self._secrets)
+            )
+        self.state = state
+        return state is not before
 
-    def _scrubbed(self, state: ExecutionState | None, event: AgentEvent) -> ExecutionState | None:
-        """*state*, with the secrets *event* shows masked scrubbed from it, once they are known
-        (as the planner's recorder scrubs its state with the real values)."""
+    def _learnt(self, event: AgentEvent) -> bool:
+        """Whether *event* shows masked a secret the user typed that was not known yet (it is
+        now)."""
         masked = {mask for args in _arguments(event) for mask in _masked_secrets(args)}
         found = {
             secret
@@ -158,13 +164,8 @@ class PlanFold:
             and not secret.startswith(MASK)
             and mask_value(secret) in masked
         }
-        if not found:
-            return state
         self._secrets |= found
-        if state is None:
-            return None
-        dumped = mask_secrets(state.model_dump(mode="json"), self._secrets)
-        return ExecutionState.model_validate(dumped)
+        return bool(found)
 
     # -- what the turn did with the pause it started on ------------------------------------------
 

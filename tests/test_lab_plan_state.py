@@ -220,3 +220,28 @@ def test_keys_typed_in_an_answer_are_scrubbed_once_a_plan_uses_them(followed: Fo
     held = json.dumps(state.model_dump(mode="json"))
     assert "****abcd" in held and "****wxyz" in held  # ... and so does the fold, everywhere
     assert API_KEY not in held and SECRET_KEY not in held
+    done = {"replan": [{"action": "finish", "reason": f"Connected with {API_KEY}."}]}
+    followed.send("yes", {**done, "respond": [f"Connected (key {API_KEY})."]})
+    state = followed.fold.state
+    assert state is not None and state.status == "completed"
+    held = json.dumps(state.model_dump(mode="json"))
+    assert API_KEY not in held and SECRET_KEY not in held
+
+
+def test_a_key_known_to_the_fold_is_scrubbed_from_later_answers_too(followed: Followed) -> None:
+    connect = step("t1", "tool", tool_name="create_exchange_config")
+    connect["tool_args"] = {
+        "exchange": "binance",
+        "account_name": "main",
+        "api_key": API_KEY,
+        "secret_key": SECRET_KEY,
+    }
+    plan = {"goal": "an account", "steps": [step("q1", "ask_user", instruction="Keys?")]}
+    followed.send("connect my binance account", {"plan": [plan]})
+    check = step("q2", "ask_user", instruction="Is that the key of the main account?")
+    replan = {"action": "replace_remaining", "steps": [check, connect]}
+    followed.send(f"key {API_KEY} secret {SECRET_KEY}", {"replan": [replan]})
+    followed.send(f"yes, {API_KEY} is main's", {"replan": [{"action": "continue"}]})
+    state = followed.fold.state
+    assert state is not None and state.status == "waiting_confirmation"
+    assert state.step("q2").result_summary == "yes, ****abcd is main's"

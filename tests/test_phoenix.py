@@ -21,10 +21,8 @@ planner turn in Phoenix's trace view, taken with Debian's chromium through Playw
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests._processes import cached_venv, stop_group
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
@@ -63,28 +63,14 @@ DESK_SCRIPT = {
 
 
 def phoenix_venv() -> Path:
-    """The virtualenv holding Phoenix, built once (a lock serialises builds); skips (or, with
-    AGENTKIT_REQUIRE_PHOENIX set, fails) when it cannot be built."""
-    default = Path.home() / ".cache" / "agentkit" / "phoenix-20.26.1"
-    venv = Path(os.environ.get("AGENTKIT_PHOENIX_VENV", default))
-    python = venv / "bin" / "python"
-    ready = venv / ".agentkit-ready"
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with (venv.parent / f"{venv.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not ready.is_file():
-            base = getattr(sys, "_base_executable", sys.executable)
-            subprocess.run([base, "-m", "venv", "--clear", str(venv)], check=True)
-            done = subprocess.run(
-                [str(python), "-m", "pip", "install", "--quiet", PHOENIX],
-                capture_output=True, text=True, timeout=1500, check=False,
-            )  # fmt: skip
-            if done.returncode != 0:
-                problem = f"pip install {PHOENIX} failed:\n{done.stderr[-3000:]}"
-                if os.environ.get("AGENTKIT_REQUIRE_PHOENIX"):
-                    pytest.fail(f"AGENTKIT_REQUIRE_PHOENIX is set but {problem}")
-                pytest.skip(f"{problem}\n(set AGENTKIT_REQUIRE_PHOENIX=1 to fail instead)")
-            ready.write_text(PHOENIX, encoding="utf-8")
+    """The virtualenv holding Phoenix, built once; skips (or, with AGENTKIT_REQUIRE_PHOENIX
+    set, fails) when it cannot be built."""
+    place = os.environ.get("AGENTKIT_PHOENIX_VENV", "phoenix-20.26.1")
+    python, problem = cached_venv(place, PHOENIX)
+    if problem and os.environ.get("AGENTKIT_REQUIRE_PHOENIX"):
+        pytest.fail(f"AGENTKIT_REQUIRE_PHOENIX is set but {problem}")
+    if problem:
+        pytest.skip(f"{problem}\n(set AGENTKIT_REQUIRE_PHOENIX=1 to fail instead)")
     return python
 
 
@@ -154,12 +140,7 @@ def phoenix(tmp_path: Path) -> Iterator[Phoenix]:
             server.pause()
         yield server
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process)
 
 
 def agentkit(data_dir: Path, endpoint: str, *args: str) -> tuple[list[dict[str, Any]], str]:

@@ -27,7 +27,7 @@ import json
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, cast, runtime_checkable
 
 from pydantic import JsonValue
 
@@ -102,11 +102,11 @@ class _Values:
 
 
 def _masker(secrets: Secrets) -> Masker | None:
-    if isinstance(secrets, Masker):
-        return secrets
+    if callable(getattr(secrets, "text", None)):  # a masker (cheaper than the Protocol check)
+        return cast(Masker, secrets)
     if isinstance(secrets, list | tuple | set | frozenset) and not secrets:
         return None
-    return _Values(secrets)
+    return _Values(cast(Callable[[], Iterable[str]] | Iterable[str], secrets))
 
 
 def capture_content() -> bool:
@@ -485,8 +485,8 @@ class PlanSpan(Span):
         self._trace.content(self, sc.OUTPUT_VALUE, goal)
 
     def decided(self, decision: str, steps: int = 0) -> None:
-        """A replan decision (``continue``, ``replan``, ``finish``, ``ask_user``) and the
-        number of steps it put in the plan."""
+        """A replan decision (``continue``, ``replace_remaining``, ``finish``, ``ask_user``)
+        and the number of steps it put in the plan."""
         self.set(sc.PLAN_DECISION, decision)
         self.set(sc.PLAN_STEPS, steps)
         self._trace.content(self, sc.OUTPUT_VALUE, decision)
@@ -715,7 +715,8 @@ class Trace:
             operation = clean.get(sc.OPERATION_NAME)
             named = sc.SPAN_KINDS.get(operation) if isinstance(operation, str) else None
             clean[sc.OPENINFERENCE_SPAN_KIND] = named or "CHAIN"
-        clean = self._masked_all(clean)  # what OpenTelemetry sees at the start (samplers)
+        if self._bridge is not None:  # what OpenTelemetry sees at the start (samplers)
+            clean = self._masked_all(clean)
         start_ns = _time_ns()
         otel: OtelSpan | None = None
         span_id = ""
@@ -791,16 +792,15 @@ class Trace:
         """*attributes* with their text masked by value (plain keys' values as they are)."""
         if self._mask is None and not self._learned:
             return dict(attributes)
-        masked: dict[str, AttributeValue] = {}
+        masked = dict(attributes)
         for key, value in attributes.items():
             if key in _PLAIN_KEYS:
-                masked[key] = value
-            elif type(value) is str:
-                masked[key] = self._text(value) if len(value) >= 4 else value
-            elif isinstance(value, tuple) and value and isinstance(value[0], str):
+                continue
+            if type(value) is str:
+                if len(value) >= 4:
+                    masked[key] = self._text(value)
+            elif type(value) is tuple and value and type(value[0]) is str:
                 masked[key] = tuple(self._text(str(item)) for item in value)
-            else:
-                masked[key] = value
         return masked
 
     def _text(self, text: str) -> str:

@@ -152,7 +152,7 @@ TURN_STATUS: Final = "agentkit.turn.status"
 CONSENT_EVENT: Final = "agentkit.consent_request"
 QUESTION_EVENT: Final = "agentkit.question"
 #: a plan span's goal (content: only with capture on), its number of steps, and a replan's
-#: decision (``continue``, ``replan``, ``finish``, ``ask_user``)
+#: decision (``continue``, ``replace_remaining``, ``finish``, ``ask_user``)
 PLAN_GOAL: Final = "agentkit.plan.goal"
 PLAN_STEPS: Final = "agentkit.plan.steps"
 PLAN_DECISION: Final = "agentkit.plan.decision"
