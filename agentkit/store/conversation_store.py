@@ -24,7 +24,6 @@ is written once, here, over :class:`~agentkit.store.backend.JournalBackend`:
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -36,6 +35,7 @@ from typing import Final, get_args
 from agentkit.errors import ConversationBusyError, ConversationNotFoundError, StoreError, UsageError
 from agentkit.ids import check_id
 from agentkit.store._checkpoint import TurnCheckpoint
+from agentkit.store._process import pid
 from agentkit.store._records import (
     LABEL_PATTERN,
     AnnotationRecord,
@@ -79,8 +79,6 @@ are checked when the draft is made, so a bad one never reaches a commit)."""
 
 _STATUSES: Final = frozenset(get_args(ConversationStatus))
 _LABEL: Final = re.compile(LABEL_PATTERN)
-_PID = [os.getpid()]  # this process's, kept current across fork (a syscall saved per call)
-os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 
 def _status(status: ConversationStatus, at: datetime) -> Draft:
@@ -108,7 +106,7 @@ class _Hold:
     def __init__(self, lease: Lease) -> None:
         self.lease = lease
         self.pending: list[Draft] = []
-        self.pid = _PID[0]
+        self.pid = pid()
 
 
 class ConversationStore:
@@ -141,7 +139,7 @@ class ConversationStore:
         if not holds:
             return None
         hold = holds.get(key)
-        return hold if hold is not None and hold.pid == _PID[0] else None
+        return hold if hold is not None and hold.pid == pid() else None
 
     @contextmanager
     def hold(self, key: ConversationKey, timeout: float | None = None) -> Iterator[None]:
