@@ -6,6 +6,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 LAB_PORT ?= 8888
+# the bfcl-eval release agentkit reads (agentkit/eval/bfcl/_package.py PINNED; a test checks)
+BFCL_EVAL := 2026.3.23
 # Tests run in xdist worker processes: a test that crashes its process (a native fault) fails
 # alone, the worker is replaced and the run still ends with its summary line. (Not
 # --dist loadfile: pytest-xdist 3 re-runs a crashed test of that mode until workers run out.)
@@ -23,6 +25,9 @@ $(STAMP): pyproject.toml scripts/install-llama.sh
 	@# llama.cpp built for a portable CPU baseline, never -march=native (see the script)
 	scripts/install-llama.sh $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
+	@# BFCL's dataset and checkers: --no-deps (its requirements pin numpy 1.26 and every vendor
+	@# SDK; what agentkit uses of it needs only the bfcl extra, installed with all above)
+	$(BIN)/python -m pip install --quiet --no-deps 'bfcl-eval==$(BFCL_EVAL)'
 	@mkdir -p $(LAB_SETTINGS)
 	@printf '%s\n' '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' > $(LAB_SETTINGS)/overrides.json
 	@touch $(STAMP)
@@ -49,9 +54,9 @@ pytest: $(STAMP) ## The test suite, then every notebook under nbval (on a scratc
 	AGENTKIT_DATA_DIR=$$scratch $(BIN)/pytest --nbval-lax notebooks -p no:cacheprovider -q; \
 	status=$$?; rm -rf $$scratch; exit $$status
 
-test-browser: $(STAMP) ## The real-browser test (JupyterLab + Debian chromium); refreshes docs/screenshots
+test-browser: $(STAMP) ## The real-browser tests (JupyterLab, Phoenix + Debian chromium); refreshes docs/screenshots
 	AGENTKIT_REQUIRE_BROWSER=1 AGENTKIT_SCREENSHOT_DIR=docs/screenshots \
-		$(BIN)/pytest tests/test_browser.py -p no:cacheprovider
+		$(BIN)/pytest tests/test_browser.py tests/test_phoenix.py -p no:cacheprovider
 
 bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under bench/results/
 	$(BIN)/python bench/bench_store.py
@@ -65,6 +70,7 @@ bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under b
 	$(BIN)/python bench/bench_planner.py
 	$(BIN)/python bench/bench_desk_turn.py
 	$(BIN)/python bench/bench_compression.py
+	$(BIN)/python bench/bench_bfcl.py
 
 AGENT ?= innovator-001
 chat: $(STAMP) ## Chat with an agent in the terminal (AGENT=innovator-001, MODEL=spec optional)

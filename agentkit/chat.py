@@ -290,7 +290,8 @@ class _ChatTurn:
             scenario=scenario,
             provider=provider_name(ctx.model.spec),
             model=ctx.model.spec,
-            secrets=ctx.mask.values,
+            secrets=ctx.mask,
+            request=ctx.text,
         )
 
     def _result(self, status: TurnStatus, text: str, usage: Usage) -> ResultEvent:
@@ -302,6 +303,7 @@ class _ChatTurn:
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
                 error_type=error,
+                answer=text,
             )
         return ResultEvent(
             conversation_id=ctx.key.conversation_id,

@@ -26,6 +26,7 @@ def agentkit(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_a_conversation_through_the_cli(data_dir: Path) -> None:
     agents = json.loads(agentkit(data_dir, "agents", "--json").stdout)
     assert [a["agentId"] for a in agents] == [
+        "bfcl-001",
         "calendar-001",
         "desk-001",
         "desk-local-001",
@@ -132,7 +133,7 @@ def test_data_dir_comes_from_the_environment(data_dir: Path) -> None:
     result = subprocess.run(
         [str(SCRIPT), "agents", "--json"], capture_output=True, text=True, env=env, check=True
     )
-    assert len(json.loads(result.stdout)) == 5  # the sample agents
+    assert len(json.loads(result.stdout)) == 6  # the sample agents
 
 
 def test_an_invalid_agent_config_is_listed_not_fatal(data_dir: Path) -> None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
 from agentkit import FunctionModel, ModelRequest
 from agentkit.eval import (
-    TIMING_COLUMNS,
+    RUN_SPECIFIC_COLUMNS,
+    PointTask,
+    RunRow,
     SweepInterrupted,
     load_results,
     load_scenarios,
@@ -28,7 +29,7 @@ TRADER = "desk_create_trader_en"
 
 
 def comparable(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.drop(columns=[*TIMING_COLUMNS, "attempts"]).reset_index(drop=True)
+    return frame.drop(columns=[*RUN_SPECIFIC_COLUMNS, "attempts"]).reset_index(drop=True)
 
 
 def test_a_model_call_budget_stops_the_run_mid_flow_and_keeps_its_conversation(
@@ -110,7 +111,7 @@ def test_ctrl_c_stops_the_sweep_cleanly_and_resume_picks_up(
     real = point_module._attempt
     seen: list[str] = []
 
-    def interrupted(task: point_module.PointTask) -> dict[str, Any]:
+    def interrupted(task: PointTask) -> RunRow:
         seen.append(task.scenario.id)
         if len(seen) == 2:
             raise KeyboardInterrupt

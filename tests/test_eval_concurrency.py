@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from agentkit import FunctionModel, ModelRequest
 from agentkit.eval import (
-    TIMING_COLUMNS,
+    RUN_SPECIFIC_COLUMNS,
     Expectations,
     Scenario,
     Turn,
@@ -32,7 +32,7 @@ TAGS = ("consent", "restart", "compression", "simulated_user", "commands")
 
 
 def without_timings(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.drop(columns=list(TIMING_COLUMNS))
+    return frame.drop(columns=list(RUN_SPECIFIC_COLUMNS))
 
 
 def test_concurrency_8_gives_the_same_table_as_one_run_at_a_time(data_dir: Path) -> None:

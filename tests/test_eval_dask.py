@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from agentkit.eval import TIMING_COLUMNS, load_scenarios, run_eval
+from agentkit.eval import RUN_SPECIFIC_COLUMNS, load_scenarios, run_eval
 from distributed import Client, LocalCluster
 
 from .conftest import REPO, run_cli
@@ -27,7 +27,7 @@ def cluster() -> Iterator[LocalCluster]:
 
 
 def without_timings(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.drop(columns=list(TIMING_COLUMNS))
+    return frame.drop(columns=list(RUN_SPECIFIC_COLUMNS))
 
 
 def test_a_dask_client_gives_the_same_table_as_the_local_executor(

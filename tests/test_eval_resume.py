@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
-from agentkit.eval import TIMING_COLUMNS, load_results, load_scenarios, run_eval, save_results
+from agentkit.eval import (
+    RUN_SPECIFIC_COLUMNS,
+    PointTask,
+    RunRow,
+    load_results,
+    load_scenarios,
+    run_eval,
+    save_results,
+)
 from agentkit.eval import point as point_module
 from agentkit.eval.scenario import OutOfBandCall
 
@@ -18,7 +26,7 @@ GRID = {"planner.max_steps": [3, 8]}
 
 
 def comparable(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.drop(columns=[*TIMING_COLUMNS, "attempts"]).reset_index(drop=True)
+    return frame.drop(columns=[*RUN_SPECIFIC_COLUMNS, "attempts"]).reset_index(drop=True)
 
 
 def counting_attempts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -26,7 +34,7 @@ def counting_attempts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = point_module._attempt
 
-    def attempt(task: point_module.PointTask) -> dict[str, Any]:
+    def attempt(task: PointTask) -> RunRow:
         seen.append(task.scenario.id)
         return real(task)
 
@@ -53,11 +61,11 @@ def test_a_flaky_run_passes_on_its_retry(data_dir: Path, monkeypatch: pytest.Mon
     real = point_module._attempt
     calls: list[int] = []
 
-    def flaky(task: point_module.PointTask) -> dict[str, Any]:
+    def flaky(task: PointTask) -> RunRow:
         calls.append(1)
         result = real(task)
         if len(calls) == 1:  # the first attempt dies, as on a worker that lost its model
-            return {**result, "passed": False, "error": "ConnectionError: worker lost"}
+            return replace(result, passed=False, error="ConnectionError: worker lost")
         return result
 
     monkeypatch.setattr(point_module, "_attempt", flaky)

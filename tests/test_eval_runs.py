@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from agentkit.errors import UsageError
 from agentkit.eval import (
-    TIMING_COLUMNS,
+    RUN_SPECIFIC_COLUMNS,
     Expectations,
     Scenario,
     load_results,
@@ -48,7 +48,7 @@ def test_every_shipped_scenario_passes_on_its_scripted_replies(data_dir: Path) -
     trader = row(frame, "desk_create_trader_en")
     assert trader["tools"] == "get_exchange_configs,create_trader"
     assert (trader["questions"], trader["consents"], trader["turns"]) == (1, 1, 3)
-    assert trader["model_calls"] == 5  # plan, 3 replans, respond (from calls.jsonl)
+    assert trader["model_calls"] == 5  # plan, 3 replans, respond (the turns' usage)
     assert trader["final_status"] == "completed"
     assert trader["exp_consent_for"] is True and trader["exp_state"] is True
     assert pd.isna(trader["exp_compressed"])  # not checked by this scenario
@@ -219,7 +219,7 @@ def test_a_process_pool_gives_the_same_table_as_one_process(data_dir: Path) -> N
     one = run_eval(chosen, model="scripted", data_dir=data_dir, progress=False)
     pool = run_eval(chosen, model="scripted", workers=2, data_dir=data_dir, progress=False)
     pd.testing.assert_frame_equal(
-        one.drop(columns=list(TIMING_COLUMNS)), pool.drop(columns=list(TIMING_COLUMNS))
+        one.drop(columns=list(RUN_SPECIFIC_COLUMNS)), pool.drop(columns=list(RUN_SPECIFIC_COLUMNS))
     )
 
 

@@ -25,7 +25,7 @@ def test_a_scripted_user_goes_through_the_question_and_the_consent(data_dir: Pat
     assert got["user_model"] == "scripted"
     assert (got["questions"], got["consents"], got["turns"]) == (1, 1, 3)
     assert got["tools"] == "get_exchange_configs,create_trader"
-    assert got["sim_model_calls"] == 0 and got["model_calls"] == 5
+    assert got["sim_model_calls"] == 0 and got["sim_tokens"] == 0 and got["model_calls"] == 5
 
 
 def test_a_user_who_rejects_consent_never_gets_the_write(data_dir: Path) -> None:

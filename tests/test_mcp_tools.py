@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -138,9 +139,7 @@ def test_a_crashed_stdio_server_is_started_again_on_the_next_turn(tmp_path: Path
         (first,) = children_running("mcp-server-time")
         os.kill(first, signal.SIGKILL)
         while not _has_exited(first):  # crashed *between* turns: wait until the kill landed
-            time.sleep(
-                0.01
-            )  # (on a loaded machine that is not instant); the test timeout bounds it
+            time.sleep(0.01)  # (not instant on a loaded machine; the test timeout bounds it)
         turn = agent.send("and now?")
         results = of(turn.events, ToolResultEvent)
         assert results and results[0].ok
@@ -225,39 +224,58 @@ def test_an_mcp_server_that_does_not_start_is_a_config_error_at_open(tmp_path: P
 # -- streamable HTTP ---------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@dataclass
+class HttpServer:
+    """The notes server over streamable HTTP in a process of its own, on a listening socket
+    this test holds: killed and started again, it serves the same URL, with no moment at which
+    the port is free for another process to take or a connection is refused. :meth:`start`
+    returns once the server says it serves (its ready file), however long that takes under
+    load: the per-test timeout bounds it, not the toolset's connect timeout."""
 
+    listening: socket.socket
+    folder: Path
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-def start_http_server(port: int) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, str(NOTES_SERVER), "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    for _ in range(600):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return process
-        except OSError:
+    @property
+    def marker(self) -> Path:
+        """Written by the notes server's ``slow`` when a call has started."""
+        return self.folder / "slow-started"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listening.getsockname()[1]}/mcp"
+
+    def start(self) -> subprocess.Popen[bytes]:
+        fd = self.listening.fileno()
+        ready = self.folder / f"ready-{len(self.processes)}"
+        process = subprocess.Popen(
+            [sys.executable, str(NOTES_SERVER), "http", str(fd)],
+            pass_fds=(fd,),
+            env={**os.environ, "MCP_MARKER": str(self.marker), "MCP_READY": str(ready)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.processes.append(process)
+        while not ready.exists():
             if process.poll() is not None:
-                raise RuntimeError("the HTTP MCP server exited") from None
-            time.sleep(0.05)
-    process.kill()
-    raise RuntimeError("the HTTP MCP server did not listen")
+                raise RuntimeError(f"the HTTP MCP server exited with code {process.returncode}")
+            time.sleep(0.02)
+        return process
 
 
 @pytest.fixture
-def http_port() -> Iterator[int]:
-    port = free_port()
-    processes: list[subprocess.Popen[bytes]] = [start_http_server(port)]
-    yield port
-    for process in processes:
-        process.kill()
-        process.wait()
+def http_server(tmp_path: Path) -> Iterator[HttpServer]:
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        server = HttpServer(listening, tmp_path / "http-server")
+        server.folder.mkdir()
+        try:
+            server.start()
+            yield server
+        finally:
+            for process in server.processes:
+                process.kill()
+                process.wait()
 
 
 @pytest.fixture
@@ -271,7 +289,8 @@ def in_process_server() -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    while not server.started:
+    while not server.started:  # bounded by the test timeout; a server that failed ends the wait
+        assert thread.is_alive(), "the in-process MCP server did not start"
         time.sleep(0.02)
     port = server.servers[0].sockets[0].getsockname()[1]
     yield f"http://127.0.0.1:{port}/mcp"
@@ -309,33 +328,26 @@ def test_http_is_error_results_are_failed_steps(tmp_path: Path, in_process_serve
 
 
 def test_an_http_server_killed_mid_call_fails_the_call_and_is_reached_again(
-    tmp_path: Path, http_port: int
+    tmp_path: Path, http_server: HttpServer
 ) -> None:
-    url = f"http://127.0.0.1:{http_port}/mcp"
-    make_agent(tmp_path, "n", [{"mcp_url": url, "name": "notes", "timeout": 30}])
+    make_agent(tmp_path, "n", [{"mcp_url": http_server.url, "name": "notes", "timeout": 30}])
     with AgentTools.load(AgentFolder.load(tmp_path, "n")) as tools:
-        (server_pid,) = [p for p in children_running(str(NOTES_SERVER)) if "http" in _cmd(p)]
+        (first,) = http_server.processes
 
-        def kill_soon() -> None:
-            time.sleep(1.0)
-            os.killpg(server_pid, signal.SIGKILL)
+        def kill_when_started() -> None:
+            while not http_server.marker.exists():  # the call reached the server: kill it now
+                time.sleep(0.02)
+            os.killpg(first.pid, signal.SIGKILL)
 
-        killer = threading.Thread(target=kill_soon)
+        killer = threading.Thread(target=kill_when_started)
         killer.start()
         failed = tools.registry.run("slow", {"seconds": 60})
         killer.join()
         assert not failed.ok and "MCP" in (failed.error or "")
-        replacement = start_http_server(http_port)
-        try:
-            again = tools.registry.run("whoami", {})
-            assert again.ok and again.output["pid"] == replacement.pid  # type: ignore[index]
-        finally:
-            replacement.kill()
-            replacement.wait()
-
-
-def _cmd(pid: int) -> str:
-    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        assert first.wait() == -signal.SIGKILL  # it was the kill that ended the call
+        replacement = http_server.start()  # on the same URL
+        again = tools.registry.run("whoami", {})
+        assert again.ok and again.output["pid"] == replacement.pid  # type: ignore[index]
 
 
 def test_closing_leaves_no_server_behind(tmp_path: Path) -> None:
@@ -356,11 +368,8 @@ def test_a_killed_server_is_seen_as_exited_before_it_is_reaped() -> None:
     try:
         assert not _has_exited(child.pid)
         os.kill(child.pid, signal.SIGKILL)
-        for _ in range(500):  # the kill lands within microseconds; a zombie until waited for
-            if _has_exited(child.pid):
-                break
-            time.sleep(0.01)
-        assert _has_exited(child.pid)
+        while not _has_exited(child.pid):  # a zombie once the kill lands (not instant under
+            time.sleep(0.01)  # load; the test timeout bounds the wait)
         assert child.poll() == -signal.SIGKILL  # now reaped: gone from /proc entirely
         assert _has_exited(child.pid)
     finally:

@@ -24,7 +24,9 @@ from agentkit.errors import UsageError
 from agentkit.workspace import resolve_data_dir
 
 if TYPE_CHECKING:
-    from agentkit.eval import SweepInterrupted
+    import pandas as pd
+
+    from agentkit.eval import Scenario, SweepInterrupted
 
 __all__ = ["acp_command", "compare_command", "eval_command", "serve_command"]
 
@@ -109,7 +111,11 @@ def acp_command(
 def eval_command(
     ctx: typer.Context,
     scenarios: Annotated[
-        list[Path], typer.Argument(help="Scenario files, or folders of them (not recursive).")
+        list[Path],
+        typer.Argument(
+            help="Scenario files, or folders of them (not recursive), or BFCL suites: "
+            "bfcl:CATEGORY (bfcl:A,B for several)."
+        ),
     ],
     model: Annotated[
         str | None,
@@ -190,6 +196,28 @@ def eval_command(
         typer.Option("--concurrency", min=1, help="Runs going at once in each process (async)."),
     ] = 1,
     store: StoreOption = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, help="BFCL: a sample of N items per category."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="BFCL: the sample's seed.")] = 0,
+    prompt_mode: Annotated[
+        bool,
+        typer.Option(
+            "--prompt-mode",
+            help="BFCL: also run the model alone in BFCL's prompt mode (same table).",
+        ),
+    ] = False,
+    memory_context: Annotated[
+        str,
+        typer.Option(
+            "--memory-context",
+            help="BFCL memory: compressed (replay, compress, ask restored), whole, none.",
+        ),
+    ] = "compressed",
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="BFCL: the agent items run on (bfcl-001).")
+    ] = None,
 ) -> None:
     """Run scenarios at every point of a parameter grid; print a summary, write a table.
 
@@ -209,7 +237,11 @@ def eval_command(
         )
 
         target = check_output_path(out) if out is not None else None
-        if _first_tool_tables(scenarios):
+        suites = [str(path) for path in scenarios if str(path).startswith("bfcl:")]
+        chosen: list[Path] | list[Scenario] = scenarios
+        if suites:
+            chosen = _with_suites(scenarios, suites, limit, seed, agent, memory_context)
+        if _first_tool_tables(scenarios) and not suites:
             _eval_first_tool(ctx, scenarios, model, assignments or [], tags or [], target)
             return
         if resume and target is None:
@@ -217,7 +249,7 @@ def eval_command(
         previous = load_results(target) if resume and target and target.exists() else None
         try:
             frame = run_eval(
-                scenarios,
+                chosen,
                 model=model,
                 sets=parse_sets(assignments or []),
                 grid=parse_grid(axes or []),
@@ -241,10 +273,68 @@ def eval_command(
         except SweepInterrupted as stopped:
             _save_interrupted(stopped, target)
             raise typer.Exit(130) from None
+        if suites:
+            frame = _bfcl_baseline(ctx, frame, chosen, model, agent, prompt_mode, progress)
         typer.echo(report(frame))
+        if suites:
+            from agentkit.eval.bfcl.summary import bfcl_report
+
+            typer.echo(bfcl_report(frame))
         if target is not None:
             save_results(frame, target)
             typer.echo(f"wrote {target} ({len(frame)} rows, {len(frame.columns)} columns)")
+
+
+def _with_suites(
+    paths: list[Path],
+    suites: list[str],
+    limit: int | None,
+    seed: int,
+    agent: str | None,
+    memory_context: str,
+) -> list[Scenario]:
+    """The scenarios of the BFCL *suites* and of the other *paths* (files, folders)."""
+    from agentkit.eval import load_scenarios
+    from agentkit.eval.bfcl.suite import DEFAULT_AGENT, load_suite
+
+    contexts = ("compressed", "whole", "none")
+    if memory_context not in contexts:
+        raise UsageError(
+            f"--memory-context is one of {', '.join(contexts)}, not {memory_context!r}"
+        )
+    chosen: list[Scenario] = list(
+        load_suite(
+            suites,
+            limit=limit,
+            seed=seed,
+            agent=agent or DEFAULT_AGENT,
+            memory_context=memory_context,  # type: ignore[arg-type]  # checked above
+        )
+    )
+    files = [path for path in paths if not str(path).startswith("bfcl:")]
+    if files:
+        chosen += load_scenarios(files)
+    return chosen
+
+
+def _bfcl_baseline(
+    ctx: typer.Context,
+    frame: pd.DataFrame,
+    scenarios: list[Path] | list[Scenario],
+    model: str | None,
+    agent: str | None,
+    prompt_mode: bool,
+    progress: bool,
+) -> pd.DataFrame:
+    """*frame* with the model-alone rows of its BFCL items, when ``--prompt-mode`` asks."""
+    if not prompt_mode:
+        return frame
+    from agentkit.eval.bfcl.run import _agent_model, with_prompt_mode
+    from agentkit.eval.bfcl.suite import DEFAULT_AGENT, BfclScenario
+
+    bfcl = [s for s in scenarios if isinstance(s, BfclScenario)]
+    spec = model or _agent_model(agent or DEFAULT_AGENT, data_root(ctx))
+    return with_prompt_mode(frame, bfcl, spec, progress=progress)
 
 
 @contextmanager

@@ -15,7 +15,11 @@ own, here or on a Dask cluster, and returns one pandas DataFrame row per run.
 
 Layers: :mod:`~agentkit.eval.scenario` (the file schema), :mod:`~agentkit.eval.params`
 (``--set``/``--grid``), :mod:`~agentkit.eval.expectations` (checks over events and state),
-:mod:`~agentkit.eval.point` (one run), :mod:`~agentkit.eval.executors` (local, Dask),
+:mod:`~agentkit.eval.point` (one run: its :mod:`~agentkit.eval.task`, the
+:mod:`~agentkit.eval.world` it runs in, the :mod:`~agentkit.eval.dialogue` that drives it),
+:mod:`~agentkit.eval.row` (its typed row), :mod:`~agentkit.eval.transcript` (what it showed,
+kept in the table: ``load_transcripts(df)``), :mod:`~agentkit.eval.scorer` (a scenario
+source's own columns), :mod:`~agentkit.eval.executors` (local, Dask),
 :mod:`~agentkit.eval.results` (the table), :mod:`~agentkit.eval.sweep` (``run_eval``);
 :mod:`~agentkit.eval.simulator` (simulated users), :mod:`~agentkit.eval.budget` (budgets),
 :mod:`~agentkit.eval.concurrency` and :mod:`~agentkit.eval.pools` (runs at once),
@@ -30,8 +34,9 @@ from agentkit.eval.compare import Comparison, compare
 from agentkit.eval.executors import SweepInterrupted
 from agentkit.eval.expectations import EXPECTATION_KINDS, Check
 from agentkit.eval.params import grid_points, parse_grid, parse_sets
-from agentkit.eval.point import SCRIPTED, PointTask, run_point
+from agentkit.eval.point import run_point
 from agentkit.eval.results import (
+    RUN_SPECIFIC_COLUMNS,
     TIMING_COLUMNS,
     check_output_path,
     failures,
@@ -42,6 +47,7 @@ from agentkit.eval.results import (
     summarize,
     to_frame,
 )
+from agentkit.eval.row import RunRow
 from agentkit.eval.scenario import (
     Expectations,
     Scenario,
@@ -50,10 +56,14 @@ from agentkit.eval.scenario import (
     load_scenario,
     load_scenarios,
 )
+from agentkit.eval.scorer import RunScorer, SourceColumns, SourceScore
 from agentkit.eval.sweep import plan_runs, run_eval
+from agentkit.eval.task import SCRIPTED, PointTask
+from agentkit.eval.transcript import RunState, Transcript, UserTurn, load_transcripts
 
 __all__ = [
     "EXPECTATION_KINDS",
+    "RUN_SPECIFIC_COLUMNS",
     "SCRIPTED",
     "TIMING_COLUMNS",
     "Check",
@@ -61,10 +71,17 @@ __all__ = [
     "Expectations",
     "PointTask",
     "RunBudget",
+    "RunRow",
+    "RunScorer",
+    "RunState",
     "Scenario",
     "SimulatedUser",
+    "SourceColumns",
+    "SourceScore",
     "SweepInterrupted",
+    "Transcript",
     "Turn",
+    "UserTurn",
     "check_output_path",
     "compare",
     "failures",
@@ -72,6 +89,7 @@ __all__ = [
     "load_results",
     "load_scenario",
     "load_scenarios",
+    "load_transcripts",
     "parse_grid",
     "parse_sets",
     "plan_runs",

@@ -24,7 +24,6 @@ have spent it (runs already going finish); the runs that never started are rows 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from agentkit.models.base import (
 )
 from agentkit.types import Usage
 
-__all__ = ["BudgetedModel", "Meter", "RunBudget", "SweepBudget", "row_tokens"]
+__all__ = ["BudgetedModel", "Meter", "RunBudget", "SweepBudget"]
 
 #: how long a call over budget waits for the turn's cancel to interrupt it; a call outside a
 #: cancellable stage (memory upkeep after the answer) fails with a ModelError after it
@@ -193,16 +192,6 @@ class BudgetedModel(ChatModel):
         await self.inner.aclose()
 
 
-def row_tokens(row: dict[str, object]) -> int:
-    """The tokens a result row spent: the agent's (input + output) and the simulated user's."""
-    total = 0
-    for column in ("input_tokens", "output_tokens", "sim_tokens"):
-        value = row.get(column)
-        if isinstance(value, int | float) and not math.isnan(value):
-            total += int(value)
-    return total
-
-
 class SweepBudget:
     """The sweep's token budget: spent by the rows that finished (None: no limit)."""
 
@@ -212,8 +201,9 @@ class SweepBudget:
         self.max_tokens = max_tokens
         self.spent = 0
 
-    def record(self, row: dict[str, object]) -> None:
-        self.spent += row_tokens(row)
+    def record(self, tokens: int) -> None:
+        """A run that finished spent *tokens* (the agent's and its simulated user's)."""
+        self.spent += tokens
 
     @property
     def is_spent(self) -> bool:

@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from agentkit.eval.point import PointTask, run_point, run_point_async
+from agentkit.eval.point import export_from_worker, in_worker, run_point, run_point_async, run_sync
+from agentkit.eval.row import RunRow
+from agentkit.eval.task import PointTask
 
 __all__ = ["run_batch", "run_concurrently"]
-
-Row = dict[str, Any]
 
 
 async def run_concurrently(
     next_task: Callable[[], PointTask | None],
-    on_row: Callable[[PointTask, Row], object],
+    on_row: Callable[[PointTask, RunRow], object],
     *,
     concurrency: int,
     on_start: Callable[[PointTask], object] | None = None,
@@ -36,7 +35,7 @@ async def run_concurrently(
     *on_row* gets each row as its run ends, in the order they end."""
     from agentkit.eval.pools import EndpointPools
 
-    running: dict[asyncio.Task[Row], PointTask] = {}
+    running: dict[asyncio.Task[RunRow], PointTask] = {}
     async with EndpointPools(concurrency) as pools:
         try:
             while True:
@@ -59,26 +58,24 @@ async def run_concurrently(
                 await asyncio.gather(*running, return_exceptions=True)
 
 
-def run_batch(tasks: Sequence[PointTask], concurrency: int) -> list[Row]:
+def run_batch(tasks: Sequence[PointTask], concurrency: int) -> list[RunRow]:
     """Run *tasks* (a worker's share), *concurrency* at once; the rows in task order."""
-    from agentkit.eval.point import _export_from_worker, _in_worker, _run_sync
-
     if concurrency <= 1 or len(tasks) <= 1:
         return [run_point(task) for task in tasks]
-    worker = _in_worker()
+    worker = in_worker()
     if worker and any(task.traceparent is not None for task in tasks):
-        _export_from_worker()
+        export_from_worker()
     pending = list(reversed(tasks))
-    rows: dict[int, Row] = {}
+    rows: dict[int, RunRow] = {}
 
     def next_task() -> PointTask | None:
         return pending.pop() if pending else None
 
-    def keep(task: PointTask, row: Row) -> None:
+    def keep(task: PointTask, row: RunRow) -> None:
         rows[task.index] = row
 
     try:
-        _run_sync(run_concurrently(next_task, keep, concurrency=concurrency))
+        run_sync(run_concurrently(next_task, keep, concurrency=concurrency))
     finally:
         if worker:
             from agentkit.telemetry.setup import flush

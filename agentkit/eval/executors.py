@@ -1,7 +1,7 @@
 """Where runs execute: here (one after another, N at once, or in a pool of processes) or on a
 Dask cluster.
 
-Every executor takes the same picklable :class:`~agentkit.eval.point.PointTask` values, runs
+Every executor takes the same picklable :class:`~agentkit.eval.task.PointTask` values, runs
 each at most once, and returns the rows **in task order** whatever order they finished in, so
 the results table does not depend on the executor. ``concurrency`` runs that many at once on
 one event loop (:mod:`agentkit.eval.concurrency`); it composes with ``workers`` (each process
@@ -36,13 +36,14 @@ from agentkit._extras import require
 from agentkit.errors import UsageError
 from agentkit.eval.budget import SweepBudget
 from agentkit.eval.concurrency import run_batch, run_concurrently
-from agentkit.eval.point import PointTask, not_started_row, run_point
+from agentkit.eval.point import not_started_row, run_point, run_sync
+from agentkit.eval.row import RunRow
+from agentkit.eval.task import PointTask
 
 __all__ = ["ExecutorSpec", "Progress", "SweepInterrupted", "describe_executor", "run_tasks"]
 
 #: "local", "dask://HOST:PORT", "tcp://HOST:PORT", or a ``distributed.Client``
 ExecutorSpec = Any
-Row = dict[str, Any]
 #: a worker's batch holds up to this many times --concurrency runs
 _BATCH_WAVES = 4
 
@@ -52,7 +53,7 @@ class SweepInterrupted(KeyboardInterrupt):
     and ``not_started`` rows for the others; ``results`` (set by ``run_eval``) is them as the
     results table, ready to save so that ``--resume`` runs the rest."""
 
-    def __init__(self, rows: list[Row], finished: int) -> None:
+    def __init__(self, rows: list[RunRow], finished: int) -> None:
         super().__init__(f"the sweep was stopped after {finished} of {len(rows)} runs")
         self.rows = rows
         self.finished = finished
@@ -93,7 +94,7 @@ class _Feed:
         self.pending = deque(tasks)
         self.budget = budget
         self.bar = bar
-        self.rows: dict[int, Row] = {}
+        self.rows: dict[int, RunRow] = {}
         self.running = self.passed = self.failed = self.over_budget = 0
 
     def next(self) -> PointTask | None:
@@ -123,14 +124,13 @@ class _Feed:
         share = math.ceil(len(self.pending) / max(1, slots))
         return max(1, min(_BATCH_WAVES * concurrency, share))
 
-    def done(self, task: PointTask, row: Row) -> object:
+    def done(self, task: PointTask, row: RunRow) -> object:
         self.rows[task.index] = row
-        self.budget.record(row)
+        self.budget.record(row.tokens)
         self.running -= 1
-        outcome = row.get("outcome")
-        if outcome == "budget":
+        if row.outcome == "budget":
             self.over_budget += 1
-        elif row.get("passed"):
+        elif row.passed:
             self.passed += 1
         else:
             self.failed += 1
@@ -145,7 +145,7 @@ class _Feed:
             refresh=False,
         )
 
-    def all_rows(self, tasks: Sequence[PointTask], reason: str) -> list[Row]:
+    def all_rows(self, tasks: Sequence[PointTask], reason: str) -> list[RunRow]:
         """A row per task, in task order: the runs' own, else a ``not_started`` row."""
         return [self.rows.get(task.index) or not_started_row(task, reason) for task in tasks]
 
@@ -184,7 +184,7 @@ def run_tasks(
     concurrency: int = 1,
     progress: bool = True,
     sweep_max_tokens: int | None = None,
-) -> list[Row]:
+) -> list[RunRow]:
     """Run the tasks (each at most once, while the sweep's budget lasts); a row per task, in
     task order. Ctrl-C raises :class:`SweepInterrupted` carrying the rows."""
     if workers < 1:
@@ -218,16 +218,14 @@ def _local(feed: _Feed, workers: int, concurrency: int) -> None:
             while (task := feed.next()) is not None:
                 feed.done(task, run_point(task))
         else:
-            from agentkit.eval.point import _run_sync
-
-            _run_sync(run_concurrently(feed.next, feed.done, concurrency=concurrency))
+            run_sync(run_concurrently(feed.next, feed.done, concurrency=concurrency))
         return
     # spawn, not fork: the parent may hold threads (an agent's loop, a notebook kernel)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=context, initializer=_worker_signals
     ) as pool:
-        inflight: dict[Future[list[Row]], list[PointTask]] = {}
+        inflight: dict[Future[list[RunRow]], list[PointTask]] = {}
         try:
             while True:
                 while len(inflight) < 2 * workers:  # one queued behind each running batch

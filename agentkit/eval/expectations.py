@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
 from agentkit.eval.scenario import Expectations
+from agentkit.eval.transcript import RunState
 from agentkit.events import (
     AgentEvent,
     AskUserEvent,
@@ -32,6 +32,7 @@ from agentkit.events import (
 )
 from agentkit.memory import TaskState
 from agentkit.memory.fidelity import fact_retention
+from agentkit.types import Usage
 
 __all__ = [
     "EXPECTATION_KINDS",
@@ -40,6 +41,7 @@ __all__ = [
     "TurnFacts",
     "check",
     "state_problems",
+    "summarize_checks",
     "turn_facts",
 ]
 
@@ -63,8 +65,9 @@ class TurnFacts:
     session: str = ""
     result_status: str = ""
     answer: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
+    #: the model calls counted: each turn's ``result`` usage (every call of the turn) and each
+    #: ``compression`` event's (the memory upkeep after the result)
+    usage: Usage = field(default_factory=Usage)
     latency_ms: float = 0.0
 
     def then(self, later: TurnFacts) -> TurnFacts:
@@ -81,8 +84,7 @@ class TurnFacts:
             session=later.session,
             result_status=later.result_status,
             answer=later.answer,
-            input_tokens=self.input_tokens + later.input_tokens,
-            output_tokens=self.output_tokens + later.output_tokens,
+            usage=self.usage + later.usage,
             latency_ms=self.latency_ms + later.latency_ms,
         )
 
@@ -99,6 +101,7 @@ def turn_facts(events: Iterable[AgentEvent]) -> TurnFacts:
     steps = 0
     session = ""
     result: ResultEvent | None = None
+    usage = Usage()
     for event in events:
         if isinstance(event, ToolCallEvent) and not event.id.startswith(_LIVE_PREFIX):
             planned.append(event.name)
@@ -112,6 +115,7 @@ def turn_facts(events: Iterable[AgentEvent]) -> TurnFacts:
             plans += 1
         elif isinstance(event, CompressionEvent):
             compressions.append(event)
+            usage += event.usage
         elif isinstance(event, ErrorEvent):
             errors.append(f"{event.code}: {event.message}")
         elif isinstance(event, StepStartEvent):
@@ -120,6 +124,7 @@ def turn_facts(events: Iterable[AgentEvent]) -> TurnFacts:
             session = event.scenario
         elif isinstance(event, ResultEvent):
             result = event
+            usage += event.usage
     return TurnFacts(
         planned_tools=tuple(planned),
         questions=tuple(questions),
@@ -132,8 +137,7 @@ def turn_facts(events: Iterable[AgentEvent]) -> TurnFacts:
         session=session,
         result_status=result.status if result else "",
         answer=result.text if result else "",
-        input_tokens=result.usage.input_tokens if result else 0,
-        output_tokens=result.usage.output_tokens if result else 0,
+        usage=usage,
         latency_ms=result.latency_ms if result else 0.0,
     )
 
@@ -147,6 +151,11 @@ class Observed:
     task_state: TaskState
     state: dict[str, JsonValue]  # each stateful toolset's snapshot, by toolset name
     model_calls: int
+
+    @classmethod
+    def of(cls, facts: TurnFacts, state: RunState) -> Observed:
+        """*facts* and the stored *state* (a transcript's)."""
+        return cls(facts, state.status, state.task_state, state.state, state.model_calls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +309,7 @@ def check(expect: Expectations, seen: Observed, where: str) -> list[Check]:  # n
     return checks
 
 
-def summarize_checks(checks: Sequence[Check]) -> dict[str, Any]:
+def summarize_checks(checks: Sequence[Check]) -> dict[str, bool]:
     """Per kind: True when every check of that kind passed (kinds without checks are absent)."""
     verdicts: dict[str, bool] = {}
     for item in checks:

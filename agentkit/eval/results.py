@@ -15,7 +15,8 @@ Columns, in order:
   several turns passes when all of them do); ``checks``, ``checks_failed``, ``failures`` (what
   failed, where, expected vs seen) and ``error`` (a run that could not finish);
 * figures: ``turns``, ``steps``, ``tool_calls``, ``tools``, ``questions``, ``consents``,
-  ``model_calls``, ``input_tokens``, ``output_tokens``, ``compressions`` and the last
+  ``model_calls``, ``input_tokens``, ``output_tokens`` (every model call the agent made: the
+  turns' own and the memory upkeep's after them), ``compressions`` and the last
   compression's ``messages_before/after``, ``tokens_before/after`` and
   ``compression_strategy``, ``facts_ungrounded`` (model-written facts the run's
   compressions dropped because the summarised window never said them); the fidelity probe
@@ -26,11 +27,17 @@ Columns, in order:
   (``user_done``, ``user_gave_up``, ``max_turns``, ``error``, ``budget``; "" for fixed turns),
   ``sim_model_calls`` and ``sim_tokens`` (the simulator's own spend), ``attempts`` (1, or more
   when ``--retries`` re-ran an error; 0 for a run not started);
-* timings last: ``latency_ms`` (the turns' own figures), ``wall_ms`` (the whole run), then
+* a scenario source's own columns, when its scenarios have a scorer
+  (:mod:`agentkit.eval.scorer`: e.g. ``bfcl_id``; NA in the rows of other scenarios);
+* timings: ``latency_ms`` (the turns' own figures), ``wall_ms`` (the whole run), then
   the run's trace: ``trace_id`` (the sweep's trace, which holds the run's span and its turns'
-  spans) and ``span_id`` (the run's ``eval_run`` span in it). They are the only columns that
-  differ between two runs of the scripted model (:data:`TIMING_COLUMNS`).
+  spans) and ``span_id`` (the run's ``eval_run`` span in it). They are the only figures that
+  differ between two runs of the scripted model (:data:`TIMING_COLUMNS`);
+* last, ``transcript``: everything the run showed, as compact JSON
+  (:func:`~agentkit.eval.transcript.load_transcripts` gives the typed values back). It holds
+  the conversation's ids, so it differs between two runs too (:data:`RUN_SPECIFIC_COLUMNS`).
 
+The row is declared once, as :class:`~agentkit.eval.row.RunRow`: the columns come from it.
 pandas is imported inside the functions, never at import time of agentkit.
 """
 
@@ -38,11 +45,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentkit._extras import require
 from agentkit.errors import UsageError
 from agentkit.eval.expectations import EXPECTATION_KINDS
+from agentkit.eval.row import EXPECTATION_PREFIX, RunRow, nullable_columns
+from agentkit.eval.scorer import SourceColumns
+from agentkit.eval.transcript import TRANSCRIPT_COLUMN
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,6 +60,7 @@ if TYPE_CHECKING:
 __all__ = [
     "IDENTITY_COLUMNS",
     "RESULT_SUFFIXES",
+    "RUN_SPECIFIC_COLUMNS",
     "TIMING_COLUMNS",
     "check_output_path",
     "failures",
@@ -73,15 +84,9 @@ IDENTITY_COLUMNS: tuple[str, ...] = (
     "repeat",
 )
 TIMING_COLUMNS: tuple[str, ...] = ("latency_ms", "wall_ms", "trace_id", "span_id")
+#: the columns that differ between two runs of the scripted model
+RUN_SPECIFIC_COLUMNS: tuple[str, ...] = (*TIMING_COLUMNS, TRANSCRIPT_COLUMN)
 RESULT_SUFFIXES: tuple[str, ...] = (".parquet", ".csv")
-_NULLABLE_INTS = (
-    "messages_before",
-    "messages_after",
-    "tokens_before",
-    "tokens_after",
-    "facts_total",
-    "facts_kept",
-)
 
 
 def require_pandas() -> None:
@@ -89,31 +94,24 @@ def require_pandas() -> None:
     require("eval", "agentkit eval", "pandas")
 
 
-def to_frame(rows: Sequence[dict[str, Any]], params: Sequence[str] = ()) -> pd.DataFrame:
+def to_frame(rows: Sequence[RunRow], params: Sequence[str] = ()) -> pd.DataFrame:
     """The rows as a DataFrame with the columns in the documented order and dtypes."""
     require_pandas()
     import pandas as pd
 
-    frame = pd.DataFrame(list(rows))
-    expectation_columns = [f"exp_{kind}" for kind in EXPECTATION_KINDS]
-    for column in expectation_columns:
-        if column not in frame:
-            frame[column] = pd.NA
-    leading = [*IDENTITY_COLUMNS, *params, "model", "user_model", "passed", "outcome"]
-    rest = [c for c in frame.columns if c not in leading and c not in expectation_columns]
-    rest = [c for c in rest if c not in TIMING_COLUMNS] + [c for c in TIMING_COLUMNS if c in rest]
-    present = [c for c in leading if c in frame]
-    frame = frame[present + expectation_columns + rest]
-    for column in expectation_columns:
-        frame[column] = frame[column].astype("boolean")
-    for column in _NULLABLE_INTS:
-        if column in frame:
-            frame[column] = frame[column].astype("Int64")
-    if "fact_retention" in frame:
-        frame["fact_retention"] = frame["fact_retention"].astype("Float64")
-    if "passed" in frame:
-        frame["passed"] = frame["passed"].astype(bool)
-    frame.attrs["params"] = list(params)
+    sources: list[type[SourceColumns]] = []
+    for row in rows:
+        if row.source is not None and type(row.source) not in sources:
+            sources.append(type(row.source))
+    names = [key for key in params if key != "model"]
+    columns = RunRow.columns(names, sources)
+    frame = pd.DataFrame([row.record() for row in rows], columns=columns)
+    for kind in EXPECTATION_KINDS:
+        frame[EXPECTATION_PREFIX + kind] = frame[EXPECTATION_PREFIX + kind].astype("boolean")
+    for column, dtype in nullable_columns().items():
+        frame[column] = frame[column].astype(dtype)
+    frame["passed"] = frame["passed"].astype(bool)
+    frame.attrs["params"] = names
     return frame
 
 

@@ -47,6 +47,7 @@ from pydantic import (
 
 from agentkit._extras import require
 from agentkit.errors import ConfigError, UsageError
+from agentkit.eval.scorer import RunScorer
 from agentkit.events import Scenario as SessionScenario
 from agentkit.ids import ID_PATTERN
 from agentkit.memory import ExecutionStatus, TaskState
@@ -272,7 +273,14 @@ class Scenario(_Strict):
     )
     turns: tuple[Turn, ...] = Field(default=(), validate_default=True)
     expect: Expectations = Expectations()
+    scorer: RunScorer | None = Field(
+        default=None,
+        exclude=True,
+        description="a scenario source's own scoring and columns (set in Python, never in a "
+        "file: agentkit.eval.scorer)",
+    )
 
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
     _source: Path | None = PrivateAttr(default=None)
 
     @field_validator("user_script")

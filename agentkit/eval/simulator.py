@@ -10,6 +10,12 @@ prompt rendered from the template ``simulated_user.md``: the package's, or
 a placeholder an override leaves out is simply not used). It answers with JSON
 (:data:`MOVE_SCHEMA`), validated like any structured reply, with one repair round.
 
+Every model call the simulator makes goes through the model-call tracer
+(:class:`~agentkit.planning.tracer.CallTracer`): each is a
+:class:`~agentkit.planning.trace.CallRecord` in :attr:`ModelUser.records` (the run keeps them in
+its transcript) and a ``chat {model}`` span under an ``invoke_agent simulated_user`` span per
+move — a child of the span active when the move is asked for (the run's ``eval_run`` span).
+
 A consent request is answered in code by the scenario's ``consent`` (``approve``: "yes" /
 "好的", ``reject``: "no" / "不要"), never by the model, so a simulator cannot talk itself into
 a write. Under the scripted simulator (:class:`ScriptedUser`, the scenario's ``user_script``)
@@ -31,10 +37,15 @@ from agentkit.errors import ModelError, StructuredOutputError, UsageError
 from agentkit.eval.scenario import Scenario, SimulatedUser
 from agentkit.filecache import read_text
 from agentkit.layout import AgentPaths
-from agentkit.models.base import ChatMessage, ChatModel, SessionBackend
+from agentkit.models.base import ChatMessage, ChatModel, SessionBackend, validate_structured
+from agentkit.planning.trace import CallRecord
+from agentkit.planning.tracer import CallTracer
+from agentkit.telemetry import Telemetry, provider_name
+from agentkit.tools import SecretMask
 from agentkit.types import Usage
 
 __all__ = [
+    "AGENT_NAME",
     "CONSENT_REPLIES",
     "MOVE_SCHEMA",
     "PROMPT_NAME",
@@ -51,6 +62,9 @@ __all__ = [
 
 #: the template's name: ``simulated_user.md`` in the package, overridable per agent folder
 PROMPT_NAME = "simulated_user"
+#: the agent name on the simulator's ``invoke_agent`` spans
+AGENT_NAME = "simulated_user"
+
 #: why a simulated conversation ended (the ``sim_stopped_by`` column)
 StopReason = Literal["user_done", "user_gave_up", "max_turns", "error", "budget"]
 #: what the simulated user answers a consent request, by language and the scenario's policy
@@ -136,7 +150,10 @@ def simulator_prompt(user: SimulatedUser, language: str, agent_dir: Path | None 
 
 
 class ModelUser:
-    """A chat model plays *user*; *on_call* is told each call's usage (the run's budget)."""
+    """A chat model plays *user*; *on_call* is told each call's usage (the run's budget).
+
+    *conversation_id* names the conversation on the simulator's spans; *mask* masks what the
+    records and spans keep (the secrets the agent knows)."""
 
     def __init__(
         self,
@@ -146,12 +163,19 @@ class ModelUser:
         language: str,
         agent_dir: Path | None = None,
         on_call: Callable[[Usage], None] | None = None,
+        conversation_id: str = "",
+        mask: SecretMask | None = None,
     ) -> None:
         self.model = model
         self.user = user
         self.language = language
         self.system = simulator_prompt(user, language, agent_dir)
         self.on_call = on_call
+        self.conversation_id = conversation_id
+        self.mask = mask
+        #: every model call the simulator made, in order
+        self.records: list[CallRecord] = []
+        self._telemetry = Telemetry(agent_id=AGENT_NAME, agent_name=AGENT_NAME)
 
     def messages(self, conversation: Sequence[SimTurn]) -> list[ChatMessage]:
         """What the model is sent: the prompt, then the conversation with the roles swapped."""
@@ -170,9 +194,29 @@ class ModelUser:
         if not conversation and self.user.opening is not None:
             return Move("say", self.user.opening)
         messages = self.messages(conversation)
-        for attempt in range(2):  # one repair round
+        trace = self._telemetry.turn(
+            conversation_id=self.conversation_id,
+            message_id=f"move-{sum(1 for item in conversation if item.role == 'user') + 1}",
+            provider=provider_name(self.model.spec),
+            model=self.model.spec,
+        )
+        tracer = CallTracer.standalone(
+            self.model, trace=trace, records=self.records, mask=self.mask
+        )
+        try:
+            move = await self._moves(tracer, messages)
+        except BaseException as error:
+            trace.end("failed", error_type=type(error).__qualname__, message=str(error))
+            raise
+        usage = tracer.usage
+        trace.end(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+        return move
+
+    async def _moves(self, tracer: CallTracer, messages: list[ChatMessage]) -> Move:
+        """Ask for the next move, with one repair round."""
+        for attempt in range(2):
             try:
-                move = await self._ask(messages)
+                move = await self._ask(tracer, messages)
             except StructuredOutputError as error:
                 if attempt:
                     raise
@@ -189,25 +233,36 @@ class ModelUser:
             return move
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _ask(self, messages: list[ChatMessage]) -> Move:
-        try:
-            completion = await self.model.complete(messages, purpose="chat", schema=MOVE_SCHEMA)
-        except ModelError:
+    async def _ask(self, tracer: CallTracer, messages: list[ChatMessage]) -> Move:
+        """One model call through *tracer*: its record and span are made whatever happens."""
+        async with tracer.call("chat", messages, MOVE_SCHEMA) as call:
+            try:
+                completion = await call.reply()
+            except ModelError:
+                if self.on_call is not None:
+                    self.on_call(Usage())  # a call was made: it counts, its tokens are unknown
+                raise
             if self.on_call is not None:
-                self.on_call(Usage())  # a call was made: it counts, its tokens are unknown
-            raise
-        if self.on_call is not None:
-            self.on_call(completion.usage)
-        value = completion.structured
-        action = value["action"]
-        message = str(value.get("message", "")).strip()
-        if action == "say" and not message:
-            raise StructuredOutputError(
-                self.model.spec or "simulator", "action 'say' needs a message", completion.text
-            )
-        if action == "say":
-            return Move("say", message)
-        return Move("done" if action == "done" else "give_up", message)
+                self.on_call(completion.usage)
+            try:
+                value = validate_structured(self.model.spec, completion.text, MOVE_SCHEMA)
+                move = _move(self.model.spec, value, completion.text)
+            except StructuredOutputError as error:
+                call.read(raw=completion.text, error=error.problem)
+                raise
+            call.read(raw=completion.text, parsed=value)
+            return move
+
+
+def _move(spec: str, value: dict[str, object], text: str) -> Move:
+    """The move a validated reply *value* makes (a ``say`` without a message is invalid)."""
+    action = value["action"]
+    message = str(value.get("message", "")).strip()
+    if action == "say" and not message:
+        raise StructuredOutputError(spec or "simulator", "action 'say' needs a message", text)
+    if action == "say":
+        return Move("say", message)
+    return Move("done" if action == "done" else "give_up", message)
 
 
 def failure_text(error: ModelError) -> str:

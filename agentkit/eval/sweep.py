@@ -26,10 +26,11 @@ from agentkit.errors import AgentNotFoundError, UsageError
 from agentkit.eval.budget import RunBudget
 from agentkit.eval.executors import ExecutorSpec, SweepInterrupted, describe_executor, run_tasks
 from agentkit.eval.params import apply_params, grid_points, merge_config, validate_config
-from agentkit.eval.point import SCRIPTED, PointTask, model_label, snapshot_agent
 from agentkit.eval.results import param_columns, require_pandas, to_frame
+from agentkit.eval.row import RunRow
 from agentkit.eval.scenario import Scenario, check_against_tools, load_scenarios
 from agentkit.eval.simulator import user_model_for
+from agentkit.eval.task import SCRIPTED, PointTask, model_label, snapshot_agent
 from agentkit.ids import check_id
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import parse_model_spec
@@ -235,7 +236,7 @@ def run_eval(
         user_model=user_model,
         budget=RunBudget(max_tokens, max_model_calls, max_seconds),
     )
-    done = _finished_rows(previous) if previous is not None else {}
+    done = _finished_rows(previous, tasks) if previous is not None else {}
     sweep = _sweep_trace(executor, workers, len(tasks))
     parent = sweep.root.trace_context()["traceparent"]  # each run's span is the sweep's child
     todo = [  # re-indexed: executors return rows by task index
@@ -265,7 +266,7 @@ def run_eval(
     except BaseException as error:
         sweep.end(error_type=type(error).__qualname__, message=str(error))
         raise
-    passed = sum(1 for row in rows if row.get("passed"))
+    passed = sum(1 for row in rows if row.passed)
     sweep.root.set("agentkit.eval.passed", passed)
     sweep.event(sc.EVALUATION_EVENT, {
         sc.EVALUATION_NAME: "pass_rate",
@@ -304,18 +305,26 @@ def _run_key(task: PointTask) -> RunKey:
     )
 
 
-def _finished_rows(previous: pd.DataFrame) -> dict[RunKey, dict[str, Any]]:
-    """The rows of an earlier table that need no re-run, by run."""
+def _finished_rows(previous: pd.DataFrame, tasks: Sequence[PointTask]) -> dict[RunKey, RunRow]:
+    """The rows of an earlier table that need no re-run, by run (read back as typed rows,
+    with the source columns of the task they belong to)."""
     params = [column for column in param_columns(previous) if column != "model"]
-    rows: dict[RunKey, dict[str, Any]] = {}
+    records: dict[RunKey, dict[str, object]] = {}
     for raw in previous.to_dict("records"):
         record = {str(key): value for key, value in raw.items()}
         if _cell(record.get("error")) or record.get("outcome") == "not_started":
             continue
         values = tuple(sorted((key, str(record[key])) for key in params))
-        repeat = int(record.get("repeat", 0) or 0)
+        repeat = int(str(record.get("repeat", 0) or 0))
         user = _cell(record.get("user_model"))
-        rows[(str(record["scenario"]), str(record["model"]), values, repeat, user)] = record
+        records[(str(record["scenario"]), str(record["model"]), values, repeat, user)] = record
+    rows: dict[RunKey, RunRow] = {}
+    for task in tasks:
+        key = _run_key(task)
+        if key in records:
+            scorer = task.scenario.scorer
+            source = scorer.columns if scorer is not None else None
+            rows[key] = RunRow.from_record(records[key], params, source)
     return rows
 
 

@@ -16,7 +16,12 @@ Invariants:
   request), and it is asked once per distinct strategy and cut: N and T only decide *whether*
   to compress, K decides *what* is summarised, so points with the same strategy and cut share
   one summary (``reused``); ``extractive`` never calls the model;
-* nothing is persisted: the window and the starting state are never changed.
+* nothing is persisted: the window and the starting state are never changed;
+* every summary is one model call through the model-call tracer
+  (:class:`~agentkit.planning.tracer.CallTracer`): its
+  :class:`~agentkit.planning.trace.CallRecord` is the row's ``call`` (the rows sharing the
+  summary share it), its ``chat {model}`` span a child of an ``update_memory`` span under the
+  sweep's ``invoke_agent compression_sweep`` span.
 
 Scenario files (:class:`CompressionScenario`) are a trust boundary and are validated strictly;
 :func:`load_scenario` names the offending field.
@@ -43,6 +48,10 @@ from agentkit.memory.strategies import STRATEGIES
 from agentkit.memory.task_state import TaskState
 from agentkit.memory.tokens import TokenEstimator, estimate_messages, estimator_for
 from agentkit.models.base import ChatModel
+from agentkit.planning.trace import CallRecord
+from agentkit.planning.tracer import CallTracer
+from agentkit.planning.upkeep import summarizer
+from agentkit.telemetry import Telemetry
 from agentkit.types import Message, utc_now
 
 __all__ = [
@@ -56,6 +65,8 @@ __all__ = [
 ]
 
 SweepStatus = Literal["compressed", "under_threshold", "nothing_to_cut", "failed"]
+#: the agent name on a sweep's ``invoke_agent`` span
+SWEEP_AGENT = "compression_sweep"
 _Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
 
@@ -233,6 +244,8 @@ class SweepRow:
     facts_ungrounded: int = 0
     ungrounded_facts: tuple[str, ...] = ()
     state_tokens: int = 0
+    #: the summary's model call (None: no model call at this point)
+    call: CallRecord | None = None
 
     def as_record(self) -> dict[str, Any]:
         """A flat record (for a table): everything but the TaskState, lists as text."""
@@ -260,6 +273,8 @@ class SweepRow:
 
 
 Progress = Callable[[int, int], None]
+#: one summary of a sweep: its outcome, how long it took (ms) and its model call's record
+_Summary = tuple[CompressionOutcome | None, float, CallRecord | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +296,7 @@ class _Measure:
         reused: bool = False,
         summary_ms: float = 0.0,
         error: str = "",
+        call: CallRecord | None = None,
     ) -> SweepRow:
         compressed = outcome is not None and outcome.compressed
         state = outcome.task_state if outcome is not None and compressed else self.start
@@ -311,6 +327,7 @@ class _Measure:
             facts_ungrounded=len(outcome.ungrounded) if outcome is not None and compressed else 0,
             ungrounded_facts=outcome.ungrounded if outcome is not None and compressed else (),
             state_tokens=self.estimate(state.render()) if state.render() else 0,
+            call=call,
         )
 
 
@@ -323,12 +340,14 @@ async def sweep_compression(
     facts: Iterable[str] = (),
     estimate: TokenEstimator | None = None,
     progress: Progress | None = None,
+    telemetry: Telemetry | None = None,
 ) -> list[SweepRow]:
     """Compress *window* (from *task_state*) at every point of *grid*; one row per point.
 
     *estimate* defaults to the model's tokenizer (:func:`estimator_for`). *progress* is called
-    with ``(done, total)`` after each point. A model failure at a point becomes a ``failed``
-    row; an empty fact is a :class:`UsageError` before any model call.
+    with ``(done, total)`` after each point. *telemetry* keeps the sweep's spans (default: a
+    new one, exported through OpenTelemetry when it is set up). A model failure at a point
+    becomes a ``failed`` row; an empty fact is a :class:`UsageError` before any model call.
     """
     known = tuple(facts)
     fact_retention(task_state, known)  # validates the facts up front
@@ -336,28 +355,51 @@ async def sweep_compression(
     messages = list(window)
     measure = _Measure(messages, task_state, known, estimate, estimate_messages(messages, estimate))
     configs = grid.configs()
-    summaries: dict[tuple[str, int], tuple[CompressionOutcome | None, float]] = {}
+    summaries: dict[
+        tuple[str, int], tuple[CompressionOutcome | None, float, CallRecord | None]
+    ] = {}
     rows: list[SweepRow] = []
-    for done, config in enumerate(configs, start=1):
-        cut = tool_safe_cut(messages, len(messages) - config.keep_recent)
-        if not should_compress(messages, config, estimate):
-            rows.append(measure.row(config, "under_threshold"))
-        elif cut == 0:
-            rows.append(measure.row(config, "nothing_to_cut"))
-        else:
-            point = (config.strategy, cut)
-            reused = point in summaries
-            if not reused:
-                started = time.perf_counter()
-                outcome = await maybe_compress(messages, task_state, model, config, estimate)
-                summaries[point] = (outcome, round((time.perf_counter() - started) * 1000, 1))
-            outcome, elapsed = summaries[point]
-            if outcome is not None and outcome.compressed:
-                row = measure.row(config, "compressed", outcome, reused=reused, summary_ms=elapsed)
+    trace = (telemetry or Telemetry(agent_id=SWEEP_AGENT)).turn(
+        conversation_id="", message_id="", model=model.spec
+    )
+    tracer = CallTracer.standalone(model, trace=trace)
+    summarize = summarizer(tracer, model)
+    try:
+        for done, config in enumerate(configs, start=1):
+            cut = tool_safe_cut(messages, len(messages) - config.keep_recent)
+            if not should_compress(messages, config, estimate):
+                rows.append(measure.row(config, "under_threshold"))
+            elif cut == 0:
+                rows.append(measure.row(config, "nothing_to_cut"))
             else:
-                error = str(outcome.error) if outcome is not None else "no summary"
-                row = measure.row(config, "failed", reused=reused, summary_ms=elapsed, error=error)
-            rows.append(row)
-        if progress is not None:
-            progress(done, len(configs))
+                point = (config.strategy, cut)
+                reused = point in summaries
+                if not reused:
+                    started = time.perf_counter()
+                    made = len(tracer.records)
+                    outcome = await maybe_compress(
+                        messages, task_state, model, config, estimate,
+                        parent=trace.root, summarize=summarize,
+                    )  # fmt: skip
+                    elapsed = round((time.perf_counter() - started) * 1000, 1)
+                    call = tracer.records[-1] if len(tracer.records) > made else None
+                    summaries[point] = (outcome, elapsed, call)
+                outcome, elapsed, call = summaries[point]
+                if outcome is not None and outcome.compressed:
+                    row = measure.row(
+                        config, "compressed", outcome, reused=reused, summary_ms=elapsed, call=call
+                    )
+                else:
+                    error = str(outcome.error) if outcome is not None else "no summary"
+                    row = measure.row(
+                        config, "failed", reused=reused, summary_ms=elapsed, error=error, call=call
+                    )
+                rows.append(row)
+            if progress is not None:
+                progress(done, len(configs))
+    except BaseException as error:  # the sweep's span ends whatever happens
+        trace.end("failed", error_type=type(error).__qualname__, message=str(error))
+        raise
+    usage = tracer.usage
+    trace.end(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
     return rows

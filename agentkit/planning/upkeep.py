@@ -57,6 +57,7 @@ __all__ = [
     "needed",
     "prepare",
     "queue",
+    "summarizer",
     "upkeep",
 ]
 
@@ -76,7 +77,10 @@ class Prepared:
         return self.task_state is not None or self.record is not None or bool(self.notes)
 
 
-def _summarizer(calls: CallTracer, model: ChatModel) -> Summarize:
+def summarizer(calls: CallTracer, model: ChatModel) -> Summarize:
+    """The summarise call of compression made through *calls* (its record and span), the
+    reply validated against the summary's schema; a compression sweep uses it too."""
+
     async def summarize(
         messages: list[ChatMessage], schema: JsonSchema, span: Span | None
     ) -> Completion:
@@ -100,7 +104,7 @@ async def prepare(
     conversation = [*intake.history, *turn_messages]
     window = chat_window(conversation, intake.start)
     start_state = task = intake.task.value
-    summarize = _summarizer(calls, model)
+    summarize = summarizer(calls, model)
     parent = calls.trace.root if calls.trace is not None else None
     notes: list[tuple[str, str]] = []
     estimate = estimator_for(model)

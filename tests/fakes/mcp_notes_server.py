@@ -1,8 +1,12 @@
 """An MCP server written with the ``mcp`` package, for the MCP toolset tests.
 
 ``python mcp_notes_server.py stdio`` serves on stdin/stdout; ``python mcp_notes_server.py http
-PORT`` serves streamable HTTP at ``http://127.0.0.1:PORT/mcp``. ``build_server()`` gives the
-server itself (tests run it in-process on a loopback port).
+FD`` serves streamable HTTP at ``/mcp`` on the listening socket it inherits as file descriptor
+``FD``: the test owns the port, so a server killed and started again serves the same address,
+with no moment at which the port is free for another process or a connection is refused
+(connections made before the server is up wait in the socket's backlog); once it serves, it
+writes its pid to the file ``$MCP_READY``, if set. ``build_server()`` gives the server itself
+(tests run it in-process on a loopback port).
 
 Tools: ``list_notes`` (read-only), ``add_note`` (writes), ``fail`` (answers ``isError``),
 ``slow`` (read-only; writes ``started`` to the file ``$MCP_MARKER`` then sleeps, so a test can
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -70,10 +75,25 @@ def build_server(*, trace: bool = False) -> MCPServer:
     return server
 
 
+async def serve_http(server: MCPServer, listening: socket.socket) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+    http = uvicorn.Server(config)
+    serving = asyncio.create_task(http.serve(sockets=[listening]))
+    while not http.started and not serving.done():
+        await asyncio.sleep(0.01)
+    ready = os.environ.get("MCP_READY")
+    if ready and http.started:
+        Path(ready).write_text(str(os.getpid()), encoding="utf-8")
+    await serving
+
+
 def main() -> None:
     server = build_server(trace="--trace" in sys.argv)
     if sys.argv[1:2] == ["http"]:
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+        listening = socket.socket(fileno=int(sys.argv[2]))
+        asyncio.run(serve_http(server, listening))
     else:
         server.run()
 
