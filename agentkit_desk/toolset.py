@@ -257,8 +257,8 @@ def desk_tools(
 #: random strings (Binance's 64-character keys)
 SECRET_PATTERNS: tuple[str, ...] = (
     r"(?i)\b(?:api[ _-]?key|secret(?:[ _-]?key)?|key|token|password|passphrase)\b"
-    r"['\"]?(?:\s+is)?\s*[:=：]?\s*['\"]?([A-Za-z0-9][A-Za-z0-9_\-./+=]{5,})",
-    r"(?:密钥|秘钥|口令|密码)\s*[:=：是为]?\s*([A-Za-z0-9][A-Za-z0-9_\-./+=]{5,})",
+    r"['\"]?(?:\s+is)?\s*[:=\uff1a]?\s*['\"]?([A-Za-z0-9][A-Za-z0-9_\-./+=]{5,})",
+    r"(?:密钥|秘钥|口令|密码)\s*[:=\uff1a是为]?\s*([A-Za-z0-9][A-Za-z0-9_\-./+=]{5,})",
     r"\bsk-[A-Za-z0-9_-]{16,}",
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
     r"\b[A-Za-z0-9]{32,}\b",
