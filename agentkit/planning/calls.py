@@ -60,6 +60,7 @@ async def structured(
             except PlanFormatError as error:
                 call.read(raw=raw, error=error.problem)
                 return error.problem, None, raw
+            turn.ctx.mask.learn_json(value)  # planned keys: masked in the raw text too
             call.read(raw=raw, parsed=turn.ctx.mask.json(value))
             return "", value, raw
     except (ModelError, TimeoutError, RecursionError) as error:

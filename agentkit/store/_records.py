@@ -33,6 +33,7 @@ __all__ = [
     "CheckpointRecord",
     "CreatedRecord",
     "ForkedRecord",
+    "LABEL_PATTERN",
     "JournalRecord",
     "Label",
     "MessageRecord",
@@ -50,7 +51,8 @@ __all__ = [
     "turn_of",
 ]
 
-Label = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z_]{0,15}$")]
+LABEL_PATTERN = r"^[A-Z][A-Z_]{0,15}$"
+Label = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
 """An upper-case block label in ``messages.log`` (``USER``, ``AGENT``, ``SESSION``, …)."""
 
 _ROLE_LABELS: dict[Role, str] = {

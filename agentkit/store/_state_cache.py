@@ -108,6 +108,11 @@ class FolderStates:
         mtime, size; looked up when not given)."""
         self._put(directory, state, _meta_identity(directory) if identity is None else identity)
 
+    def meta_size(self, directory: Path) -> int | None:
+        """The size of the folder's ``meta.json`` when its state was last read or written."""
+        entry = self._entries.get(directory)
+        return None if entry is None or entry[1][2] < 0 else entry[1][2]
+
     def forget(self, directory: Path) -> None:
         self._entries.pop(directory, None)
         self._tails.pop(directory, None)

@@ -24,17 +24,20 @@ is written once, here, over :class:`~agentkit.store.backend.JournalBackend`:
 
 from __future__ import annotations
 
-import os
+import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import Final, get_args
 
 from agentkit.errors import ConversationBusyError, ConversationNotFoundError, StoreError, UsageError
 from agentkit.ids import check_id
 from agentkit.store._checkpoint import TurnCheckpoint
+from agentkit.store._process import pid
 from agentkit.store._records import (
+    LABEL_PATTERN,
     AnnotationRecord,
     CheckpointRecord,
     CreatedRecord,
@@ -70,6 +73,31 @@ _CHECKPOINTS: Final[frozenset[RecordKind]] = frozenset({"checkpoint"})
 _RECORDS: Final[frozenset[RecordKind]] = frozenset({"record"})
 
 
+Draft = Callable[[int], JournalRecord]
+"""A record to be, given its ``seq`` once the commit that writes it numbers it (its values
+are checked when the draft is made, so a bad one never reaches a commit)."""
+
+_STATUSES: Final = frozenset(get_args(ConversationStatus))
+_LABEL: Final = re.compile(LABEL_PATTERN)
+
+
+def _status(status: ConversationStatus, at: datetime) -> Draft:
+    if status not in _STATUSES:
+        raise ValueError(f"invalid conversation status {status!r}: one of {sorted(_STATUSES)}")
+    return lambda seq: StatusRecord(seq=seq, status=status, at=at)
+
+
+def _note(message_id: str, label: str, text: str, at: datetime) -> Draft:
+    check_id(message_id, "message")
+    if not isinstance(label, str) or not _LABEL.match(label):
+        raise ValueError(f"invalid turn-log label {label!r}: {LABEL_PATTERN}")
+    if not isinstance(text, str):
+        raise ValueError(f"a turn-log note is text, not {type(text).__name__}")
+    return lambda seq: AnnotationRecord(
+        seq=seq, message_id=message_id, label=label, text=text, at=at
+    )
+
+
 class _Hold:
     """A lease this thread holds, and the notes made under it, not yet written."""
 
@@ -77,8 +105,8 @@ class _Hold:
 
     def __init__(self, lease: Lease) -> None:
         self.lease = lease
-        self.pending: list[JournalRecord] = []
-        self.pid = os.getpid()
+        self.pending: list[Draft] = []
+        self.pid = pid()
 
 
 class ConversationStore:
@@ -111,7 +139,7 @@ class ConversationStore:
         if not holds:
             return None
         hold = holds.get(key)
-        return hold if hold is not None and hold.pid == os.getpid() else None
+        return hold if hold is not None and hold.pid == pid() else None
 
     @contextmanager
     def hold(self, key: ConversationKey, timeout: float | None = None) -> Iterator[None]:
@@ -176,39 +204,40 @@ class ConversationStore:
         key = hold.lease.key
         last = self.backend.read(key, _MESSAGE, last=1)
         if last and isinstance(last[0], MessageRecord):
-            turn = last[0].message.message_id
-            note = AnnotationRecord(seq=1, message_id=turn, label="ERROR", text=CUT_SHORT, at=now)
-            hold.pending.append(note)
-        hold.pending.append(StatusRecord(seq=1, status="failed", at=now))
+            hold.pending.append(_note(last[0].message.message_id, "ERROR", CUT_SHORT, now))
+        hold.pending.append(_status("failed", now))
 
     # ------------------------------------------------------------------ writes
 
     def _commit(
         self,
         key: ConversationKey,
-        records: Sequence[JournalRecord],
+        records: Sequence[Draft],
         *,
         durable: bool = True,
         checkpoint: TurnCheckpoint | None = None,
     ) -> ConversationMeta:
         """Append the notes waiting under the lease, *records* and the *checkpoint* (filled
         in as the conversation stands after them) in one backend append."""
-        with self._hold(key) as hold:
-            lease = hold.lease
-            batch = [*hold.pending, *records] if hold.pending else records
-            hold.pending = []
-            if not batch and checkpoint is None:
-                return lease.meta
-            try:
-                self._append(lease, batch, checkpoint, durable=durable)
-            except LeaseMovedError:  # an earlier write had landed after all: number again
-                self._append(lease, batch, checkpoint, durable=durable)
+        hold = self._held(key)
+        if hold is None:  # a write of its own: a brief lease for it
+            with self._hold(key):
+                return self._commit(key, records, durable=durable, checkpoint=checkpoint)
+        lease = hold.lease
+        batch = [*hold.pending, *records] if hold.pending else records
+        hold.pending = []
+        if not batch and checkpoint is None:
             return lease.meta
+        try:
+            self._append(lease, batch, checkpoint, durable=durable)
+        except LeaseMovedError:  # an earlier write had landed after all: number again
+            self._append(lease, batch, checkpoint, durable=durable)
+        return lease.meta
 
     def _append(
         self,
         lease: Lease,
-        batch: Sequence[JournalRecord],
+        batch: Sequence[Draft],
         checkpoint: TurnCheckpoint | None,
         *,
         durable: bool,
@@ -216,10 +245,10 @@ class ConversationStore:
         """*batch* numbered after the lease's records, and the checkpoint filled in."""
         views = Views.resume(lease.meta, lease.records)
         numbered: list[JournalRecord] = []
-        for record in batch:
-            copy = record.model_copy(update={"seq": views.records + 1})
-            views.apply(copy)
-            numbered.append(copy)
+        for draft in batch:
+            record = draft(views.records + 1)
+            views.apply(record)
+            numbered.append(record)
         if checkpoint is not None:
             done = {"messages": views.message_count, "status": views.status}
             mark = CheckpointRecord(
@@ -257,9 +286,11 @@ class ConversationStore:
         With *checkpoint*, the finished turn's checkpoint is in that commit too (its
         ``messages`` and ``status`` are set to what they are after it).
         """
-        records: list[JournalRecord] = [MessageRecord(seq=1, message=message)]
+        if not isinstance(message, Message):
+            raise ValueError(f"a message is a Message, not {type(message).__name__}")
+        records: list[Draft] = [lambda seq: MessageRecord(seq=seq, message=message)]
         if status is not None:
-            records.append(StatusRecord(seq=1, status=status, at=utc_now()))
+            records.append(_status(status, utc_now()))
         return self._commit(key, records, checkpoint=checkpoint)
 
     def set_status(
@@ -270,8 +301,7 @@ class ConversationStore:
         checkpoint: TurnCheckpoint | None = None,
     ) -> ConversationMeta:
         """Change the status durably (with *checkpoint*: as in :meth:`append`)."""
-        record = StatusRecord(seq=1, status=status, at=utc_now())
-        return self._commit(key, [record], checkpoint=checkpoint)
+        return self._commit(key, [_status(status, utc_now())], checkpoint=checkpoint)
 
     def annotate(self, key: ConversationKey, message_id: str, label: str, text: str) -> None:
         """Add a ``[LABEL]`` block to the turn's ``messages.log`` (not part of the history).
@@ -280,10 +310,7 @@ class ConversationStore:
         written with the turn's next commit, or when the turn lets go, whichever comes first;
         otherwise at once, without waiting for the disk (a crash before the next durable
         commit may lose it; it never loses a message)."""
-        check_id(message_id, "message")
-        record = AnnotationRecord(
-            seq=1, message_id=message_id, label=label, text=text, at=utc_now()
-        )
+        record = _note(message_id, label, text, utc_now())
         hold = self._held(key)
         if hold is not None:
             hold.pending.append(record)
@@ -308,7 +335,8 @@ class ConversationStore:
                 raise UsageError(
                     f"a record of {key} starts at message {record.start}; it has {count}"
                 )
-            self._commit(key, [RecordEntry(seq=1, record=record)])
+            entry = RecordEntry(seq=1, record=record)  # checked here, numbered by the commit
+            self._commit(key, [lambda seq: entry.model_copy(update={"seq": seq})])
 
     def delete(self, key: ConversationKey) -> None:
         with self._hold(key, settle=False) as hold:

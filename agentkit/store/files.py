@@ -247,7 +247,9 @@ class FileJournal(JournalBackend):
     def _keep(self, key: ConversationKey, state: FolderState) -> HeldFolder:
         held = self._held.get(key)
         if held is None:
-            held = self._held[key] = HeldFolder(str(self._dir(key)), state)
+            directory = self._dir(key)
+            size = self._states.meta_size(directory)
+            held = self._held[key] = HeldFolder(str(directory), state, size)
         held.state = state
         return held
 

@@ -44,6 +44,7 @@ from typing import Literal
 
 from agentkit.errors import StoreError, UsageError
 from agentkit.store._fsio import fsync_dir
+from agentkit.store._process import pid
 from agentkit.store.kv import (
     ConfigEntry,
     ConfigStore,
@@ -196,7 +197,7 @@ class SqliteConfigStore(ConfigStore):
     def _connection(self) -> sqlite3.Connection:
         if self._closed:
             raise UsageError(f"the config store {self.path} is closed")
-        if os.getpid() != self._pid:
+        if pid() != self._pid:
             raise UsageError(
                 f"the config store {self.path} was opened before fork(); open a new one here"
             )
