@@ -344,7 +344,8 @@ class Agent:
             check_model_requests(model.spec)
         engine = ENGINES[self.config.engine]
         if conversation_id is None:
-            title = conversation_title(text)  # the user's own words (agentkit.titles)
+            # the user's own words (agentkit.titles), a key they typed masked
+            title = conversation_title(self.runtime.tools.mask.text(text))
             conversation_id = self.create_conversation(title).conversation_id
         key = self._key(conversation_id)
         if not self.store.exists(key):

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agentkit.errors import AgentkitError, ModelError
+from agentkit.errors import AgentkitError, ModelError, StoreError
 from agentkit.events import (
     AgentEvent,
     AgentOutputEvent,
@@ -184,6 +184,8 @@ class _ChatTurn:
             await session.cancel()
             self._commit(reply, calls.usage, "idle")
             raise
+        except StoreError:  # the store went away (writing the call's trace): its error, not
+            raise  # the model's (the edge says so: HTTP 503 / store_unavailable)
         except Exception as error:  # the turn boundary: a backend bug must not leave "running"
             await self.pool.drop(key.agent_id, key.conversation_id)
             ctx.note("ERROR", f"backend crashed: {type(error).__name__}: {error}")
@@ -290,7 +292,8 @@ class _ChatTurn:
             scenario=scenario,
             provider=provider_name(ctx.model.spec),
             model=ctx.model.spec,
-            secrets=ctx.mask.values,
+            secrets=ctx.mask,
+            request=ctx.text,
         )
 
     def _result(self, status: TurnStatus, text: str, usage: Usage) -> ResultEvent:
@@ -302,6 +305,7 @@ class _ChatTurn:
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
                 error_type=error,
+                answer=text,
             )
         return ResultEvent(
             conversation_id=ctx.key.conversation_id,

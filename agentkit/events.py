@@ -188,6 +188,8 @@ class AskUserEvent(_Event):
     tool_args: dict[str, Any] = Field(default_factory=dict)
     #: a confirmation's pending approval, to decide on by id (``Agent.decide``, HTTP, ACP)
     approval_id: str = ""
+    #: the plan step that waits (the question's ``ask_user`` step, the consent's tool step)
+    step_id: str = ""
 
 
 class ResultEvent(_Event):

@@ -45,14 +45,25 @@ def utc_now() -> datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
+#: moments formatted lately: a stored message's time is written three times (its journal
+#: record, history.json, the turn log) and a conversation's creation time at every commit
+_FORMATTED: dict[datetime, str] = {}
+
+
 def format_timestamp(moment: datetime) -> str:
     """``2026-03-23T10:12:11.993Z``: the seed's ISO form, UTC, milliseconds."""
-    if moment.tzinfo is not UTC:
-        moment = moment.astimezone(UTC)
-    return (  # by hand: half the time of strftime, and a year below 1000 keeps four digits
-        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
-        f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z"
+    text = _FORMATTED.get(moment)
+    if text is not None:
+        return text
+    utc = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
+    text = (  # by hand: half the time of strftime, and a year below 1000 keeps four digits
+        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:"
+        f"{utc.minute:02d}:{utc.second:02d}.{utc.microsecond // 1000:03d}Z"
     )
+    if len(_FORMATTED) >= 1024:
+        _FORMATTED.clear()
+    _FORMATTED[moment] = text
+    return text
 
 
 def _require_aware(moment: datetime) -> datetime:

@@ -251,6 +251,19 @@ def desk_tools(
 
 # -- the toolset --------------------------------------------------------------------------------
 
+#: the formats of the keys the desk stores, so that a key the user types is masked before any
+#: tool has stored it: the value said after "api key" / "secret" / "key" / "token" /
+#: "password" / "passphrase" (密钥, 秘钥), OpenAI-style ``sk-`` keys, UUIDs (OKX), and long
+#: random strings (Binance's 64-character keys)
+SECRET_PATTERNS: tuple[str, ...] = (
+    r"(?i)\b(?:api[ _-]?key|secret(?:[ _-]?key)?|key|token|password|passphrase)\b"
+    r"['\"]?(?:\s+is)?\s*[:=\uff1a]?\s*['\"]?([A-Za-z0-9][A-Za-z0-9_\-./+=]{5,})",
+    r"(?:密钥|秘钥|口令|密码)\s*[:=\uff1a是为]?\s*([A-Za-z0-9][A-Za-z0-9_\-./+=]{5,})",
+    r"\bsk-[A-Za-z0-9_-]{16,}",
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+    r"\b[A-Za-z0-9]{32,}\b",
+)
+
 _Value = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
 
@@ -304,6 +317,9 @@ class DeskToolset(Toolset):
 
     def secrets(self) -> Iterable[str]:
         return self.db.secret_values()
+
+    def secret_patterns(self) -> Sequence[str]:
+        return SECRET_PATTERNS
 
     def snapshot(self) -> JsonValue:
         """Trader names (sorted) and their fields, row counts, and the preferences."""

@@ -9,9 +9,16 @@ builds the views, instead of 100 000 fsynced appends), then measures:
 * ``recover``       rebuilding every view from the journal (``meta.json`` missing), once;
 * ``naive_rewrite`` for comparison, what an append costs when the whole ``history.json`` is
   rewritten (``json.dump`` of the list + fsync), as the seed's layout invites;
-* ``naive_load``    for comparison, ``json.load`` of ``history.json``.
+* ``naive_load``    for comparison, ``json.load`` of ``history.json``;
+* ``turn``          the store's part of one planner turn (:func:`store_turn`: the lease, the
+  question with ``running`` durably, the reads a turn makes, three notes, a trace of two
+  lines, the answer with its status and checkpoint durably): two fsyncs;
+* ``turn_cpu``      the same turn with ``os.fsync`` made a no-op: the store's own code and
+  the other system calls, which is what the code can change (fsync before acknowledging
+  stays: the durability points are the same two).
 
-Run ``python bench/bench_store.py`` (``make bench``); ``--sizes 100,1000`` for a quick run.
+Run ``python bench/bench_store.py`` (``make bench``); ``--sizes 100,1000`` for a quick run;
+``--profile`` prints where ``turn_cpu``'s time goes (cProfile, top frames by own time).
 Prints a table and appends rows ``timestamp,size,metric,median_ms,p90_ms`` to
 ``bench/results/store.csv``.
 """
@@ -32,10 +39,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from agentkit.store import ConversationKey, FileConversationStore
+from agentkit.store import ConversationKey, FileConversationStore, TurnCheckpoint
 from agentkit.store._journal import encode_frame
 from agentkit.store._records import CreatedRecord, JournalRecord, MessageRecord, encode_record, fold
-from agentkit.types import Message, ToolCallRecord
+from agentkit.types import Message, ToolCallRecord, utc_now
 
 RESULTS = Path(__file__).resolve().parent / "results" / "store.csv"
 SIZES = (100, 1_000, 10_000, 100_000)
@@ -133,6 +140,45 @@ def _naive_rewrite(path: Path, entries: list[dict[str, object]]) -> None:
         os.fsync(handle.fileno())
 
 
+def store_turn(store: FileConversationStore, index: int) -> None:
+    """What a planner turn asks of the store (see the module docstring)."""
+    question = Message.user(f"question {index} " * 10)
+    turn = question.message_id
+    with store.hold(KEY, timeout=0):
+        store.append(KEY, question, status="running")
+        store.recent(KEY, 42)
+        store.records(KEY)
+        store.last_checkpoint(KEY)
+        for label in ("SESSION", "PLAN", "STEP"):
+            store.annotate(KEY, turn, label, "some text " * 8)
+        sink = store.open_trace(KEY, turn)
+        sink.append('{"purpose":"plan","ms":1.0}')
+        sink.append('{"purpose":"answer","ms":1.0}')
+        sink.close()
+        checkpoint = TurnCheckpoint(
+            message_id=turn,
+            messages=0,
+            status="idle",
+            at=utc_now(),
+            execution_state={"goal": "g", "steps": [{"id": "s1"}]},
+            execution_state_version=index + 1,
+        )
+        answer = Message.assistant("answer " * 20, message_id=turn)
+        store.append(KEY, answer, status="completed", checkpoint=checkpoint)
+
+
+def _without_fsync(action: Callable[[], object]) -> Callable[[], object]:
+    def bare() -> object:
+        real = os.fsync
+        os.fsync = lambda fd: None
+        try:
+            return action()
+        finally:
+            os.fsync = real
+
+    return bare
+
+
 def measure(size: int, scratch: Path) -> list[tuple[str, float, float, int]]:
     root = scratch / f"size-{size}"
     rows: list[tuple[str, float, float, int]] = []
@@ -146,11 +192,17 @@ def measure(size: int, scratch: Path) -> list[tuple[str, float, float, int]]:
     samples = _times(lambda: store.append(KEY, next(fresh)), 50)
     rows.append(("append", *_summary(samples), len(samples)))
 
+    turns = iter(range(10**6))
+    samples = _times(lambda: store_turn(store, next(turns)), 50)
+    rows.append(("turn", *_summary(samples), len(samples)))
+    samples = _times(_without_fsync(lambda: store_turn(store, next(turns))), 100)
+    rows.append(("turn_cpu", *_summary(samples), len(samples)))
+
     assert len(store.recent(KEY, 20)) == 20
     samples = _times(lambda: store.recent(KEY, 20), 50)
     rows.append(("recent20", *_summary(samples), len(samples)))
 
-    assert len(store.messages(KEY)) == size + 50
+    assert len(store.messages(KEY)) == size + 50 + 2 * 150
     samples = _times(lambda: store.messages(KEY), slow)
     rows.append(("messages", *_summary(samples), len(samples)))
 
@@ -166,11 +218,36 @@ def measure(size: int, scratch: Path) -> list[tuple[str, float, float, int]]:
     return rows
 
 
+def profile_turn(turns: int = 1000) -> int:
+    """cProfile of :func:`store_turn` without fsync, after 100 turns: the top frames."""
+    import cProfile
+    import pstats
+
+    with tempfile.TemporaryDirectory(prefix="agentkit-bench-") as folder:
+        store = FileConversationStore(folder)
+        store.create(KEY, "profile")
+        for index in range(100):
+            store_turn(store, index)
+        profiler = cProfile.Profile()
+        run = _without_fsync(lambda: [store_turn(store, i) for i in range(100, 100 + turns)])
+        profiler.enable()
+        run()
+        profiler.disable()
+    stats = pstats.Stats(profiler)
+    calls = sum(row[1] for row in stats.stats.values())  # type: ignore[attr-defined]
+    print(f"{turns} store turns (no fsync): {calls / turns:.0f} Python calls per turn")
+    stats.sort_stats("tottime").print_stats(20)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="comma-separated sizes")
     parser.add_argument("--results", type=Path, default=RESULTS, help="CSV file to append to")
+    parser.add_argument("--profile", action="store_true", help="where turn_cpu's time goes")
     args = parser.parse_args(argv)
+    if args.profile:
+        return profile_turn()
     sizes = [int(s) for s in args.sizes.split(",")]
     machine = f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
     print(f"agentkit store benchmark — Python {platform.python_version()}, {machine}")

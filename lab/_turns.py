@@ -1,54 +1,33 @@
 """Running agent work for a widget: on the agent's own background loop, without blocking.
 
 Invariant: every turn and every cancel a widget starts for an :class:`~agentkit.Agent` runs on
-the same event loop as ``Agent.send`` (:attr:`Agent.loop`). Live sessions are bound to the
-loop they were opened on, so this is what lets a second message from a widget reach the live
-session (scenario B) and lets the stop button's ``agent.cancel`` find the running turn in the
-same session pool.
+the same event loop as ``Agent.send`` (:attr:`Agent.loop`, submitted with
+:meth:`~agentkit.loop.BackgroundLoop.submit`). Live sessions are bound to the loop they were
+opened on, so this is what lets a second message from a widget reach the live session
+(scenario B) and lets the stop button's ``agent.cancel`` find the running turn in the same
+session pool. No thread is started here: the loop thread runs the turn, and the caller gets its
+:class:`concurrent.futures.Future` at once, so a widget callback returns immediately and the
+kernel stays responsive while the reply streams in.
 
-The caller gets a :class:`concurrent.futures.Future` at once: a widget callback returns
-immediately and the kernel stays responsive while the reply streams in. Events are handed to
-``on_event`` as they arrive (on the loop thread); a failing callback never stops the turn
-half-way: the turn is consumed to its ``result`` event and the first callback error is raised
-from the future afterwards.
+Events are handed to ``on_event`` as they arrive (on the loop thread), every one of them: a
+turn's stream may go on after ``result`` (the ``compression`` event of the memory upkeep that
+ran after it), so the future completes only when the stream ends. A failing callback never
+stops the turn half-way: the turn is consumed to its end and the first callback error is
+raised from the future afterwards.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from typing import Any, Literal, TypeVar
 
-from agentkit import Agent
+from agentkit import Agent, AgentkitError
 from agentkit.events import AgentEvent
 
-__all__ = ["run_on_agent_loop", "start_decision", "start_turn", "then"]
+__all__ = ["busy", "start_cancel", "start_decision", "start_turn", "then"]
 
 T = TypeVar("T")
-
-
-def run_on_agent_loop(
-    agent: Agent, work: Callable[[], Coroutine[Any, Any, T]], *, name: str = "agentkit-lab"
-) -> Future[T]:
-    """Run ``work()`` on *agent*'s loop from a helper thread; return its future at once.
-
-    *work* is a coroutine function (not a coroutine), so nothing is created that could be left
-    un-awaited when the future is cancelled before it starts.
-    """
-    loop = agent.loop
-    future: Future[T] = Future()
-
-    def run() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(loop.run(work()))
-        except BaseException as error:  # handed to whoever reads the future
-            future.set_exception(error)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return future
 
 
 def start_turn(
@@ -62,11 +41,43 @@ def start_turn(
     Errors raised before the turn starts (empty text, unknown or busy conversation, a bad model
     spec) come out of the future; nothing was written in those cases.
     """
+    return agent.loop.submit(_consume(agent.send_message(conversation_id, text), on_event))
 
-    async def consume() -> list[AgentEvent]:
-        return await _consume(agent.send_message(conversation_id, text), on_event)
 
-    return run_on_agent_loop(agent, consume, name="agentkit-lab-turn")
+def start_decision(
+    agent: Agent,
+    conversation_id: str,
+    approval_id: str,
+    decision: Literal["approve", "reject"],
+    on_event: Callable[[AgentEvent], None],
+    *,
+    args: dict[str, Any] | None = None,
+) -> Future[list[AgentEvent]]:
+    """Decide on a pending approval by its id (``agent.adecide``, from the widget) and
+    continue the turn; like :func:`start_turn`, errors before the turn come out of the
+    future (already decided, unknown, invalid arguments: nothing was run)."""
+    stream = agent.adecide(conversation_id, approval_id, decision, args, source="widget")
+    return agent.loop.submit(_consume(stream, on_event))
+
+
+def start_cancel(agent: Agent, conversation_id: str) -> Future[bool]:
+    """Ask the conversation's running turn to stop (``agent.cancel``); the future says
+    whether the agent found one it can interrupt."""
+    return agent.loop.submit(agent.cancel(conversation_id))
+
+
+def busy(agent: Agent, conversation_id: str | None, started: Future[Any] | None) -> bool:
+    """Whether a view should show *conversation_id* as busy: a turn of it runs, as the agent
+    says (sent from this view or another, or its memory upkeep), or *started*, the turn the
+    view sent, has not ended (before its ``session`` event it may have no conversation yet)."""
+    if started is not None and not started.done():
+        return True
+    if conversation_id is None:
+        return False
+    try:
+        return agent.turn_running(conversation_id)
+    except AgentkitError:  # not an id the agent can have
+        return False
 
 
 def then(future: Future[T], after: Callable[[Future[T]], None]) -> Future[T]:
@@ -94,26 +105,6 @@ def then(future: Future[T], after: Callable[[Future[T]], None]) -> Future[T]:
 
     future.add_done_callback(settle)
     return chained
-
-
-def start_decision(
-    agent: Agent,
-    conversation_id: str,
-    approval_id: str,
-    decision: Literal["approve", "reject"],
-    on_event: Callable[[AgentEvent], None],
-    *,
-    args: dict[str, Any] | None = None,
-) -> Future[list[AgentEvent]]:
-    """Decide on a pending approval by its id (``agent.adecide``, from the widget) and
-    continue the turn; like :func:`start_turn`, errors before the turn come out of the
-    future (already decided, unknown, invalid arguments: nothing was run)."""
-
-    async def consume() -> list[AgentEvent]:
-        stream = agent.adecide(conversation_id, approval_id, decision, args, source="widget")
-        return await _consume(stream, on_event)
-
-    return run_on_agent_loop(agent, consume, name="agentkit-lab-decision")
 
 
 async def _consume(

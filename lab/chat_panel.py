@@ -3,7 +3,18 @@
 A thin view over ``agent.send_message``: the turn runs on the agent's background loop
 (:mod:`lab._turns`), each event is folded into a :class:`~lab.chat_state.TurnView` and the
 widgets are redrawn from it. For a planner agent the panel embeds a :class:`~lab.plan_view.PlanView`
-of the same conversation, refreshed after every event that can change the plan.
+of the same conversation, moved on by the same events.
+
+Invariant: a turn is drawn from its events only. The messages it added are appended from them
+(the ``session`` event names the turn, ``result`` carries the answer; the user's text is masked
+as the turn masks it before writing it), the plan moves on by them, the picker gains the new
+conversation from them: nothing is read back from the store during or after a turn. The stored
+history and plan are read when a conversation is opened or picked, and on Reload. "A turn is
+running" is the agent's answer (:meth:`~agentkit.Agent.turn_running`), so a turn started
+elsewhere through the same agent (another view, a cell calling ``agent.send``) shows as busy
+too; the panel tracks its own turn only until the agent knows of it. A turn's stream may go
+on after ``result`` (the ``compression`` event of the memory upkeep after it): it is shown,
+and the turn is over when the stream is.
 
 Nothing typed is lost: a message refused before its turn starts (empty, busy conversation,
 unknown model spec) stays in the text box with the reason shown.
@@ -19,13 +30,16 @@ from typing import Any, Literal
 import ipywidgets as widgets
 from agentkit import Agent, AgentkitError, Message
 from agentkit.events import AgentEvent, SessionEvent
+from agentkit.titles import conversation_title
 
 from lab._html import notice_html, pre_html
-from lab._turns import run_on_agent_loop, start_decision, start_turn, then
+from lab._turns import busy, start_cancel, start_decision, start_turn, then
 from lab.chat_state import (
     NEW_CONVERSATION,
     TurnView,
     badge_html,
+    compression_note,
+    conversation_option,
     conversation_options,
     message_problem,
     transcript_html,
@@ -48,12 +62,13 @@ class ChatPanel(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
             agent.load_conversation_history(conversation_id) if conversation_id else []
         )  # raises ConversationNotFoundError for an unknown id, before any widget exists
         self.conversation_id = conversation_id
+        #: the last turn sent from this panel, done once the panel shows its end
         self.turn: Future[list[AgentEvent]] | None = None
         self.turn_view: TurnView | None = None
         self.stopping: Future[bool] | None = None
         self.log_lines: list[str] = []
         self._picking = False
-        self._running = False
+        self._started: Future[list[AgentEvent]] | None = None
 
         title = f"<b>{escape(agent.config.name or agent.id)}</b> · {escape(agent.id)}"
         self.heading = widgets.HTML(f"{title} · engine {escape(agent.config.engine)}")
@@ -116,8 +131,9 @@ class ChatPanel(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
 
     @property
     def busy(self) -> bool:
-        """True from Send until the view shows the finished turn."""
-        return self._running
+        """A turn of the shown conversation is running, as the agent says (sent here or from
+        another view of the agent, or its memory upkeep), or the one sent here has not ended."""
+        return busy(self.agent, self.conversation_id, self._started)
 
     def _draw(self) -> None:
         self.transcript.value = transcript_html(self.history, self.turn_view)
@@ -135,14 +151,31 @@ class ChatPanel(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
             del self.log_lines[:-_LOG_LINES]
         self.turn_view = None
 
-    def _set_picker(self, conversation_id: str | None) -> None:
+    def _set_picker(
+        self, conversation_id: str | None, options: list[tuple[str, str]] | None = None
+    ) -> None:
+        """Show *conversation_id* picked among *options* (default: the agent's conversations,
+        read again)."""
         self._picking = True
         try:
-            self.picker.options = conversation_options(self.agent.list_conversations())
+            if options is None:
+                options = conversation_options(self.agent.list_conversations())
+            self.picker.options = options
             self.picker.value = conversation_id or NEW_CONVERSATION
         finally:
             self._picking = False
-        self._running = False
+
+    def _picked_first(self, conversation_id: str, text: str) -> None:
+        """The turn's conversation comes first in the picker, as the most recently updated
+        (a new one titled as the agent titles it, from the message): nothing is read."""
+        options = list(self.picker.options)
+        shown = next((o for o in options if o[1] == conversation_id), None)
+        if shown is None:
+            title = conversation_title(self.agent.tools.mask.text(text))
+            shown = conversation_option(title, conversation_id)
+        else:
+            options.remove(shown)
+        self._set_picker(conversation_id, [options[0], shown, *options[1:]])
 
     def reload(self) -> None:
         """Reload the conversation list and the current conversation's messages."""
@@ -221,28 +254,33 @@ class ChatPanel(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         self.notice.value = ""
         self._archive_turn()
         self.turn_view = TurnView(user_text=shown)
-        self._running = True
+        if self.plan_view is not None:
+            self.plan_view.begin(shown)
+        started = begin()
+        self._started = started
         self._draw()
-        self.turn = then(begin(), self._after_turn)
+        self.turn = then(started, self._after_turn)
         return self.turn
 
     def _on_event(self, event: AgentEvent) -> None:
         turn = self.turn_view
         if turn is None:
             return
-        plan_changed = turn.apply(event)
+        turn.apply(event)
         if isinstance(event, SessionEvent):
             self.badge.value = badge_html(event.scenario)
-            if self.conversation_id != event.conversation_id:
+            if self.conversation_id != event.conversation_id:  # the turn started a new one
                 self.conversation_id = event.conversation_id
                 if self.plan_view is not None:
-                    self.plan_view.show(event.conversation_id)
-        if plan_changed and self.plan_view is not None:
-            self.plan_view.refresh()
+                    self.plan_view.follow(event.conversation_id)
+            self._picked_first(event.conversation_id, turn.user_text)
+        if self.plan_view is not None:
+            self.plan_view.apply(event)
+        if turn.compression is not None and event is turn.compression:
+            self.notice.value = notice_html(compression_note(turn.compression), "info")
         self._draw()
 
     def _after_turn(self, future: Future[list[AgentEvent]]) -> None:
-        self._running = False
         turn = self.turn_view
         error = None if future.cancelled() else future.exception()
         if turn is not None and error is not None and not turn.message_id:
@@ -258,32 +296,26 @@ class ChatPanel(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
             self.notice.value = notice_html("Stopped: the reply was cut short.", "warn")
         elif turn is not None and turn.errors:
             self.notice.value = notice_html("; ".join(turn.errors), "error")
-        try:
-            self._set_picker(self.conversation_id)
-            if self.conversation_id:
-                self.history = self.agent.load_conversation_history(self.conversation_id)
-        except AgentkitError as problem:
-            self.notice.value = notice_html(str(problem), "error")
+        if turn is not None:  # the messages it added, from its events
+            self.history = [*self.history, *turn.messages(self.agent.tools.mask.text)]
         if self.plan_view is not None:
-            self.plan_view.refresh()
+            self.plan_view.ended()
         self._draw()
 
     def stop(self) -> Future[bool] | None:
-        """Ask the running turn to stop (``agent.cancel``); None when no turn is running."""
-        turn = self.turn_view
-        if not self.busy or turn is None:
+        """Ask the conversation's running turn to stop (``agent.cancel``: the one sent here,
+        or one started elsewhere in this process); None when no turn is running."""
+        if not self.busy:
             self.notice.value = notice_html("No turn is running.", "warn")
             return None
-        conversation_id = turn.conversation_id or self.conversation_id
+        turn = self.turn_view
+        conversation_id = (turn.conversation_id if turn is not None else "") or (
+            self.conversation_id
+        )
         if not conversation_id:
             self.notice.value = notice_html("The turn is starting; press Stop again.", "warn")
             return None
-
-        async def cancel() -> bool:
-            return await self.agent.cancel(conversation_id)
-
-        future = run_on_agent_loop(self.agent, cancel, name="agentkit-lab-cancel")
-        self.stopping = then(future, self._after_stop)
+        self.stopping = then(start_cancel(self.agent, conversation_id), self._after_stop)
         return self.stopping
 
     def _after_stop(self, future: Future[bool]) -> None:

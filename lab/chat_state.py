@@ -1,17 +1,21 @@
 """What the chat panel shows, as plain values built from the typed event stream.
 
-The panel is a thin view: :class:`TurnView` folds a turn's events (``session`` first, ``result``
-last) into what is on screen (the scenario, the reply so far, the status, an event log), and the
-``*_html`` functions render it. Nothing here touches a widget, so all of it is tested without a
-kernel. Invariants: the reply shown is exactly the ``agent_output`` pieces joined (or the
-``result`` text when a turn streamed none, e.g. a planner's question); consecutive
-``agent_output`` pieces take one log line; tool arguments in the log are secret-masked.
+The panel is a thin view: :class:`TurnView` folds a turn's events (``session`` first, then
+``result``, then — when the memory upkeep after it compressed the history — ``compression``)
+into what is on screen (the scenario, the reply so far, the status, an event log, the
+messages the turn added), and the ``*_html`` functions render it. Nothing here touches a
+widget, so all of it is tested without a kernel. Invariants: the reply shown is exactly the
+``agent_output`` pieces joined (or the ``result`` text when a turn streamed none, e.g. a
+planner's question); consecutive ``agent_output`` pieces take one log line; tool arguments in
+the log are secret-masked; the messages a turn added are the ones the store holds (the user's
+text masked as the turn masks it before writing it), so a view never reloads the history to
+show them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
@@ -41,10 +45,11 @@ from lab._html import message_html
 
 __all__ = [
     "NEW_CONVERSATION",
-    "PLAN_EVENTS",
     "SCENARIO_MEANING",
     "TurnView",
     "badge_html",
+    "compression_note",
+    "conversation_option",
     "conversation_options",
     "describe_event",
     "message_problem",
@@ -59,11 +64,6 @@ SCENARIO_MEANING = {
     "B": "live session: the message only",
     "C": "restored: system prompt + history summary",
 }
-
-PLAN_EVENTS: frozenset[str] = frozenset(
-    {"plan", "step_start", "step_complete", "replan", "ask_user", "result"}
-)
-"""Event types after which a planner's ExecutionState may have changed (refresh the table)."""
 
 _CUT = 160
 _SHOWN_MESSAGES = 40
@@ -89,10 +89,13 @@ def message_problem(text: str) -> str:
 def conversation_options(metas: Iterable[ConversationMeta]) -> list[tuple[str, str]]:
     """Picker options: "new conversation" first, then each conversation (most recent first)."""
     options = [("+ new conversation", NEW_CONVERSATION)]
-    options.extend(
-        (f"{_cut(meta.title, 50)} · {meta.conversation_id}", meta.conversation_id) for meta in metas
-    )
+    options.extend(conversation_option(meta.title, meta.conversation_id) for meta in metas)
     return options
+
+
+def conversation_option(title: str, conversation_id: str) -> tuple[str, str]:
+    """A conversation's picker option: its title (cut) and id."""
+    return f"{_cut(title, 50)} · {conversation_id}", conversation_id
 
 
 def describe_event(event: AgentEvent) -> str:  # noqa: PLR0911, PLR0912 - one line per event type
@@ -147,6 +150,16 @@ def describe_event(event: AgentEvent) -> str:  # noqa: PLR0911, PLR0912 - one li
     return f"{event.type}"  # pragma: no cover - every type is matched above
 
 
+def compression_note(event: CompressionEvent) -> str:
+    """What a ``compression`` event after the reply did, in one line for the user."""
+    facts = f", {event.facts_added} facts added" if event.facts_added else ""
+    return (
+        f"History compressed after the reply: {event.messages_before} → "
+        f"{event.messages_after} messages, {event.tokens_before} → {event.tokens_after} "
+        f"tokens{facts} (older messages summarised into TaskState)."
+    )
+
+
 @dataclass
 class TurnView:
     """The turn in progress, folded from its events."""
@@ -159,14 +172,19 @@ class TurnView:
     status: str = "running"
     errors: list[str] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
+    #: the turn's ``result`` (its answer as stored), once it came
+    result: ResultEvent | None = None
+    #: the memory upkeep's compression after the result, if it compressed
+    compression: CompressionEvent | None = None
     _pieces: int = 0
 
     @property
     def done(self) -> bool:
+        """The reply is complete (a ``compression`` event may still follow)."""
         return self.status != "running"
 
-    def apply(self, event: AgentEvent) -> bool:
-        """Take *event* in; True when the planner's ExecutionState may have changed."""
+    def apply(self, event: AgentEvent) -> None:
+        """Take *event* in."""
         if isinstance(event, AgentOutputEvent):
             self.reply += event.text
             self._pieces += 1
@@ -175,7 +193,7 @@ class TurnView:
                 self.log[-1] = line
             else:
                 self.log.append(line)
-            return False
+            return
         self._pieces = 0
         self.log.append(describe_event(event))
         if isinstance(event, SessionEvent):
@@ -185,11 +203,26 @@ class TurnView:
         elif isinstance(event, ErrorEvent):
             self.errors.append(f"[{event.code}] {event.message}")
         elif isinstance(event, ResultEvent):
+            self.result = event
             self.status = event.status
             self.conversation_id = event.conversation_id
             if not self.reply.strip():
                 self.reply = event.text
-        return event.type in PLAN_EVENTS
+        elif isinstance(event, CompressionEvent):
+            self.compression = event
+
+    def messages(self, mask: Callable[[str], str]) -> list[Message]:
+        """The messages the turn added to its conversation, as stored: the user's (its text
+        through *mask*, the turn's secret masking) once the turn started, the answer once
+        ``result`` carried one (a chat turn that failed keeps its partial reply on screen,
+        though the store keeps none)."""
+        if not self.message_id:
+            return []  # refused before it started: nothing was written
+        added = [Message.user(mask(self.user_text.strip()), message_id=self.message_id)]
+        result = self.result
+        if result is not None and result.text:
+            added.append(Message.assistant(mask(result.text), message_id=self.message_id))
+        return added
 
     def fail(self, error: BaseException) -> None:
         """The turn could not run at all (e.g. a busy conversation): record why."""

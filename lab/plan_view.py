@@ -1,12 +1,18 @@
 """``PlanView``: a planner conversation's ExecutionState as a live table, and its pause.
 
 A thin view: the table and the pending request come from :mod:`lab.plan_table` (plain
-functions over the stored state); the buttons call the agent. Answering a question sends the
-answer as the next message; Approve and Reject decide on the pending approval by its id
-(``Agent.adecide``, source ``widget``), and "Edit arguments" opens a form built from the
-tool's schema (:mod:`lab.approval_form`) whose values replace the planned ones for that one
-call. A decision is single-use: one made elsewhere first (another tab, a typed "yes") makes
-this one "already decided", shown as a notice, and nothing runs twice.
+functions over an ExecutionState); the buttons call the agent. The state shown is a
+:class:`~lab.plan_state.PlanFold`: read from the store when the view is opened, refreshed or
+switched to another conversation, then moved on by the events of each turn it follows (its
+own, or a ChatPanel's), never re-read per event. Before it acts on a pause (Answer, Approve,
+Reject, Edit), the view reads the stored pause again: it may have been answered elsewhere
+meanwhile. "A turn is running" comes from the agent (:meth:`~agentkit.Agent.turn_running`):
+a turn started elsewhere through the same agent disables the buttons too. Answering a
+question sends the answer as the next message; Approve and Reject decide on the pending
+approval by its id (``Agent.adecide``, source ``widget``), and "Edit arguments" opens a form
+built from the tool's schema (:mod:`lab.approval_form`) whose values replace the planned ones
+for that one call. A decision is single-use: one made elsewhere first (another tab, a typed
+"yes") makes this one "already decided", shown as a notice, and nothing runs twice.
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ from agentkit import Agent, AgentkitError, ExecutionState
 from agentkit.events import AgentEvent
 
 from lab._html import frame_html, message_html, notice_html
-from lab._turns import start_decision, start_turn, then
+from lab._turns import busy, start_decision, start_turn, then
 from lab.approval_form import ApprovalForm
 from lab.chat_state import TurnView, message_problem
+from lab.plan_state import PlanFold
 from lab.plan_table import PendingRequest, pending_request, plan_frame, plan_summary
 
 __all__ = ["PlanView"]
@@ -53,14 +60,14 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
     ) -> None:
         self.agent = agent
         self.conversation_id = conversation_id
-        self.state: ExecutionState | None = None
-        self.version = 0
+        self.fold = PlanFold(mask=agent.tools.mask.text)
         self.pending: PendingRequest | None = None
+        #: the last turn started from this view, done once the view shows its end
         self.turn: Future[list[AgentEvent]] | None = None
         self._send_text = send
         self._decide_with = decide
         self._own_turn: TurnView | None = None
-        self._running = False
+        self._started: Future[list[AgentEvent]] | None = None
 
         self.summary = widgets.HTML()
         self.table = widgets.HTML()
@@ -104,16 +111,32 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
 
     # -- reading -------------------------------------------------------------------------------
 
+    @property
+    def state(self) -> ExecutionState | None:
+        """The ExecutionState shown: as stored when last read, moved on by the turns since."""
+        return self.fold.state
+
+    @property
+    def busy(self) -> bool:
+        """A turn of this conversation is running, as the agent says (started here, in a
+        ChatPanel, anywhere through the same agent), or this view's own turn has not ended."""
+        return busy(self.agent, self.conversation_id, self._started)
+
     def show(self, conversation_id: str | None) -> None:
-        """Follow another conversation (None: none yet)."""
+        """Follow another conversation (None: none yet); its stored state is read."""
         self.conversation_id = conversation_id
         self.reply.value = ""
         self.refresh()
 
+    def follow(self, conversation_id: str) -> None:
+        """The turn being followed started *conversation_id* (a new conversation): follow it
+        on from the turn's events, with nothing to read."""
+        self.conversation_id = conversation_id
+        self.fold.conversation_id = conversation_id
+
     def refresh(self) -> None:
         """Read the stored ExecutionState again and redraw."""
         state: ExecutionState | None = None
-        version = 0
         problem = ""
         if self.conversation_id is not None:
             try:
@@ -121,21 +144,38 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
             except AgentkitError as error:  # unknown conversation, unreadable state
                 problem = str(error)
             else:
-                if loaded is not None:
-                    state, version = loaded.value, loaded.version
-        self.state, self.version = state, version
+                state = loaded.value if loaded is not None else None
+        self.fold.load(state, self.conversation_id or "")
+        self._draw()
+        if problem:
+            self.notice.value = notice_html(problem, "error")
+
+    def begin(self, text: str) -> None:
+        """A turn of the conversation starts from *text* (its events follow, to :meth:`apply`)."""
+        self.fold.begin(text)
+
+    def apply(self, event: AgentEvent) -> None:
+        """Move the plan on by *event* of the turn being followed; redraw when it changed."""
+        if self.fold.apply(event):
+            self._draw()
+
+    def ended(self) -> None:
+        """The turn being followed is over: redraw the buttons (they follow the agent's
+        busy-ness)."""
+        self._draw_pending()
+
+    def _draw(self) -> None:
+        state = self.state
         self.pending = pending_request(state)
         self.summary.value = f"<small>{plan_summary(state)}</small>"
         self.table.value = frame_html(
             plan_frame(state), empty="No plan steps yet.", css_class="agentkit-plan-table"
         )
         self._draw_pending()
-        if problem:
-            self.notice.value = notice_html(problem, "error")
 
     def _draw_pending(self) -> None:
         pending = self.pending
-        busy = self._running
+        busy = self.busy
         for button in (
             self.answer_button,
             self.approve_button,
@@ -177,7 +217,9 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         return self._decide("reject")
 
     def edit(self) -> None:
-        """Open the form of the pending call's arguments (from the tool's schema)."""
+        """Open the form of the pending call's arguments (from the tool's schema, which the
+        stored approval holds: it is read again)."""
+        self.refresh()
         approval = self.state.pending_approval if self.state is not None else None
         if approval is None:
             self.notice.value = notice_html("Nothing is waiting for your consent.", "warn")
@@ -197,53 +239,13 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
             return None
         return self._decide("approve", args)
 
-    def _decide(
-        self, decision: Literal["approve", "reject"], args: dict[str, Any] | None = None
-    ) -> Future[list[AgentEvent]] | None:
-        if self._running:
+    def _still_pending(self, kind: Literal["question", "confirmation"]) -> bool:
+        """Whether the stored flow still waits for *kind* (it is read again: the pause may
+        have been answered elsewhere meanwhile); says why not when it does not."""
+        if self.busy:
             self.notice.value = notice_html("A turn is still running; wait for it.", "warn")
-            return None
-        self.refresh()  # the approval may have been decided elsewhere meanwhile
-        approval = self.state.pending_approval if self.state is not None else None
-        if approval is None or self.conversation_id is None:
-            status = self.state.status if self.state is not None else "no plan"
-            self.notice.value = notice_html(
-                f"Nothing is waiting for your consent any more (status: {status}); "
-                "nothing was sent.",
-                "warn",
-            )
-            return None
-        self.notice.value = ""
-        self.form_box.children = []
-        if self._decide_with is not None:
-            given = self._decide_with(approval.approval_id, decision, args)
-            if given is None:
-                return None
-            self._running = True
-            self._draw_pending()
-            self.turn = then(given, self._after_turn)
-            return self.turn
-        self._own_turn = TurnView(user_text=APPROVE_TEXT if decision == "approve" else REJECT_TEXT)
-        future = start_decision(
-            self.agent,
-            self.conversation_id,
-            approval.approval_id,
-            decision,
-            self._on_event,
-            args=args,
-        )
-        self._running = True
-        self._draw_pending()
-        self.turn = then(future, self._after_turn)
-        return self.turn
-
-    def _respond(
-        self, kind: Literal["question", "confirmation"], text: str
-    ) -> Future[list[AgentEvent]] | None:
-        if self._running:
-            self.notice.value = notice_html("A turn is still running; wait for it.", "warn")
-            return None
-        self.refresh()  # the pause may have been answered elsewhere meanwhile
+            return False
+        self.refresh()
         if self.pending is None or self.pending.kind != kind or self.conversation_id is None:
             what = "an answer" if kind == "question" else "your consent"
             status = self.state.status if self.state is not None else "no plan"
@@ -251,31 +253,65 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
                 f"Nothing is waiting for {what} any more (status: {status}); nothing was sent.",
                 "warn",
             )
-            return None
+            return False
         self.notice.value = ""
-        if self._send_text is not None:
-            future = self._send_text(text)
-        else:
-            self._own_turn = TurnView(user_text=text)
-            future = start_turn(self.agent, self.conversation_id, text, self._on_event)
-        if future is None:
+        return True
+
+    def _decide(
+        self, decision: Literal["approve", "reject"], args: dict[str, Any] | None = None
+    ) -> Future[list[AgentEvent]] | None:
+        if not self._still_pending("confirmation"):
             return None
-        self._running = True
+        approval = self.state.pending_approval if self.state is not None else None
+        conversation = self.conversation_id
+        if approval is None or conversation is None:  # a pause older than approval ids
+            self.notice.value = notice_html("Answer it in the chat: yes or no.", "warn")
+            return None
+        self.form_box.children = []
+        if self._decide_with is not None:
+            return self._follow(self._decide_with(approval.approval_id, decision, args))
+        text = APPROVE_TEXT if decision == "approve" else REJECT_TEXT
+        self._begin_own(text)
+        return self._follow(
+            start_decision(
+                self.agent, conversation, approval.approval_id, decision, self._on_event, args=args
+            )
+        )
+
+    def _respond(
+        self, kind: Literal["question", "confirmation"], text: str
+    ) -> Future[list[AgentEvent]] | None:
+        if not self._still_pending(kind):
+            return None
+        if self._send_text is not None:
+            return self._follow(self._send_text(text))
+        self._begin_own(text)
+        conversation = self.conversation_id
+        return self._follow(start_turn(self.agent, conversation, text, self._on_event))
+
+    def _begin_own(self, text: str) -> None:
+        self._own_turn = TurnView(user_text=text)
+        self.begin(text)
+
+    def _follow(self, started: Future[list[AgentEvent]] | None) -> Future[list[AgentEvent]] | None:
+        """Show *started* (a turn this view began) as running until it ends."""
+        if started is None:  # refused by whoever sends (it says why)
+            return None
+        self._started = started
         self._draw_pending()
-        self.turn = then(future, self._after_turn)
+        self.turn = then(started, self._after_turn)
         return self.turn
 
     def _on_event(self, event: AgentEvent) -> None:
         turn = self._own_turn
         if turn is None:
             return
-        if turn.apply(event):
-            self.refresh()
+        turn.apply(event)
+        self.apply(event)
         self.reply.value = message_html("assistant", turn.reply or "…")
 
     def _after_turn(self, future: Future[list[AgentEvent]]) -> None:
-        self._running = False
         error = None if future.cancelled() else future.exception()
         if error is not None:
             self.notice.value = notice_html(f"Not sent: {error}", "error")
-        self.refresh()
+        self.ended()

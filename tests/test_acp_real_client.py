@@ -14,15 +14,14 @@ first time).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from tests._acp_peer import AGENTKIT
+from tests._processes import cached_venv
 from tests.test_acp_server import DESK_SCRIPT, QUESTION, script, seed_desk
 
 CLIENT = "jupyter-ai-acp-client==0.3.3"
@@ -31,22 +30,9 @@ DRIVER = Path(__file__).with_name("_jai_driver.py")
 
 def client_venv() -> Path:
     """The virtualenv holding jupyter-ai-acp-client, built once (a lock serialises builds)."""
-    default = Path.home() / ".cache" / "agentkit" / "jai-acp-client-0.3.3"
-    venv = Path(os.environ.get("AGENTKIT_JAI_VENV", default))
-    python = venv / "bin" / "python"
-    ready = venv / ".agentkit-ready"
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with (venv.parent / f"{venv.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not ready.is_file():
-            base = getattr(sys, "_base_executable", sys.executable)
-            subprocess.run([base, "-m", "venv", "--clear", str(venv)], check=True)
-            done = subprocess.run(
-                [str(python), "-m", "pip", "install", "--quiet", CLIENT],
-                capture_output=True, text=True, timeout=900, check=False,
-            )  # fmt: skip
-            assert done.returncode == 0, f"pip install {CLIENT} failed:\n{done.stderr[-3000:]}"
-            ready.write_text(CLIENT, encoding="utf-8")
+    place = os.environ.get("AGENTKIT_JAI_VENV", "jai-acp-client-0.3.3")
+    python, problem = cached_venv(place, CLIENT, timeout=900)
+    assert not problem, problem
     return python
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import struct
 import subprocess
@@ -37,6 +36,8 @@ from agentkit import Agent
 from agentkit_desk import open_desk
 from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
+
+from tests._processes import stop_group
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -235,12 +236,7 @@ def lab(tmp_path: Path, data_dir: Path) -> Iterator[Lab]:
         wait_for_server(f"{base}/api/status?token={TOKEN}", process, log)
         yield Lab(base, data_dir, log)
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process)
 
 
 def wait_for_server(url: str, process: subprocess.Popen[bytes], log: Path) -> None:

@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agentkit import Agent, ConversationNotFoundError, FunctionModel, ModelRequest, ScriptedModel
+from agentkit import (
+    Agent,
+    ConversationNotFoundError,
+    FunctionModel,
+    Message,
+    ModelRequest,
+    ScriptedModel,
+)
 from agentkit.events import (
     AgentOutputEvent,
     AskUserEvent,
+    CompressionEvent,
     ResultEvent,
     SessionEvent,
     ToolCallEvent,
 )
+from agentkit.tools import SecretMask
 from lab import ChatPanel
 from lab.chat_state import (
     NEW_CONVERSATION,
     TurnView,
+    compression_note,
     conversation_options,
     describe_event,
     message_problem,
@@ -25,6 +36,7 @@ from lab.chat_state import (
 )
 
 from tests.fakes.gated_model import Gate
+from tests.test_lab_plan_state import shown
 
 SESSION = SessionEvent(
     agent_id="innovator-001",
@@ -33,6 +45,11 @@ SESSION = SessionEvent(
     scenario="B",
     injected="nothing (live session)",
 )
+
+
+API_KEY = "AKEY-0123456789abcd"
+#: the desk's key format, as its toolset declares it
+mask = SecretMask(patterns=SecretMask.compile([r"AKEY-[0-9A-Za-z]{8,}"])).text
 
 
 def result(text: str = "", status: str = "completed") -> ResultEvent:
@@ -44,26 +61,59 @@ def result(text: str = "", status: str = "completed") -> ResultEvent:
 
 def test_turn_view_joins_the_streamed_pieces_and_keeps_one_log_line_for_them() -> None:
     view = TurnView(user_text="hi")
-    changed = [
+    for event in (SESSION, *(AgentOutputEvent(text=t) for t in ("Hel", "lo ", "you"))):
         view.apply(event)
-        for event in (SESSION, *(AgentOutputEvent(text=t) for t in ("Hel", "lo ", "you")))
-    ]
-    changed.append(view.apply(result("Hello you")))
+    view.apply(result("Hello you"))
     assert view.reply == "Hello you"
     assert (view.scenario, view.conversation_id, view.status) == ("B", "conv-a", "completed")
     assert view.log[0].startswith("session: scenario B")
     assert view.log[1] == "agent_output: 3 pieces, 9 characters"
     assert view.log[2].startswith("result: completed")
     assert len(view.log) == 3
-    assert changed == [False, False, False, False, True]  # only result may change a plan
 
 
 def test_a_turn_without_streamed_text_shows_the_result_text() -> None:
     view = TurnView(user_text="create a trader")
     view.apply(SESSION)
-    assert view.apply(AskUserEvent(question="What should it be called?")) is True
+    view.apply(AskUserEvent(question="What should it be called?"))
     view.apply(result("What should it be called?"))
     assert view.reply == "What should it be called?"
+
+
+def test_the_messages_a_turn_added_come_from_its_events_masked_as_stored() -> None:
+    view = TurnView(user_text=f"  connect with key {API_KEY} ")
+    assert view.messages(mask) == []  # not started: nothing was written
+    view.apply(SESSION)
+    (asked,) = view.messages(mask)  # started: the user's message is stored, masked
+    assert (asked.role, asked.message_id) == ("user", "msg-1")
+    assert asked.content == "connect with key ****abcd"
+    view.apply(result(f"Connected with {API_KEY}."))
+    user, answer = view.messages(mask)
+    assert user.content == asked.content
+    assert (answer.role, answer.content, answer.message_id) == (
+        "assistant",
+        "Connected with ****abcd.",
+        "msg-1",
+    )
+    silent = TurnView(user_text="/clear")
+    silent.apply(SESSION)
+    silent.apply(result(""))
+    assert [m.role for m in silent.messages(mask)] == ["user"]  # no answer, none stored
+
+
+def test_a_compression_after_the_result_is_kept_and_described() -> None:
+    view = TurnView(user_text="hi")
+    view.apply(SESSION)
+    view.apply(result("Hello"))
+    assert view.done and view.compression is None
+    compressed = CompressionEvent(
+        messages_before=12, messages_after=4, tokens_before=900, tokens_after=300, facts_added=2
+    )
+    view.apply(compressed)
+    assert view.compression == compressed
+    assert view.log[-1] == "compression: 12→4 messages, 900→300 tokens"
+    note = compression_note(compressed)
+    assert "12 → 4 messages" in note and "900 → 300 tokens" in note and "2 facts" in note
 
 
 def test_the_event_log_masks_tool_arguments() -> None:
@@ -284,10 +334,14 @@ def test_stop_cancels_a_planner_turn_and_the_plan_shows_where_it_stopped(
         assert panel.stopping is not None and panel.stopping.result(timeout=60) is True
         gate.open_gate()
         events = turn.result(timeout=60)
-    final = events[-1]
-    assert isinstance(final, ResultEvent) and final.status == "cancelled"
-    assert "Stopped" in panel.notice.value
-    assert ">running<" not in panel.plan_view.table.value  # the view shows the stored end state
+        final = events[-1]
+        assert isinstance(final, ResultEvent) and final.status == "cancelled"
+        assert "Stopped" in panel.notice.value
+        assert ">running<" not in panel.plan_view.table.value  # the step was skipped
+        assert panel.conversation_id is not None
+        stored = agent.execution_state(panel.conversation_id)
+        assert stored is not None  # and the view, from the events only, shows what is stored
+        assert shown(panel.plan_view.state) == shown(stored.value)
 
 
 class UncancellableAgent(Agent):
@@ -316,3 +370,60 @@ def test_stop_says_so_when_the_agent_cannot_cancel_the_turn(data_dir: Path) -> N
 def test_a_chat_agent_has_no_plan_view_unless_asked(chat_agent: Agent) -> None:
     assert ChatPanel(chat_agent).plan_view is None
     assert ChatPanel(chat_agent, plan=True).plan_view is not None
+
+
+def test_a_turn_started_in_another_view_shows_here_as_busy_and_can_be_stopped(
+    data_dir: Path,
+) -> None:
+    gate = held()
+    with Agent.open("innovator-001", data_dir=data_dir, model=gate.model) as agent:
+        conversation = agent.create_conversation("shared").conversation_id
+        there, here = ChatPanel(agent, conversation), ChatPanel(agent, conversation)
+        assert not here.busy
+        turn = there.submit("hello")
+        assert turn is not None
+        assert gate.parked.wait(timeout=60)
+        assert here.busy  # the agent says a turn of the conversation runs
+        here.input.value = "me too"
+        assert here.submit() is None  # refused, and kept
+        assert "still running" in here.notice.value and here.input.value == "me too"
+        here.reload()
+        assert here.send_button.disabled and not here.stop_button.disabled
+        here.stop_button.click()
+        assert here.stopping is not None and here.stopping.result(timeout=60) is True
+        gate.open_gate()
+        assert turn.result(timeout=60)[-1].status == "cancelled"
+        here.reload()
+        assert not here.busy and not here.send_button.disabled
+        assert "Hello" in here.transcript.value  # the reply kept so far, as stored
+
+
+def test_a_compression_after_the_reply_is_shown_and_ends_the_turn(data_dir: Path) -> None:
+    config_path = data_dir / "agents" / "desk-001" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["compression"] = {"max_messages": 4, "token_threshold": 10, "keep_recent": 2}
+    config_path.write_text(json.dumps(config))
+    script = {
+        "plan": [{"goal": "chat", "steps": [{"id": "s1", "type": "respond", "title": "answer"}]}],
+        "respond": ["Noted."],
+        "summarize": [{"current_goal": "set up trading", "important_facts": []}],
+    }
+    with Agent.open("desk-001", data_dir=data_dir, model=ScriptedModel(script)) as agent:
+        conversation = agent.create_conversation("long").conversation_id
+        for index in range(3):
+            question = Message.user(f"old question {index}")
+            agent.append_message(conversation, question)
+            answer = Message.assistant(f"old answer {index}", message_id=question.message_id)
+            agent.append_message(conversation, answer)
+        panel = ChatPanel(agent, conversation)
+        turn = panel.submit("remember that I trade on Binance")
+        assert turn is not None
+        events = turn.result(timeout=60)
+        assert [e.type for e in events][-2:] == ["result", "compression"]  # after the result
+        assert panel.turn_view is not None and panel.turn_view.compression == events[-1]
+        assert "History compressed after the reply: 8 → 2 messages" in panel.notice.value
+        assert "compression: 8→2 messages" in panel.event_log.value
+        assert not panel.busy and not panel.send_button.disabled  # the turn ended with it
+        stored = [m.content for m in agent.load_conversation_history(conversation)]
+        assert [m.content for m in panel.history] == stored
+        assert stored[-2:] == ["remember that I trade on Binance", "Noted."]

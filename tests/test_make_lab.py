@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -15,6 +14,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests._processes import stop_group
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -73,11 +74,6 @@ def test_make_lab_serves_the_notebooks_with_a_token() -> None:
         refused.value.close()
         assert refused.value.code == 403  # no token, no access
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process)
         if process.stdout is not None:
             process.stdout.close()

@@ -40,6 +40,10 @@ class Received:
     spans: list[dict[str, Any]] = field(default_factory=list)
     metrics: set[str] = field(default_factory=set)
     paths: list[str] = field(default_factory=list)
+    #: every request body, whatever its path (traces, metrics, logs)
+    bodies: list[bytes] = field(default_factory=list)
+    #: what the receiver answers to metrics (405: a traces-only viewer, like Phoenix)
+    metrics_status: int = 200
 
 
 def _value(any_value: Any) -> Any:
@@ -61,6 +65,8 @@ def receiver() -> Iterator[tuple[str, Received]]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             received.paths.append(self.path)
+            received.bodies.append(body)
+            status = 200
             if self.path == "/v1/traces":
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(body)
@@ -76,11 +82,15 @@ def receiver() -> Iterator[tuple[str, Received]]:
                                 "kind": span.kind,
                                 "attributes": _attributes(span.attributes),
                                 "events": [e.name for e in span.events],
+                                "event_attributes": [_attributes(e.attributes)
+                                                     for e in span.events],
                                 "status": span.status.code,
                                 "scope": scope_spans.scope.name,
                                 "resource": resource,
                             })  # fmt: skip
                 reply = ExportTraceServiceResponse().SerializeToString()
+            elif self.path == "/v1/metrics" and received.metrics_status != 200:
+                status, reply = received.metrics_status, b"Method Not Allowed"
             elif self.path == "/v1/metrics":
                 request = ExportMetricsServiceRequest()
                 request.ParseFromString(body)
@@ -90,7 +100,7 @@ def receiver() -> Iterator[tuple[str, Received]]:
                 reply = b""
             else:
                 reply = b""
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", str(len(reply)))
             self.end_headers()
@@ -269,3 +279,77 @@ def test_an_eval_sweep_in_worker_processes_is_one_trace(
         assert run["trace_id"] == sweep["trace_id"]
         assert run["parent_id"] == sweep["span_id"]
         assert "gen_ai.evaluation.result" in run["events"]
+
+
+#: two turns with a metrics export between them, under the CLI's setup
+TWO_EXPORTS = """
+from opentelemetry import metrics
+from agentkit.telemetry import Telemetry
+from agentkit.telemetry.setup import exporting
+
+with exporting():
+    tel = Telemetry(agent_id="innovator-001")
+    for n in range(2):
+        trace = tel.turn(conversation_id="conv-1", message_id=f"msg-{n}", provider="scripted")
+        call = trace.model_call(None, model="scripted", purpose="respond")
+        call.usage(10, 3)
+        call.end()
+        trace.end()
+        metrics.get_meter_provider().force_flush()
+"""
+
+
+@pytest.mark.parametrize("status", [404, 405])
+def test_a_traces_only_endpoint_turns_metrics_off_with_one_line(
+    receiver: tuple[str, Received], status: int
+) -> None:
+    """A viewer that takes no metrics (Phoenix answers 405): one line on stderr, no metrics
+    sent after that answer, every span exported."""
+    endpoint, received = receiver
+    received.metrics_status = status
+    done = subprocess.run(
+        [sys.executable, "-c", TWO_EXPORTS], env=otel_env(endpoint), capture_output=True,
+        text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == [
+        f"agentkit: {endpoint}/v1/metrics takes no metrics (HTTP {status}): metrics are off, "
+        "traces are still exported"
+    ]
+    assert received.paths.count("/v1/metrics") == 1  # the second export was never sent
+    assert (
+        sorted(span["name"] for span in received.spans)
+        == ["chat scripted"] * 2 + ["invoke_agent innovator-001"] * 2
+    )
+
+
+def test_keys_planned_as_secret_named_arguments_are_never_exported(
+    receiver: tuple[str, Received], data_dir: Path
+) -> None:
+    """``agentkit eval`` of the secret-masking scenario with content capture on: the request
+    holds two keys, the plan passes them as ``api_key`` / ``secret_key``, the user consents
+    and the tool stores them. Nothing that reaches the wire holds either key — no span
+    attribute, event, status or metric, whatever the path — while the contents are there,
+    masked."""
+    pytest.importorskip("pandas")
+    endpoint, received = receiver
+    scenario = Path(__file__).resolve().parents[1] / "data" / "scenarios"
+    done = subprocess.run(
+        [str(AGENTKIT), "--data-dir", str(data_dir), "eval",
+         str(scenario / "desk_secret_masking_en.yaml"), "--model", "scripted", "--no-progress"],
+        env=otel_env(endpoint, OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="true"),
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert received.bodies
+    for body in received.bodies:
+        assert b"BNKEY5566" not in body and b"BNSECRET7788" not in body
+    plans = [span for span in received.spans
+             if span["attributes"].get("agentkit.purpose") == "plan"]  # fmt: skip
+    assert plans
+    sent = json.loads(plans[0]["attributes"]["gen_ai.input.messages"])
+    assert "api key ****, secret ****" in sent[-1]["parts"][0]["content"]
+    roots = [span for span in received.spans if span["name"] == "invoke_agent desk-001"]
+    assert len(roots) == 2 and all(root["status"] == 1 for root in roots)  # STATUS_CODE_OK
+    assert "****" in roots[0]["attributes"]["input.value"]

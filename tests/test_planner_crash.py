@@ -141,11 +141,11 @@ def _instrument(points: Path, acks: Path, kill_at: int, side: str) -> None:
     append = FileConversationStore.append
     kv_set = SqliteConfigStore.set
 
-    def counted_commit(self: FileConversationStore, key: Any, *builds: Any, **kw: Any) -> Any:
+    def counted_commit(self: FileConversationStore, key: Any, records: Any, **kw: Any) -> Any:
         if not kw.get("durable", True):
-            return commit(self, key, *builds, **kw)
-        label = f"journal {len(builds)} record(s)"
-        return point(label, lambda: commit(self, key, *builds, **kw))
+            return commit(self, key, records, **kw)
+        label = f"journal {len(records)} record(s)"
+        return point(label, lambda: commit(self, key, records, **kw))
 
     def acked_append(self: FileConversationStore, key: Any, message: Any, **kw: Any) -> Any:
         meta = append(self, key, message, **kw)

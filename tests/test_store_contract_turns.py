@@ -8,7 +8,11 @@ tests/test_store_contract.py.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 from agentkit.errors import (
@@ -19,10 +23,17 @@ from agentkit.errors import (
     TurnNotFoundError,
     UsageError,
 )
-from agentkit.store import ConversationKey, ConversationStore, TurnCheckpoint
+from agentkit.store import (
+    ConversationKey,
+    ConversationStore,
+    FileConversationStore,
+    TurnCheckpoint,
+)
+from agentkit.store._records import StatusRecord
+from agentkit.store.conversation_store import CUT_SHORT
 from agentkit.store.forks import FORK_START
 from agentkit.store.records import CompressionRecord, ResetRecord, window_start
-from agentkit.types import utc_now
+from agentkit.types import Message, utc_now
 
 from tests._postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from tests.test_store_contract import KEY, store, turn  # noqa: F401 (the fixture)
@@ -225,3 +236,104 @@ def test_deleting_a_conversation_deletes_its_records_and_traces(
     store.create(KEY, "again")
     assert store.records(KEY) == []
     assert store.trace(KEY, mid) == []
+
+
+def test_a_turn_cut_short_is_marked_failed_by_the_next_writer(
+    store: ConversationStore,  # noqa: F811
+) -> None:
+    """A turn's writer that goes away while the status is ``running`` (here: it lets go of
+    the lease without ending the turn) left a turn cut short: the next writer's first commit
+    names it in its turn log and marks it failed, whichever backend; reads change nothing."""
+    store.create(KEY, "t")
+    _finished(store, 1)
+    question, _ = turn(2)
+    with store.hold(KEY):
+        store.append(KEY, question, status="running")
+    assert store.meta(KEY).status == "running"
+    assert store.verify().ok  # a reader, not a writer: nothing is marked
+    store.fork(KEY, FORK, title="before", at=None)  # the source is only read
+    assert store.meta(KEY).status == "running"
+
+    after, _ = turn(3)
+    with store.hold(KEY):
+        store.append(KEY, after, status="running")
+        assert store.meta(KEY).status == "running"  # this turn's own
+    kinds = [(r.kind, getattr(r, "status", None)) for r in store.journal(KEY)[-6:]]
+    assert kinds == [
+        ("message", None),
+        ("status", "running"),
+        ("annotation", None),
+        ("status", "failed"),
+        ("message", None),
+        ("status", "running"),
+    ]
+    log = store.turn_log(KEY, question.message_id)
+    assert log.endswith(f"[ERROR]\n{CUT_SHORT}\n\n")
+    store.annotate(KEY, after.message_id, "NOTE", "a write outside any turn")
+    assert store.meta(KEY).status == "failed"  # the third turn was let go running too
+    assert store.verify().ok
+
+
+KILLED_WRITER = """
+import sys, time
+from agentkit.store import ConversationKey, FileConversationStore
+from agentkit.types import Message
+
+where = sys.argv[1]
+if where.startswith("postgresql://"):
+    from agentkit.store.postgres import PostgresConversationStore
+    store = PostgresConversationStore(where)
+else:
+    store = FileConversationStore(where)
+key = ConversationKey("agent-1", "conv-1")
+question = Message.user("killed mid-turn", message_id="msg-killed")
+with store.hold(key):
+    store.append(key, question, status="running")
+    store.annotate(key, "msg-killed", "SESSION", "scenario A")
+    print("running", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("where", ["file", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_turn_killed_mid_way_is_marked_failed_when_its_lease_is_found_lost(
+    where: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """SIGKILL a real process mid-turn (after its durable ``running`` point): its lock goes
+    with it (the flock, the PostgreSQL session), and the next writer marks the turn failed."""
+    target: ConversationStore
+    if where == "postgres":
+        from agentkit.store.postgres import PostgresConversationStore
+
+        spec = request.getfixturevalue("postgres_url")
+        target = PostgresConversationStore(spec, lock_timeout=10.0)
+    else:
+        spec = str(tmp_path)
+        target = FileConversationStore(tmp_path, lock_timeout=10.0)
+    target.create(KEY, "t")
+    with subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(KILLED_WRITER), spec],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "running"
+            with pytest.raises(ConversationBusyError), target.hold(KEY, timeout=0):
+                pass
+        finally:
+            child.kill()
+    assert target.meta(KEY).status == "running"
+    question = Message.user("the next turn")
+    with target.hold(KEY, timeout=10):  # waits for the server to end the dead session
+        target.append(KEY, question, status="running")
+        target.append(
+            KEY, Message.assistant("done", message_id=question.message_id), status="completed"
+        )
+    assert target.turn_log(KEY, "msg-killed").endswith(f"[ERROR]\n{CUT_SHORT}\n\n")
+    statuses = [r.status for r in target.journal(KEY) if isinstance(r, StatusRecord)]
+    assert statuses == ["running", "failed", "running", "completed"]
+    assert target.verify().ok
+    close = getattr(target, "close", None)
+    if close is not None:
+        close()

@@ -432,7 +432,7 @@ FAULTS = [
     ("write", errno.ENOSPC, False),
     ("write", errno.ENOSPC, True),
     ("pwrite", errno.ENOSPC, False),
-    ("ftruncate", errno.EIO, False),
+    # no os.ftruncate: meta.json is cut only when it shrinks (see the test after this one)
     # no os.replace: an append writes meta.json in place (replace is creation and recovery's)
     ("mkdir", errno.ENOSPC, False),
 ]
@@ -488,6 +488,36 @@ def test_io_error_in_append_is_reported_and_recovered(
     assert outcomes["error, kept"] + outcomes["error, dropped"] > 0  # the faults were reported
 
 
+def test_an_io_error_cutting_a_shorter_meta_json_is_reported_and_recovered(
+    tmp_path: Path,
+) -> None:
+    """``meta.json`` is rewritten in place and cut when the new one is shorter (a status
+    ``running`` → ``idle``): a failure there is reported, nothing acknowledged, and the
+    folder is consistent again at the next write."""
+    root = tmp_path / "data"
+    key = ConversationKey(AGENT, "conv-cut")
+    store = FileConversationStore(root)
+    store.create(key, "shrinking meta")
+    store.set_status(key, "running")
+    with _failing("ftruncate", None, errno.EIO) as count:
+        store.set_status(key, "completed")  # longer: nothing to cut
+    assert count["ftruncate"] == 0
+    with (
+        _failing("ftruncate", 1, errno.EIO),
+        pytest.raises(StoreError, match="nothing acknowledged") as failure,
+    ):
+        store.set_status(key, "idle")
+    assert isinstance(failure.value.__cause__, OSError)
+    fresh = FileConversationStore(root)
+    fresh.recover()
+    assert fresh.meta(key).status in ("completed", "idle")
+    _assert_consistent(fresh, key)
+    store.append(key, _msg("user", "t1", "after the fault"))
+    assert store.meta(key).status in ("completed", "idle")
+    _assert_consistent(store, key)
+    assert store.verify().ok
+
+
 def test_after_a_failed_fsync_the_journal_is_rewritten_before_the_next_write(
     tmp_path: Path,
 ) -> None:
@@ -516,3 +546,27 @@ def test_after_a_failed_fsync_the_journal_is_rewritten_before_the_next_write(
     inode_after = journal.stat().st_ino
     store.append(key, _msg("user", "t2", "normal again"))
     assert journal.stat().st_ino == inode_after
+
+
+def test_inside_a_turn_a_write_reported_failed_that_landed_is_numbered_past(
+    tmp_path: Path,
+) -> None:
+    """A turn's write whose fsync fails is reported (nothing acknowledged), yet its record
+    reached the journal; the turn's next write, under the same lease, finds it there after
+    recovery and numbers its own records after it: nothing is overwritten or lost."""
+    key = ConversationKey(AGENT, "conv-landed")
+    store = FileConversationStore(tmp_path / "data")
+    store.create(key, "landed")
+    question = _msg("user", "t1", "its fsync fails")
+    answer = _msg("assistant", "t1", "after the fault")
+    with store.hold(key):
+        with (
+            _failing("fsync", 1, errno.EIO),
+            pytest.raises(StoreError, match="nothing acknowledged"),
+        ):
+            store.append(key, question, status="running")
+        meta = store.append(key, answer, status="completed")
+    assert store.messages(key) == [question, answer]
+    assert meta.stats.message_count == 2 and meta.status == "completed"
+    assert [r.seq for r in store.journal(key)] == [1, 2, 3, 4, 5]
+    assert store.verify().ok

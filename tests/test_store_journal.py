@@ -207,7 +207,7 @@ def test_damage_in_the_middle_is_reported_and_never_truncated(tmp_path: Path, fl
     # verify reads everything and finds the damage, as does any read of the journal itself.
     assert store.messages(KEY) == written
     with pytest.raises(CorruptJournalError) as info:
-        store._load_journal(journal.parent, end=len(damaged))
+        store.backend._load_journal(journal.parent, end=len(damaged))
     error = info.value
     assert error.offset == offset
     assert error.path == journal

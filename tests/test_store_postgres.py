@@ -28,7 +28,7 @@ from tests.conftest import run_cli
 psycopg = pytest.importorskip("psycopg")
 
 from agentkit.store._pg import MIGRATIONS, PostgresDatabase  # noqa: E402
-from agentkit.store.postgres import PostgresConversationStore  # noqa: E402
+from agentkit.store.postgres import PostgresConversationStore, PostgresJournal  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
@@ -146,7 +146,7 @@ def _busy_then_free(store: PostgresConversationStore, child: subprocess.Popen[st
     """The child holds the conversation: busy here, until it is killed."""
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "held"
-    epoch = store._current_epoch(KEY)
+    epoch = store.backend.leases.current_epoch(KEY)
     with pytest.raises(ConversationBusyError), store.hold(KEY, timeout=0):
         pass
     store.lock_timeout = 0.3
@@ -158,7 +158,7 @@ def _busy_then_free(store: PostgresConversationStore, child: subprocess.Popen[st
     child.wait()
     with store.hold(KEY, timeout=10):  # the lock went with it
         store.append(KEY, message(2))
-    assert store._current_epoch(KEY) == epoch + 1
+    assert store.backend.leases.current_epoch(KEY) == epoch + 1
     assert [m.content for m in store.messages(KEY)] == ["question 2"]
 
 
@@ -228,10 +228,10 @@ def test_a_stale_epoch_is_refused_after_another_writer_took_over(
 def test_a_write_whose_commit_outcome_was_lost_is_not_written_twice(
     store: PostgresConversationStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = PostgresConversationStore._append_fenced
+    real = PostgresJournal._append_fenced
     failures: list[str] = []
 
-    def commit_then_drop(self: PostgresConversationStore, connection, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def commit_then_drop(self: PostgresJournal, connection, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         if failures:
             return real(self, connection, *args, **kwargs)
         real(self, connection, *args, **kwargs)  # committed …
@@ -239,7 +239,7 @@ def test_a_write_whose_commit_outcome_was_lost_is_not_written_twice(
         connection.close()  # … but the answer never came back
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(PostgresConversationStore, "_append_fenced", commit_then_drop)
+    monkeypatch.setattr(PostgresJournal, "_append_fenced", commit_then_drop)
     with store.hold(KEY):
         meta = store.append(KEY, message(1))
         store.append(KEY, message(2))
@@ -252,17 +252,17 @@ def test_a_write_whose_commit_outcome_was_lost_is_not_written_twice(
 def test_a_write_that_failed_before_committing_is_written_once_on_the_new_connection(
     store: PostgresConversationStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = PostgresConversationStore._append_fenced
+    real = PostgresJournal._append_fenced
     failures: list[str] = []
 
-    def drop_first(self: PostgresConversationStore, connection, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def drop_first(self: PostgresJournal, connection, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         if not failures:
             failures.append("dropped")
             connection.close()
             raise psycopg.OperationalError("the connection is closed")
         return real(self, connection, *args, **kwargs)
 
-    monkeypatch.setattr(PostgresConversationStore, "_append_fenced", drop_first)
+    monkeypatch.setattr(PostgresJournal, "_append_fenced", drop_first)
     with store.hold(KEY):
         assert store.append(KEY, message(1)).stats.message_count == 1
     assert [m.content for m in store.messages(KEY)] == ["question 1"]
@@ -281,8 +281,10 @@ def test_a_server_restart_fails_fast_and_the_store_recovers_without_reopening(
             store.append(KEY, message(1))  # durable: so is the epoch the hold took
             postgres_server.ctl("stop", "-m", "immediate")
             try:
+                # (the holder's own metadata needs no server: it is the lease's)
+                assert store.meta(KEY).stats.message_count == 1
                 with pytest.raises(StoreUnavailableError, match="gave no connection"):
-                    store.meta(KEY)
+                    store.messages(KEY)
                 with pytest.raises(StoreUnavailableError):  # not acknowledged
                     store.append(KEY, message(2, "lost"))
             finally:

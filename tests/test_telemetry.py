@@ -128,6 +128,7 @@ def test_a_turn_is_one_span_tree_with_the_genai_attributes(otel: OtelCapture) ->
         "agentkit.turn.status": "completed",
         "gen_ai.usage.input_tokens": 320,
         "gen_ai.usage.output_tokens": 42,
+        "openinference.span.kind": "AGENT",
     }
     assert root.events[0].name == "agentkit.question"
     assert plan.attributes["gen_ai.operation.name"] == "plan"
@@ -141,6 +142,7 @@ def test_a_turn_is_one_span_tree_with_the_genai_attributes(otel: OtelCapture) ->
         "gen_ai.usage.input_tokens": 120,
         "gen_ai.usage.output_tokens": 30,
         "gen_ai.response.finish_reasons": ("stop",),
+        "openinference.span.kind": "LLM",
     }
     assert respond.attributes["gen_ai.request.stream"] is True
     assert dict(tool.attributes) == {
@@ -149,6 +151,7 @@ def test_a_turn_is_one_span_tree_with_the_genai_attributes(otel: OtelCapture) ->
         "gen_ai.tool.call.id": "s1",
         "gen_ai.tool.type": "function",
         "agentkit.step_id": "s1",
+        "openinference.span.kind": "TOOL",
     }
     assert failed.status == "error" and failed.error_type == "ToolFailedError"
     assert failed.status_message == "the exchange refused key ****abcd"

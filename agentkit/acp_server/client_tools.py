@@ -15,7 +15,9 @@ started for that session and added to its tools.
   ``readOnlyHint``). Chat-engine agents never start them: they use no tools. A server left
   out is logged, never an error: the client offers, the agent chooses.
 * The session's prompts run on an :class:`~agentkit.agent.Agent` of their own: the served
-  agent's folder, store and model, its configured toolsets, plus the servers' tools.
+  agent's folder, conversation store, config store (its memory records stay where the
+  agent's are: PostgreSQL with ``--store``) and model, its configured toolsets, plus the
+  servers' tools.
   :meth:`SessionTools.aclose` ends it (its live sessions, its toolsets, the servers' process
   groups) but not the model, which stays the served agent's.
 """
@@ -142,7 +144,13 @@ async def open_session_tools(agent: Agent, servers: object, cwd: str) -> Session
             await asyncio.to_thread(toolset.start)
         tools = [tool for toolset in toolsets for tool in policy_tools(policy, toolset)]
         _check_names(agent, tools)
-        session_agent = Agent(agent.folder, agent.store, model=agent.model, tools=tools)
+        session_agent = Agent(
+            agent.folder,
+            agent.store,
+            model=agent.model,
+            tools=tools,
+            config_store=agent.runtime.memory.store,  # the configured one, not agentkit.db
+        )
         await asyncio.to_thread(session_agent.runtime.load_tools)
     except BaseException:
         await _close(toolsets)

@@ -349,7 +349,13 @@ def _row(
 
 
 def _evaluated(trace: Trace, row: RunRow, score: SourceScore | None) -> None:
-    """The run's outcome as ``gen_ai.evaluation.result`` events on its span."""
+    """The run's outcome as attributes of its span (to filter and chart by) and as
+    ``gen_ai.evaluation.result`` events on it."""
+    verdicts = dict(row.expectations)
+    if score is not None and score.passed is not None:
+        verdicts[score.kind] = score.passed  # a scenario source's own judge
+    trace.evaluation(passed=row.passed, outcome=row.outcome, checks=row.checks,
+                     checks_failed=row.checks_failed, verdicts=verdicts)  # fmt: skip
 
     def result(name: str, value: float, label: str | None, explanation: str = "") -> None:
         trace.event(sc.EVALUATION_EVENT, {

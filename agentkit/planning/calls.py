@@ -22,7 +22,7 @@ from agentkit.planning.plan import PlanFormatError, extract_json, parse_plan
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import batch_schema, plan_schema
 from agentkit.planning.tracer import error_text
-from agentkit.telemetry import Span
+from agentkit.telemetry import PlanSpan, Span
 
 __all__ = ["repair", "request_plan", "structured", "text_reply"]
 
@@ -60,6 +60,7 @@ async def structured(
             except PlanFormatError as error:
                 call.read(raw=raw, error=error.problem)
                 return error.problem, None, raw
+            turn.ctx.mask.learn_json(value)  # planned keys: masked in the raw text too
             call.read(raw=raw, parsed=turn.ctx.mask.json(value))
             return "", value, raw
     except (ModelError, TimeoutError, RecursionError) as error:
@@ -100,7 +101,7 @@ async def request_plan(
         problem, value, raw = await structured(turn, "plan", messages, schema, span)
         goal, steps, problem = _read_plan(turn, value, problem, taken)
         if not problem:
-            return goal, _reads_kept(turn, steps, what, taken), False
+            return goal, _planned(span, goal, _reads_kept(turn, steps, what, taken)), False
         problem, value, raw = await repair(
             turn, "plan", messages, schema, problem=problem, last=raw, parent=span
         )
@@ -111,10 +112,17 @@ async def request_plan(
             raise TurnFailedError(
                 "invalid_plan", f"no usable {what} after one repair round: {problem}"
             )
-        return goal, _reads_kept(turn, steps, what, taken), True
+        return goal, _planned(span, goal, _reads_kept(turn, steps, what, taken)), True
     finally:
         if span is not None:
             span.end()
+
+
+def _planned(span: PlanSpan | None, goal: str, steps: tuple[PlanStep, ...]) -> tuple[PlanStep, ...]:
+    """*steps*, said on the plan span (goal and size)."""
+    if span is not None:
+        span.planned(goal, len(steps))
+    return steps
 
 
 def _reads_kept(

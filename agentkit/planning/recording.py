@@ -82,6 +82,7 @@ class FlowRecorder:
         self.version = loaded.version if loaded else 0
         self.stored_ids = {step.id for step in self.state.steps} if self.state else set()
         self.raw_args = memory.load_step_secrets(key.agent_id, key.conversation_id)
+        self.mask.learn(self._secret_values())
         return self.state
 
     def save(self, state: ExecutionState, *, durable: bool | None = None) -> ExecutionState:
@@ -105,12 +106,8 @@ class FlowRecorder:
             memory.save_step_secrets(key.agent_id, key.conversation_id, secrets, durable=False)
             self.raw_args = secrets
         state = state.model_copy(update={"steps": tuple(steps), **self._masked_texts(state)})
-        known = [
-            value
-            for args in self.raw_args.values()
-            for name, value in args.items()
-            if isinstance(value, str) and (is_secret_key(name) or self.mask.text(value) != value)
-        ]
+        known = self._secret_values()
+        self.mask.learn(known)  # the turn masks them wherever it writes or shows text
         if known:  # e.g. the user's answer that carried the keys, kept as an observation
             state = ExecutionState.model_validate(
                 mask_secrets(state.model_dump(mode="json"), known)
@@ -131,6 +128,15 @@ class FlowRecorder:
             memory.save_step_secrets(key.agent_id, key.conversation_id, {})
             self.raw_args = {}
         return saved.value
+
+    def _secret_values(self) -> list[str]:
+        """The real values the stored arguments mask (secret-named, or a secret's format)."""
+        return [
+            value
+            for args in self.raw_args.values()
+            for name, value in args.items()
+            if isinstance(value, str) and (is_secret_key(name) or self.mask.text(value) != value)
+        ]
 
     def _masked_texts(self, state: ExecutionState) -> dict[str, object]:
         """The flow's free texts, masked (a request's keys never reach its goal)."""

@@ -130,7 +130,7 @@ class TurnContext:
     mask: SecretMask = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mask", self.tools.mask)
+        object.__setattr__(self, "mask", self.tools.mask.for_turn())
 
     def scrub(self, text: str) -> str:
         """*text* with every secret the turn knows masked."""

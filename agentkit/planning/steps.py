@@ -245,6 +245,7 @@ class AskConsent(Stage):
             tool_name=step.tool_name,
             tool_args=args if isinstance(args, dict) else {},
             approval_id=approval.approval_id,
+            step_id=step.id,
         )
         yield End(question)
 
@@ -268,7 +269,7 @@ class AskUser(Stage):
         turn.flow.save(state.pause(waiting))
         if turn.trace is not None:
             turn.trace.event(semconv.QUESTION_EVENT, {"agentkit.step_id": step.id})
-        yield AskUserEvent(question=question)
+        yield AskUserEvent(question=question, step_id=step.id)
         yield End(question)
 
 

@@ -46,7 +46,7 @@ from agentkit.planning.errors import TurnCancelledError, TurnFailedError
 from agentkit.planning.state import TurnContext
 from agentkit.planning.trace import CallRecord
 from agentkit.store.base import TraceSink
-from agentkit.telemetry import ModelCallSpan, Span, TurnTrace, semconv
+from agentkit.telemetry import ModelCallSpan, Span, ToolCallPart, TurnTrace
 from agentkit.tools import SecretMask
 from agentkit.types import Usage
 
@@ -259,9 +259,8 @@ class ModelCall:
                 purpose=self.purpose,
                 stream=self.purpose in ("respond", "chat"),
             )
-            if trace.capture:  # contents only when asked for (secrets masked even then)
-                sent: list[JsonValue] = [dict(m) for m in self._message_dicts()]
-                trace.content(self._span, semconv.INPUT_MESSAGES, sent)
+            if trace.capture:  # contents only when asked for (masked even then)
+                self._span.sent(self._message_dicts())
         limit = tracer.timeout(self.purpose)
         self._deadline = None if limit is None else asyncio.get_running_loop().time() + limit
         self._started = time.perf_counter()
@@ -311,9 +310,17 @@ class ModelCall:
         span = self._span
         if span is not None:
             trace = tracer.trace
-            if trace is not None and trace.capture:
-                output: JsonValue = [{"role": "assistant", "content": str(read.get("raw", ""))}]
-                trace.content(span, semconv.OUTPUT_MESSAGES, output)
+            if trace is not None and trace.capture and (completion is not None or read.get("raw")):
+                asked = completion.tool_calls if completion is not None else ()
+                said = tracer.scrub(completion.text) if completion and asked else read.get("raw")
+                span.replied(
+                    str(said or ""),
+                    tool_calls=[
+                        ToolCallPart(call.name, tracer.mask.json(call.arguments), call.id)
+                        for call in asked
+                    ],
+                    finish_reason=completion.stop_reason if completion is not None else "error",
+                )
             span.usage(usage.input_tokens, usage.output_tokens)
             if completion is not None:
                 span.finish_reasons([completion.stop_reason])

@@ -109,6 +109,7 @@ async def drive(ctx: TurnContext) -> AsyncIterator[AgentEvent]:
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             error_type=finished.error_type,
+            answer=answer,
         )
     yield ResultEvent(
         conversation_id=key.conversation_id,
@@ -210,7 +211,8 @@ def _turn(
             scenario=scenario,
             provider=provider_name(ctx.model.spec),
             model=ctx.model.spec,
-            secrets=ctx.mask.values,
+            secrets=ctx.mask,
+            request=ctx.text,
         )
     return Turn(
         ctx=ctx,

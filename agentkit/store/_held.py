@@ -30,11 +30,15 @@ class HeldFolder:
 
     __slots__ = ("_fds", "_sizes", "_turn", "directory", "state")
 
-    def __init__(self, directory: str, state: FolderState) -> None:
+    def __init__(self, directory: str, state: FolderState, meta_size: int | None = None) -> None:
         self.directory = directory
         self.state = state
         self._fds: dict[str, int] = {}
-        self._sizes: dict[str, int] = {}  # of the files rewritten in place, as last written
+        # the files rewritten in place, as last written: history.json as its checkpoint (and
+        # meta.json as last seen) says, both checked when the lock was taken
+        self._sizes: dict[str, int] = {HISTORY_FILE: state.checkpoint.history_bytes}
+        if meta_size is not None:
+            self._sizes[META_FILE] = meta_size
         self._turn = ""  # the turn whose messages.log is open
 
     def _fd(self, name: str, flags: int) -> int:

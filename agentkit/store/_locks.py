@@ -21,7 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agentkit.store.base import ConversationKey
+from agentkit.store._process import pid
+from agentkit.store.values import ConversationKey
 
 __all__ = ["ConversationLock", "WriterLocks"]
 
@@ -39,7 +40,7 @@ class ConversationLock:
     def held(self) -> bool:
         """Does the calling thread (of this process) hold it?"""
         local = self._local
-        return getattr(local, "depth", 0) > 0 and local.pid == os.getpid()
+        return getattr(local, "depth", 0) > 0 and local.pid == pid()
 
     def acquire(self, timeout: float) -> bool:
         """Take the lock, waiting at most *timeout* seconds (0: one try); False if busy."""
@@ -64,7 +65,7 @@ class ConversationLock:
             except BaseException:
                 os.close(fd)
                 raise
-        local.fd, local.depth, local.pid = fd, 1, os.getpid()
+        local.fd, local.depth, local.pid = fd, 1, pid()
         return True
 
     def release(self) -> None:

@@ -32,7 +32,7 @@ from typing import Final, LiteralString
 
 from agentkit._extras import missing
 from agentkit.errors import StoreError, UsageError
-from agentkit.store.base import StoreUnavailableError
+from agentkit.store.values import StoreUnavailableError
 
 try:
     import psycopg

@@ -33,6 +33,7 @@ __all__ = [
     "CheckpointRecord",
     "CreatedRecord",
     "ForkedRecord",
+    "LABEL_PATTERN",
     "JournalRecord",
     "Label",
     "MessageRecord",
@@ -45,10 +46,13 @@ __all__ = [
     "encode_record",
     "fold",
     "render_block",
+    "render_turn",
     "role_label",
+    "turn_of",
 ]
 
-Label = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z_]{0,15}$")]
+LABEL_PATTERN = r"^[A-Z][A-Z_]{0,15}$"
+Label = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
 """An upper-case block label in ``messages.log`` (``USER``, ``AGENT``, ``SESSION``, …)."""
 
 _ROLE_LABELS: dict[Role, str] = {
@@ -161,6 +165,29 @@ def decode_records(payloads: list[bytes]) -> list[JournalRecord]:
 
 TurnEntry = tuple[str, datetime, str]
 """One block of a turn log: (label, time, text)."""
+
+
+def turn_of(record: JournalRecord) -> str | None:
+    """The turn a record belongs to (messages and notes: their message id), else None."""
+    if isinstance(record, MessageRecord):
+        return record.message.message_id
+    if isinstance(record, AnnotationRecord):
+        return record.message_id
+    return None
+
+
+def render_turn(records: Iterable[JournalRecord]) -> str:
+    """The text of a turn's ``messages.log``: a block per message and note of *records*."""
+    blocks: list[str] = []
+    for record in records:
+        if isinstance(record, MessageRecord):
+            message = record.message
+            blocks.append(
+                render_block(role_label(message.role), message.timestamp, message.content)
+            )
+        elif isinstance(record, AnnotationRecord):
+            blocks.append(render_block(record.label, record.at, record.text))
+    return "".join(blocks)
 
 
 @dataclass

@@ -18,22 +18,16 @@ import os
 from pathlib import Path
 
 from agentkit.layout import HISTORY_FILE, JOURNAL_FILE, META_FILE
-from agentkit.store._checkpoint import TurnCheckpoint
 from agentkit.store._records import CheckpointRecord, JournalRecord, MessageRecord, RecordEntry
-from agentkit.store._views import (
-    Checkpoint,
-    FolderState,
-    last_checkpoint_in,
-    read_state,
-    recent_messages,
-    records_in,
-)
-from agentkit.store.records import ConversationRecord
+from agentkit.store._views import Checkpoint, FolderState, read_state, tail_records
 from agentkit.types import Message
 
 __all__ = ["FolderStates", "Identity", "identity_of", "is_clean"]
 
 Identity = tuple[int, int, int]
+_MESSAGES = frozenset({"message"})
+_CHECKPOINTS = frozenset({"checkpoint"})
+_RECORDS = frozenset({"record"})
 #: messages kept per folder: a planner turn reads at most 4 * max_turns + 2 of them
 TAIL_KEEP = 256
 #: messages read on a miss: the next turns' windows, read once
@@ -81,8 +75,8 @@ class FolderStates:
         self._limit = limit
         self._entries: dict[Path, tuple[FolderState, Identity]] = {}
         self._tails: dict[Path, _Tail] = {}
-        self._checkpoints: dict[Path, tuple[int, TurnCheckpoint | None]] = {}
-        self._records: dict[Path, tuple[int, list[ConversationRecord]]] = {}
+        self._checkpoints: dict[Path, tuple[int, list[JournalRecord]]] = {}
+        self._records: dict[Path, tuple[int, list[JournalRecord]]] = {}
 
     def read(self, directory: Path) -> FolderState | None:
         """The folder's state: the remembered one while still valid, else ``meta.json``'s
@@ -114,6 +108,11 @@ class FolderStates:
         mtime, size; looked up when not given)."""
         self._put(directory, state, _meta_identity(directory) if identity is None else identity)
 
+    def meta_size(self, directory: Path) -> int | None:
+        """The size of the folder's ``meta.json`` when its state was last read or written."""
+        entry = self._entries.get(directory)
+        return None if entry is None or entry[1][2] < 0 else entry[1][2]
+
     def forget(self, directory: Path) -> None:
         self._entries.pop(directory, None)
         self._tails.pop(directory, None)
@@ -140,7 +139,11 @@ class FolderStates:
             or (limit > len(tail.messages) and not tail.complete)
         ):
             wanted = max(limit, TAIL_READ)
-            found = recent_messages(directory, journal_bytes, wanted)
+            found = [
+                record.message
+                for record in tail_records(directory, journal_bytes, _MESSAGES, last=wanted)
+                if isinstance(record, MessageRecord)
+            ]
             if len(self._tails) >= self._limit:
                 self._tails.clear()
             self._tails[directory] = _Tail(journal_bytes, found, len(found) < wanted)
@@ -161,15 +164,15 @@ class FolderStates:
             self._tails.pop(directory, None)
         else:
             self._tails[directory] = _Tail(after, tail.messages + messages, tail.complete)
-        marks = [record.checkpoint for record in records if isinstance(record, CheckpointRecord)]
+        marks: list[JournalRecord] = [r for r in records if isinstance(r, CheckpointRecord)]
         known = self._checkpoints.get(directory)
         if marks:
-            self._checkpoints[directory] = (after, marks[-1])
+            self._checkpoints[directory] = (after, marks[-1:])
         elif known is not None and known[0] == before:
             self._checkpoints[directory] = (after, known[1])
         else:
             self._checkpoints.pop(directory, None)
-        added = [record.record for record in records if isinstance(record, RecordEntry)]
+        added: list[JournalRecord] = [r for r in records if isinstance(r, RecordEntry)]
         typed = self._records.get(directory)
         if typed is not None and typed[0] == before:
             self._records[directory] = (after, typed[1] + added)
@@ -178,26 +181,27 @@ class FolderStates:
 
     # -- the newest turn checkpoint ------------------------------------------------------------
 
-    def last_checkpoint(self, directory: Path, journal_bytes: int) -> TurnCheckpoint | None:
-        """The newest turn checkpoint of the folder's journal at *journal_bytes* (read from its
-        end when not known). Raises ``FileNotFoundError``."""
+    def last_checkpoint(self, directory: Path, journal_bytes: int) -> list[JournalRecord]:
+        """The newest turn checkpoint record of the folder's journal at *journal_bytes* (none
+        or one; read from its end when not known). Raises ``FileNotFoundError``."""
         known = self._checkpoints.get(directory)
         if known is None or known[0] != journal_bytes:
             if len(self._checkpoints) >= self._limit:
                 self._checkpoints.clear()
-            known = (journal_bytes, last_checkpoint_in(directory, journal_bytes))
+            known = (journal_bytes, tail_records(directory, journal_bytes, _CHECKPOINTS, last=1))
             self._checkpoints[directory] = known
-        return known[1]
+        return list(known[1])
 
     # -- the typed conversation records ----------------------------------------------------
 
-    def records(self, directory: Path, journal_bytes: int) -> list[ConversationRecord]:
-        """The typed records of the folder's journal at *journal_bytes* (read once, then kept
-        up to date by :meth:`appended`). Raises ``FileNotFoundError``."""
+    def records(self, directory: Path, journal_bytes: int) -> list[JournalRecord]:
+        """The typed conversation records (``record`` entries) of the folder's journal at
+        *journal_bytes* (read once, then kept up to date by :meth:`appended`). Raises
+        ``FileNotFoundError``."""
         known = self._records.get(directory)
         if known is None or known[0] != journal_bytes:
             if len(self._records) >= self._limit:
                 self._records.clear()
-            known = (journal_bytes, records_in(directory, journal_bytes))
+            known = (journal_bytes, tail_records(directory, journal_bytes, _RECORDS))
             self._records[directory] = known
         return list(known[1])

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from agentkit.errors import StoreError
-from agentkit.store.base import TraceSink
+from agentkit.store.values import TraceSink
 
 __all__ = ["FileTraceSink", "read_trace"]
 

@@ -5,8 +5,9 @@ checkpoint saying how far the views match the journal), ``history.json`` and the
 rendered from it here, byte for byte, so that writing, recovering and verifying a folder agree
 on what the views must hold. :func:`load_journal` folds a journal (a damaged record is a
 :class:`~agentkit.errors.CorruptJournalError` with a quarantined copy, never truncated away);
-:func:`rebuild_views` is recovery; :func:`verify_conversation` compares a folder with its
-journal without changing anything (what ``FileConversationStore.verify`` reports).
+:func:`rebuild_views` is recovery; :func:`scan_journal` and :func:`check_folder` compare a
+folder with its journal without changing anything (what ``verify`` reports for the file
+store).
 """
 
 from __future__ import annotations
@@ -26,23 +27,19 @@ from pydantic.alias_generators import to_camel
 
 from agentkit.errors import CorruptJournalError
 from agentkit.layout import HISTORY_FILE, JOURNAL_FILE, META_FILE, TURN_LOG_FILE
-from agentkit.store._checkpoint import TurnCheckpoint
 from agentkit.store._fsio import atomic_write, fsync_dir, is_temp_name
 from agentkit.store._journal import read_tail_frames, scan_frames
 from agentkit.store._lazy import LazyMessages
 from agentkit.store._records import (
-    AnnotationRecord,
-    CheckpointRecord,
     JournalRecord,
-    MessageRecord,
-    RecordEntry,
     Views,
     decode_record,
     decode_records,
     fold,
+    turn_of,
 )
-from agentkit.store.base import ConversationKey, Problem, ProblemKind
-from agentkit.store.records import ConversationRecord
+from agentkit.store.backend import Scanned
+from agentkit.store.values import ConversationKey, Problem, ProblemKind
 from agentkit.types import ConversationMeta, Message
 
 __all__ = [
@@ -51,8 +48,8 @@ __all__ = [
     "Checkpoint",
     "FolderState",
     "append_history",
+    "check_folder",
     "history_entry",
-    "last_checkpoint_in",
     "load_journal",
     "make_turn_dir",
     "meta_bytes",
@@ -60,18 +57,13 @@ __all__ = [
     "read_history_view",
     "read_state",
     "rebuild_views",
-    "recent_messages",
-    "records_in",
     "render_history",
-    "verify_conversation",
+    "scan_journal",
+    "tail_records",
 ]
 
 EMPTY_HISTORY = b"[]\n"
 HISTORY_CLOSE = b"\n]\n"
-#: every message record's payload holds this; a JSON string cannot (its quotes are escaped)
-_MESSAGE_KIND = b'"kind":"message"'
-_CHECKPOINT_KIND = b'"kind":"checkpoint"'
-_RECORD_KIND = b'"kind":"record"'
 
 
 class Checkpoint(BaseModel):
@@ -160,52 +152,39 @@ def read_history_view(
     return LazyMessages(entries, fallback)
 
 
-def recent_messages(directory: Path, end: int, limit: int) -> list[Message]:
-    """The last *limit* messages of the journal's first *end* bytes, read backwards from its
-    end (appending never makes this slower). Raises ``FileNotFoundError``."""
+def tail_records(
+    directory: Path,
+    end: int,
+    kinds: frozenset[str] | None,
+    *,
+    turn: str | None = None,
+    last: int | None = None,
+) -> list[JournalRecord]:
+    """The records of *kinds* (None: any) and of *turn* (its messages and notes) in the
+    journal's first *end* bytes, the *last* N of them, oldest first. Read backwards from the
+    end, so the last few cost O(N), not O(history); only the frames that can match are
+    parsed (a kind or an id can only occur as such in a payload: the quotes of a JSON string
+    inside it are escaped). Raises ``FileNotFoundError``."""
     journal = directory / JOURNAL_FILE
-    found: list[Message] = []
+    marks = None if kinds is None else [b'"kind":"%s"' % kind.encode() for kind in kinds]
+    wanted = None if turn is None else b'"%s"' % turn.encode()
+    found: list[JournalRecord] = []
+    if last is not None and last <= 0:
+        return found
     try:
         for payload in read_tail_frames(journal, end):
-            if _MESSAGE_KIND not in payload:  # framed and checksummed, just not a message:
-                continue  # skip the pydantic parse (notes and status changes outnumber them)
+            if marks is not None and not any(mark in payload for mark in marks):
+                continue
+            if wanted is not None and wanted not in payload:
+                continue
             record = decode_record(payload)
-            if isinstance(record, MessageRecord):
-                found.append(record.message)
-                if len(found) == limit:
-                    break
-    except (ValueError, ValidationError) as error:
-        raise CorruptJournalError(journal, -1, str(error), None) from None
-    found.reverse()
-    return found
-
-
-def last_checkpoint_in(directory: Path, end: int) -> TurnCheckpoint | None:
-    """The newest turn checkpoint in the journal's first *end* bytes, read backwards (a turn
-    ends with one, so it is among the last records). Raises ``FileNotFoundError``."""
-    journal = directory / JOURNAL_FILE
-    try:
-        for payload in read_tail_frames(journal, end):
-            if _CHECKPOINT_KIND in payload:
-                record = decode_record(payload)
-                if isinstance(record, CheckpointRecord):
-                    return record.checkpoint
-    except (ValueError, ValidationError) as error:
-        raise CorruptJournalError(journal, -1, str(error), None) from None
-    return None
-
-
-def records_in(directory: Path, end: int) -> list[ConversationRecord]:
-    """The typed conversation records in the journal's first *end* bytes, oldest first
-    (only their frames are parsed). Raises ``FileNotFoundError``."""
-    journal = directory / JOURNAL_FILE
-    found: list[ConversationRecord] = []
-    try:
-        for payload in read_tail_frames(journal, end):
-            if _RECORD_KIND in payload:
-                record = decode_record(payload)
-                if isinstance(record, RecordEntry):
-                    found.append(record.record)
+            if (kinds is not None and record.kind not in kinds) or (
+                turn is not None and turn_of(record) != turn
+            ):
+                continue
+            found.append(record)
+            if len(found) == last:
+                break
     except (ValueError, ValidationError) as error:
         raise CorruptJournalError(journal, -1, str(error), None) from None
     found.reverse()
@@ -309,11 +288,7 @@ def rebuild_views(
     start = 0
     if not full and previous is not None and previous.checkpoint.journal_bytes in offsets:
         start = previous.checkpoint.journal_bytes
-    touched = {
-        r.message.message_id if isinstance(r, MessageRecord) else r.message_id
-        for offset, r in located
-        if offset >= start and isinstance(r, MessageRecord | AnnotationRecord)
-    }
+    touched = {turn for offset, r in located if offset >= start and (turn := turn_of(r))}
     for message_id in touched:
         expected = views.turn_log(message_id).encode()
         log = directory / message_id / TURN_LOG_FILE
@@ -328,25 +303,39 @@ def rebuild_views(
     return state
 
 
-def verify_conversation(key: ConversationKey, directory: Path) -> list[Problem]:
-    """What is wrong with the folder of conversation *key* (held by the caller)."""
+def scan_journal(key: ConversationKey, directory: Path) -> Scanned:
+    """Every record of the folder's journal, as ``verify`` reads it (the caller holds its
+    lock): damage in the middle is a ``corrupt-record``, a torn tail a ``torn-tail`` after
+    the records before it. Raises ``FileNotFoundError``."""
+    agent, name = key.agent_id, key.conversation_id
+    data = (directory / JOURNAL_FILE).read_bytes()
+    scan = scan_frames(data)
+    if scan.damage:
+        detail = f"byte {scan.bad_offset}: {scan.bad_reason}"
+        return Scanned(None, problems=[Problem(agent, name, "corrupt-record", detail)])
+    found: list[Problem] = []
+    if scan.bad_offset is not None:
+        detail = f"{len(data) - scan.good_end} bytes after the last record"
+        found.append(Problem(agent, name, "torn-tail", detail))
+    try:
+        records = decode_records([frame.payload for frame in scan.frames])
+    except ValidationError as error:
+        detail = str(error).splitlines()[0]
+        return Scanned(None, problems=[*found, Problem(agent, name, "corrupt-record", detail)])
+    return Scanned(records, scan.good_end, found)
+
+
+def check_folder(
+    key: ConversationKey, directory: Path, views: Views, good_end: int
+) -> list[Problem]:
+    """What the folder's views get wrong against *views*, the fold of its journal's first
+    *good_end* bytes (the caller holds its lock): temp files, ``meta.json`` and its
+    checkpoint, ``history.json``, turn logs, turn folders no record names. Reads only."""
 
     def problem(kind: ProblemKind, detail: str) -> Problem:
         return Problem(key.agent_id, key.conversation_id, kind, detail)
 
-    data = (directory / JOURNAL_FILE).read_bytes()
-    scan = scan_frames(data)
     found: list[Problem] = []
-    if scan.damage:
-        return [problem("corrupt-record", f"byte {scan.bad_offset}: {scan.bad_reason}")]
-    if scan.bad_offset is not None:
-        found.append(
-            problem("torn-tail", f"{len(data) - scan.good_end} bytes after the last record")
-        )
-    try:
-        views = fold(decode_records([frame.payload for frame in scan.frames]))
-    except (ValidationError, ValueError) as error:
-        return [*found, problem("corrupt-record", str(error).splitlines()[0])]
     for folder in (directory, *(p for p in directory.iterdir() if p.is_dir())):
         found.extend(
             problem("temp-file", str(entry.relative_to(directory)))
@@ -356,7 +345,7 @@ def verify_conversation(key: ConversationKey, directory: Path) -> list[Problem]:
     history = render_history(views.messages)
     state = read_state(directory)
     expected = Checkpoint(
-        journal_bytes=scan.good_end, journal_records=views.records, history_bytes=len(history)
+        journal_bytes=good_end, journal_records=views.records, history_bytes=len(history)
     )
     if state is None:
         found.append(problem("missing-file", f"{META_FILE} is missing or unreadable"))

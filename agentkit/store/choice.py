@@ -18,7 +18,7 @@ from typing import Final
 
 from agentkit._extras import require
 from agentkit.errors import UsageError
-from agentkit.store.base import ConversationStore
+from agentkit.store.conversation_store import ConversationStore
 from agentkit.store.files import FileConversationStore
 from agentkit.store.kv import ConfigStore
 from agentkit.store.turn_events import TurnEvents

@@ -9,10 +9,13 @@ Why it is built this way:
 
 * The source is only read, under its writer lock taken without waiting (a turn running there
   is a :class:`~agentkit.errors.ConversationBusyError`, nothing is written).
-* The file store writes the whole fork in a temp folder ``.{id}.creating-…`` and renames it
-  into place (as ``create`` does), so a crash leaves the fork complete or absent; recovery
-  removes the temp folder. ``prepare`` runs just before the rename (the Agent restores the
-  fork's memory there), so a visible fork always has its memory.
+* The fork is created whole by the backend, with the traces of the turns it copies
+  (:meth:`JournalBackend.create <agentkit.store.backend.JournalBackend.create>`: the file
+  store builds it in a temp folder ``.{id}.creating-…`` renamed into place, PostgreSQL in one
+  transaction), so a crash leaves it complete or absent. ``prepare`` runs last before it is
+  visible (the Agent restores the fork's memory there), so a visible fork always has its
+  memory. :meth:`ConversationStore.fork <agentkit.store.conversation_store.ConversationStore.fork>`
+  does this once for every backend.
 * Every bad request is found before anything is written: an unknown turn is
   :class:`~agentkit.errors.TurnNotFoundError`, a turn without a checkpoint (still running, or
   cut short) :class:`~agentkit.errors.TurnNotFinishedError`.
@@ -20,16 +23,10 @@ Why it is built this way:
 
 from __future__ import annotations
 
-import secrets
-import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from agentkit.errors import StoreError, TurnNotFinishedError, TurnNotFoundError, UsageError
-from agentkit.layout import CALLS_FILE, HISTORY_FILE, JOURNAL_FILE, META_FILE, TURN_LOG_FILE
 from agentkit.store._checkpoint import TurnCheckpoint
-from agentkit.store._folders import Folders
-from agentkit.store._fsio import append_durable, atomic_write, fsync_dir
-from agentkit.store._journal import encode_frame
 from agentkit.store._records import (
     CheckpointRecord,
     CreatedRecord,
@@ -37,22 +34,11 @@ from agentkit.store._records import (
     JournalRecord,
     MessageRecord,
     StatusRecord,
-    encode_record,
-    fold,
 )
-from agentkit.store._sweep import CREATING
-from agentkit.store._views import Checkpoint, FolderState, meta_bytes, render_history
-from agentkit.store.base import ConversationKey, Prepare
-from agentkit.types import ConversationMeta, ForkOrigin, utc_now
+from agentkit.store.values import ConversationKey, Prepare
+from agentkit.types import ForkOrigin, utc_now
 
-__all__ = [
-    "FORK_START",
-    "Prepare",
-    "checkpoints_of",
-    "fork_records",
-    "write_file_fork",
-    "write_folder",
-]
+__all__ = ["FORK_START", "Prepare", "checkpoints_of", "fork_records"]
 
 #: ``at`` for a fork taken before the first turn (an empty conversation with no memory)
 FORK_START = ""
@@ -138,83 +124,3 @@ def fork_records(
     status = checkpoint.status if checkpoint else "idle"
     result.append(StatusRecord(seq=len(result) + 1, status=status, at=now))
     return result, checkpoint
-
-
-def write_file_fork(
-    store: Folders,
-    source: ConversationKey,
-    target: ConversationKey,
-    *,
-    title: str,
-    at: str | None,
-    prepare: Prepare | None,
-) -> ConversationMeta:
-    """The file store's fork: built in a temp folder, renamed into place (see above)."""
-    with store.hold(source, timeout=0):
-        source_dir = store.folder(source)
-        records, checkpoint = fork_records(
-            store.journal(source), source, target, title=title, at=at
-        )
-        traces = {}
-        for message_id in fold(records).turns:
-            copied = source_dir / message_id / CALLS_FILE
-            if copied.is_file():
-                traces[message_id] = copied.read_bytes()
-        return write_folder(store, target, records, traces, prepare=prepare, checkpoint=checkpoint)
-
-
-def write_folder(
-    store: Folders,
-    target: ConversationKey,
-    records: Sequence[JournalRecord],
-    traces: Mapping[str, bytes],
-    *,
-    prepare: Prepare | None = None,
-    checkpoint: TurnCheckpoint | None = None,
-) -> ConversationMeta:
-    """A new conversation folder holding *records* (its journal) and their views, with the
-    turns' ``calls.jsonl`` from *traces*: built in a temp folder, *prepare* run, renamed into
-    place, so it is complete or absent (a fork, an import)."""
-    conversations = store.conversations_dir(target.agent_id)
-    final = store.folder(target)
-    if final.exists():
-        raise UsageError(f"conversation {target} already exists")
-    views = fold(records)
-    journal = b"".join(encode_frame(encode_record(record)) for record in records)
-    history = render_history(views.messages)
-    folder_state = FolderState(
-        views.meta,
-        Checkpoint(
-            journal_bytes=len(journal),
-            journal_records=views.records,
-            history_bytes=len(history),
-        ),
-    )
-    conversations.mkdir(parents=True, exist_ok=True)
-    name = f".{target.conversation_id}{CREATING}{secrets.token_hex(4)}"
-    staging = conversations / name
-    try:
-        staging.mkdir()
-        append_durable(staging / JOURNAL_FILE, journal)
-        append_durable(staging / HISTORY_FILE, history)
-        for message_id in views.turns:
-            turn = staging / message_id
-            turn.mkdir()
-            append_durable(turn / TURN_LOG_FILE, views.turn_log(message_id).encode())
-            if message_id in traces:
-                append_durable(turn / CALLS_FILE, traces[message_id])
-        fsync_dir(staging)
-        atomic_write(staging / META_FILE, meta_bytes(folder_state))
-        if prepare is not None:
-            prepare(checkpoint)
-        try:
-            staging.rename(final)
-        except OSError:
-            raise UsageError(f"conversation {target} already exists") from None
-        fsync_dir(conversations)
-    except OSError as error:
-        raise StoreError(f"could not write {target}: {error}") from error
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return folder_state.meta

@@ -30,6 +30,8 @@ __all__ = [
     "InMemoryConfigStore",
     "VersionConflictError",
     "check_key",
+    "decode_value",
+    "encode_value",
 ]
 
 MAX_KEY_LENGTH = 200
@@ -65,13 +67,31 @@ class ConfigEntry:
     updated_at: datetime
 
 
+def encode_value(value: JsonValue) -> str:
+    """Canonical JSON: sorted keys, no spaces, UTF-8 text, no NaN/Infinity (what every store
+    keeps, so a value comes back exactly as it was written)."""
+    try:
+        return json.dumps(
+            value, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+        )
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"a config value must be JSON: {error}") from None
+
+
+def decode_value(text: str) -> JsonValue:
+    result: JsonValue = json.loads(text)
+    return result
+
+
 class ConfigStore(ABC):
-    """Key → JSON value with versions. Writes are durable when the method returns."""
+    """Key → JSON value with versions. Writes are durable when the method returns.
+
+    A store implements :meth:`_put` (one compare-and-swap of canonical JSON text);
+    :meth:`set`, the key and value checks and the conflict error are written here once."""
 
     @abstractmethod
     def get(self, key: str) -> ConfigEntry | None: ...
 
-    @abstractmethod
     def set(
         self,
         key: str,
@@ -86,6 +106,19 @@ class ConfigStore(ABC):
         ``durable=False`` returns before the write is on disk: it survives the process being
         killed, and becomes durable with the next durable write (a group commit); only a power
         loss before that can roll it back. The planner uses it between durability points."""
+        text = encode_value(value)
+        written = self._put(check_key(key), text, expected_version, durable, utc_now())
+        if isinstance(written, int):
+            raise VersionConflictError(key, expected_version, written or None)
+        return written
+
+    @abstractmethod
+    def _put(
+        self, key: str, text: str, expected: int | None, durable: bool, at: datetime
+    ) -> ConfigEntry | int:
+        """Store *text* (canonical JSON) at *key*, stamped *at*, one version up, when it is
+        at version *expected* (0: absent; None: any): the entry written; else the version
+        found instead (0: absent), and nothing written."""
 
     @abstractmethod
     def delete(self, key: str, *, expected_version: int | None = None) -> bool:
@@ -101,50 +134,37 @@ class ConfigStore(ABC):
         how ``agentkit import`` moves memory between stores with its CAS versions intact."""
 
 
-def _canonical(value: JsonValue) -> JsonValue:
-    """A deep copy through JSON: what is stored is exactly what JSON can carry."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as error:
-        raise UsageError(f"a config value must be JSON: {error}") from None
-    result: JsonValue = json.loads(text)
-    return result
-
-
 class InMemoryConfigStore(ConfigStore):
+    """The reference: entries kept as their canonical JSON text, decoded on every read (so
+    no caller holds the stored value)."""
+
     def __init__(self) -> None:
-        self._entries: dict[str, ConfigEntry] = {}
+        self._entries: dict[str, tuple[str, int, datetime]] = {}
         self._lock = threading.Lock()
 
     def get(self, key: str) -> ConfigEntry | None:
         with self._lock:
-            entry = self._entries.get(check_key(key))
-        if entry is None:
+            found = self._entries.get(check_key(key))
+        if found is None:
             return None
-        return ConfigEntry(entry.key, _canonical(entry.value), entry.version, entry.updated_at)
+        text, version, at = found
+        return ConfigEntry(key, decode_value(text), version, at)
 
-    def set(
-        self,
-        key: str,
-        value: JsonValue,
-        *,
-        expected_version: int | None = None,
-        durable: bool = True,
-    ) -> ConfigEntry:
-        stored = _canonical(value)
+    def _put(
+        self, key: str, text: str, expected: int | None, durable: bool, at: datetime
+    ) -> ConfigEntry | int:
         with self._lock:
-            current = self._entries.get(check_key(key))
-            actual = current.version if current else 0
-            if expected_version is not None and expected_version != actual:
-                raise VersionConflictError(key, expected_version, actual or None)
-            entry = ConfigEntry(key, stored, actual + 1, utc_now())
-            self._entries[key] = entry
-        return ConfigEntry(key, _canonical(stored), entry.version, entry.updated_at)
+            current = self._entries.get(key)
+            actual = current[1] if current else 0
+            if expected is not None and expected != actual:
+                return actual
+            self._entries[key] = (text, actual + 1, at)
+        return ConfigEntry(key, decode_value(text), actual + 1, at)
 
     def delete(self, key: str, *, expected_version: int | None = None) -> bool:
         with self._lock:
             current = self._entries.get(check_key(key))
-            actual = current.version if current else 0
+            actual = current[1] if current else 0
             if expected_version is not None and expected_version != actual:
                 raise VersionConflictError(key, expected_version, actual or None)
             return self._entries.pop(key, None) is not None
@@ -157,6 +177,6 @@ class InMemoryConfigStore(ConfigStore):
         check_key(entry.key)
         if entry.version < 1:
             raise UsageError(f"a config entry's version is at least 1, not {entry.version}")
-        stored = ConfigEntry(entry.key, _canonical(entry.value), entry.version, entry.updated_at)
+        text = encode_value(entry.value)
         with self._lock:
-            self._entries[entry.key] = stored
+            self._entries[entry.key] = (text, entry.version, entry.updated_at)

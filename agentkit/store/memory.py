@@ -1,53 +1,43 @@
-"""The in-memory reference store: the contract's meaning, without files.
+"""The in-memory journal backend: the contract's meaning, without files.
 
-Used by tests and notebooks that want no disk, and as the reference the file store is checked
-against (both pass tests/store_contract.py).
+Used by tests and notebooks that want no disk, and as the reference the other backends are
+checked against (all pass tests/test_journal_backend.py and, through the one conversation
+layer, tests/test_store_contract*.py). A conversation is its list of records, its metadata
+and its turns' traces; the writer lease is a lock per conversation with an epoch.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentkit.errors import ConversationBusyError, ConversationNotFoundError, UsageError
-from agentkit.ids import check_id
-from agentkit.store._checkpoint import TurnCheckpoint
-from agentkit.store._records import (
-    AnnotationRecord,
-    CheckpointRecord,
-    CreatedRecord,
-    JournalRecord,
-    MessageRecord,
-    RecordEntry,
-    StatusRecord,
-    Views,
-    fold,
-)
-from agentkit.store.base import (
-    ConversationKey,
-    ConversationStore,
-    Prepare,
-    Problem,
-    TraceSink,
-    VerifyReport,
-    checked_journal,
-)
-from agentkit.store.forks import checkpoints_of, fork_records
-from agentkit.store.records import ConversationRecord
-from agentkit.types import ConversationMeta, ConversationStatus, Message, utc_now
+from agentkit.store._records import JournalRecord, Views, turn_of
+from agentkit.store.backend import JournalBackend, Lease, RecordKind, Scanned
+from agentkit.store.conversation_store import ConversationStore
+from agentkit.store.values import ConversationKey, Problem, TraceSink
+from agentkit.types import ConversationMeta
 
-__all__ = ["InMemoryConversationStore"]
+__all__ = ["InMemoryConversationStore", "MemoryJournal"]
 
 
 @dataclass
 class _Conversation:
-    views: Views
+    meta: ConversationMeta
     records: list[JournalRecord]
-    lock: threading.RLock = field(default_factory=threading.RLock)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    epoch: int = 0
     #: message id -> the turn's trace lines
     traces: dict[str, list[str]] = field(default_factory=dict)
+
+
+class _MemoryLease(Lease):
+    __slots__ = ("conversation",)
+
+    def __init__(self, key: ConversationKey, conversation: _Conversation) -> None:
+        super().__init__(key, conversation.meta, len(conversation.records), conversation.epoch)
+        self.conversation = conversation
 
 
 class _ListSink(TraceSink):
@@ -60,7 +50,9 @@ class _ListSink(TraceSink):
         self._lines.append(line)
 
 
-class InMemoryConversationStore(ConversationStore):
+class MemoryJournal(JournalBackend):
+    """Conversations as lists of records in this process."""
+
     def __init__(self, *, lock_timeout: float = 10.0) -> None:
         self.lock_timeout = lock_timeout
         self._conversations: dict[ConversationKey, _Conversation] = {}
@@ -73,219 +65,126 @@ class InMemoryConversationStore(ConversationStore):
             raise ConversationNotFoundError(key.agent_id, key.conversation_id)
         return conversation
 
-    def create(self, key: ConversationKey, title: str) -> ConversationMeta:
-        record = CreatedRecord(
-            seq=1,
-            conversation_id=key.conversation_id,
-            agent_id=key.agent_id,
-            title=title,
-            at=utc_now(),
-        )
+    # -- the writer lease ------------------------------------------------------------------
+
+    def acquire(self, key: ConversationKey, wait: float, *, brief: bool = False) -> Lease:
+        conversation = self._get(key)
+        if not conversation.lock.acquire(timeout=max(wait, 0)):
+            raise ConversationBusyError(key.agent_id, key.conversation_id, wait)
+        with self._guard:
+            deleted = self._conversations.get(key) is not conversation
+        if deleted:  # deleted while we waited
+            conversation.lock.release()
+            raise ConversationNotFoundError(key.agent_id, key.conversation_id)
+        conversation.epoch += 1
+        return _MemoryLease(key, conversation)
+
+    def release(self, lease: Lease, *, failed: bool = False) -> None:
+        own = _MemoryLease.own(lease)
+        if own.held:
+            own.held = False
+            own.conversation.lock.release()
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        lease: Lease,
+        records: Sequence[JournalRecord],
+        meta: ConversationMeta,
+        *,
+        durable: bool,
+    ) -> None:
+        own = _MemoryLease.own(lease)
+        conversation = own.conversation
+        if not own.held or conversation.epoch != own.epoch:
+            raise own.stale(conversation.epoch)
+        conversation.records.extend(records)
+        conversation.meta = meta
+        own.moved(meta, len(records))
+
+    def create(
+        self,
+        key: ConversationKey,
+        records: Sequence[JournalRecord],
+        meta: ConversationMeta,
+        traces: Mapping[str, Sequence[str]],
+        prepare: Callable[[], None] | None = None,
+    ) -> None:
+        conversation = _Conversation(meta=meta, records=list(records))
+        conversation.traces = {turn: list(lines) for turn, lines in traces.items() if lines}
+        if self.exists(key):
+            raise UsageError(f"conversation {key} already exists")
+        if prepare is not None:
+            prepare()
         with self._guard:
             if key in self._conversations:
                 raise UsageError(f"conversation {key} already exists")
-            self._conversations[key] = _Conversation(views=fold([record]), records=[record])
-            return self._conversations[key].views.meta
+            self._conversations[key] = conversation
+
+    def delete(self, lease: Lease) -> None:
+        own = _MemoryLease.own(lease)
+        with self._guard:
+            if self._conversations.get(own.key) is own.conversation:
+                del self._conversations[own.key]
+
+    # -- reads -----------------------------------------------------------------------------
 
     def exists(self, key: ConversationKey) -> bool:
         with self._guard:
             return key in self._conversations
 
-    def conversations(self, agent_id: str) -> list[ConversationMeta]:
-        check_id(agent_id, "agent")
-        with self._guard:
-            metas = [c.views.meta for k, c in self._conversations.items() if k.agent_id == agent_id]
-        return sorted(metas, key=lambda m: (m.updated_at, m.conversation_id), reverse=True)
-
     def meta(self, key: ConversationKey) -> ConversationMeta:
-        return self._get(key).views.meta
+        return self._get(key).meta
 
-    def messages(self, key: ConversationKey) -> Sequence[Message]:
-        return list(self._get(key).views.messages)
-
-    def recent(self, key: ConversationKey, limit: int) -> list[Message]:
-        if limit < 0:
-            raise UsageError("limit must be >= 0")
-        messages = self._get(key).views.messages
-        return list(messages[len(messages) - limit :]) if limit else []
-
-    def _write(self, key: ConversationKey, record: JournalRecord) -> ConversationMeta:
-        conversation = self._get(key)
-        with self.hold(key):
-            conversation.records.append(record)
-            conversation.views.apply(record)
-            return conversation.views.meta
-
-    def _next_seq(self, key: ConversationKey) -> int:
-        return self._get(key).views.records + 1
-
-    def append(
-        self,
-        key: ConversationKey,
-        message: Message,
-        *,
-        status: ConversationStatus | None = None,
-        checkpoint: TurnCheckpoint | None = None,
-    ) -> ConversationMeta:
-        with self.hold(key):
-            meta = self._write(key, MessageRecord(seq=self._next_seq(key), message=message))
-            if status is not None:
-                record = StatusRecord(seq=self._next_seq(key), status=status, at=utc_now())
-                meta = self._write(key, record)
-            return self._write_checkpoint(key, checkpoint) if checkpoint else meta
-
-    def set_status(
-        self,
-        key: ConversationKey,
-        status: ConversationStatus,
-        *,
-        checkpoint: TurnCheckpoint | None = None,
-    ) -> ConversationMeta:
-        with self.hold(key):
-            record = StatusRecord(seq=self._next_seq(key), status=status, at=utc_now())
-            meta = self._write(key, record)
-            return self._write_checkpoint(key, checkpoint) if checkpoint else meta
-
-    def _write_checkpoint(
-        self, key: ConversationKey, checkpoint: TurnCheckpoint
-    ) -> ConversationMeta:
-        meta = self._get(key).views.meta
-        filled = checkpoint.model_copy(
-            update={"messages": meta.stats.message_count, "status": meta.status}
-        )
-        return self._write(key, CheckpointRecord(seq=self._next_seq(key), checkpoint=filled))
-
-    def annotate(self, key: ConversationKey, message_id: str, label: str, text: str) -> None:
-        check_id(message_id, "message")
-        with self.hold(key):
-            record = AnnotationRecord(
-                seq=self._next_seq(key),
-                message_id=message_id,
-                label=label,
-                text=text,
-                at=utc_now(),
-            )
-            self._write(key, record)
-
-    def record_checkpoint(self, key: ConversationKey, checkpoint: TurnCheckpoint) -> None:
-        with self.hold(key):
-            self._write_checkpoint(key, checkpoint)
-
-    def checkpoints(self, key: ConversationKey) -> list[TurnCheckpoint]:
-        return checkpoints_of(list(self._get(key).records))
-
-    def fork(
-        self,
-        source: ConversationKey,
-        target: ConversationKey,
-        *,
-        title: str,
-        at: str | None,
-        prepare: Prepare | None = None,
-    ) -> ConversationMeta:
-        with self.hold(source, timeout=0):
-            records, checkpoint = fork_records(
-                list(self._get(source).records), source, target, title=title, at=at
-            )
-            if self.exists(target):
-                raise UsageError(f"conversation {target} already exists")
-            forked = _Conversation(views=fold(records), records=records)
-            source_traces = self._get(source).traces
-            forked.traces = {
-                turn: list(source_traces[turn])
-                for turn in forked.views.turns
-                if turn in source_traces
-            }
-            if prepare is not None:
-                prepare(checkpoint)
-            with self._guard:
-                if target in self._conversations:
-                    raise UsageError(f"conversation {target} already exists")
-                self._conversations[target] = forked
-            return forked.views.meta
-
-    def add_record(self, key: ConversationKey, record: ConversationRecord) -> None:
-        with self.hold(key):
-            count = self._get(key).views.message_count
-            if record.start > count:
-                raise UsageError(
-                    f"a record of {key} starts at message {record.start}; it has {count}"
-                )
-            self._write(key, RecordEntry(seq=self._next_seq(key), record=record))
-
-    def records(self, key: ConversationKey) -> list[ConversationRecord]:
-        return [r.record for r in list(self._get(key).records) if isinstance(r, RecordEntry)]
-
-    def journal(self, key: ConversationKey) -> list[JournalRecord]:
-        with self.hold(key):
-            return list(self._get(key).records)
-
-    def restore(
-        self,
-        key: ConversationKey,
-        records: Sequence[JournalRecord],
-        traces: Mapping[str, Sequence[str]],
-    ) -> ConversationMeta:
-        views = checked_journal(key, records)
-        restored = _Conversation(views=views, records=list(records))
-        restored.traces = {
-            check_id(t, "message"): list(lines) for t, lines in traces.items() if lines
-        }
+    def listing(self, agent_id: str) -> list[ConversationMeta]:
         with self._guard:
-            if key in self._conversations:
-                raise UsageError(f"conversation {key} already exists")
-            self._conversations[key] = restored
-        return views.meta
+            return [c.meta for k, c in self._conversations.items() if k.agent_id == agent_id]
+
+    def keys(self, agent_id: str | None) -> list[ConversationKey]:
+        with self._guard:
+            found = [k for k in self._conversations if agent_id in (None, k.agent_id)]
+        return sorted(found, key=str)
+
+    def read(
+        self,
+        key: ConversationKey,
+        kinds: frozenset[RecordKind] | None = None,
+        *,
+        turn: str | None = None,
+        last: int | None = None,
+    ) -> list[JournalRecord]:
+        records = list(self._get(key).records)  # a copy: appends after this are not seen
+        found = [
+            record
+            for record in records
+            if (kinds is None or record.kind in kinds) and (turn is None or turn_of(record) == turn)
+        ]
+        return found[-last:] if last is not None else found
+
+    # -- traces ----------------------------------------------------------------------------
 
     def open_trace(self, key: ConversationKey, message_id: str) -> TraceSink:
-        check_id(message_id, "message")
         return _ListSink(self._get(key).traces.setdefault(message_id, []))
 
     def trace(self, key: ConversationKey, message_id: str) -> list[str]:
-        check_id(message_id, "message")
         return list(self._get(key).traces.get(message_id, ()))
 
-    def turn_log(self, key: ConversationKey, message_id: str) -> str:
-        check_id(message_id, "message")
-        views = self._get(key).views
-        if message_id not in views.turns:
-            raise UsageError(f"conversation {key} has no turn {message_id!r}")
-        return views.turn_log(message_id)
+    # -- verify ----------------------------------------------------------------------------
 
-    def delete(self, key: ConversationKey) -> None:
-        with self.hold(key), self._guard:
-            del self._conversations[key]
+    def scan(self, key: ConversationKey) -> Scanned:
+        records = list(self._get(key).records)
+        return Scanned(records, len(records))
 
-    @contextmanager
-    def hold(self, key: ConversationKey, timeout: float | None = None) -> Iterator[None]:
-        conversation = self._get(key)
-        wait = self.lock_timeout if timeout is None else timeout
-        if not conversation.lock.acquire(timeout=wait):
-            raise ConversationBusyError(key.agent_id, key.conversation_id, wait)
-        try:
-            with self._guard:
-                deleted = self._conversations.get(key) is not conversation
-            if deleted:  # deleted while we waited
-                raise ConversationNotFoundError(key.agent_id, key.conversation_id)
-            yield
-        finally:
-            conversation.lock.release()
+    def check(self, key: ConversationKey, views: Views, scanned: Scanned) -> list[Problem]:
+        if self._get(key).meta == views.meta:
+            return []
+        detail = "the metadata differs from the records' fold"
+        return [Problem(key.agent_id, key.conversation_id, "meta-mismatch", detail)]
 
-    def recover(self, agent_id: str | None = None, *, full: bool = False) -> list[ConversationKey]:
-        """Nothing survives a crash in memory, so there is never anything to repair."""
-        if agent_id is not None:
-            check_id(agent_id, "agent")
-        return []
 
-    def verify(self, agent_id: str | None = None) -> VerifyReport:
-        if agent_id is not None:
-            check_id(agent_id, "agent")
-        with self._guard:
-            keys = [k for k in self._conversations if agent_id in (None, k.agent_id)]
-        # The views are kept by applying records one by one; re-folding checks that invariant.
-        problems = [
-            Problem(key.agent_id, key.conversation_id, "meta-mismatch", "views differ from records")
-            for key in keys
-            if fold(self._conversations[key].records).meta != self._conversations[key].views.meta
-        ]
-        return VerifyReport(conversations=len(keys), problems=tuple(problems))
+class InMemoryConversationStore(ConversationStore):
+    """The conversation store over :class:`MemoryJournal` (nothing survives the process)."""
+
+    def __init__(self, *, lock_timeout: float = 10.0) -> None:
+        super().__init__(MemoryJournal(lock_timeout=lock_timeout))

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from agentkit._extras import missing
 from agentkit.store._pg import PostgresDatabase
-from agentkit.store.base import ConversationKey
 from agentkit.store.turn_events import StoredEvent, TurnEvents
+from agentkit.store.values import ConversationKey
 
 try:
     import psycopg

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pydantic import JsonValue
-
 from agentkit.errors import UsageError
 from agentkit.store._pg import PostgresDatabase
-from agentkit.store.kv import ConfigEntry, ConfigStore, VersionConflictError, check_key
-from agentkit.store.sqlite_kv import _decode, _encode
-from agentkit.types import utc_now
+from agentkit.store.kv import (
+    ConfigEntry,
+    ConfigStore,
+    VersionConflictError,
+    check_key,
+    decode_value,
+    encode_value,
+)
 
 __all__ = ["PostgresConfigStore"]
 
@@ -47,7 +50,7 @@ _UPSERT = (
 def _entry(key: str, value: object, version: object, updated_at: object) -> ConfigEntry:
     assert isinstance(version, int)
     assert isinstance(updated_at, datetime)
-    return ConfigEntry(key, _decode(str(value)), version, updated_at.astimezone(UTC))
+    return ConfigEntry(key, decode_value(str(value)), version, updated_at.astimezone(UTC))
 
 
 class PostgresConfigStore(ConfigStore):
@@ -99,7 +102,7 @@ class PostgresConfigStore(ConfigStore):
             " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = EXCLUDED.version,"
             " updated_at = EXCLUDED.updated_at RETURNING version",
             entry.key,
-            _encode(entry.value),
+            encode_value(entry.value),
             entry.version,
             entry.updated_at,
         )
@@ -111,27 +114,16 @@ class PostgresConfigStore(ConfigStore):
         )
         return None if row is None else _entry(key, *row[1:])
 
-    def set(
-        self,
-        key: str,
-        value: JsonValue,
-        *,
-        expected_version: int | None = None,
-        durable: bool = True,
-    ) -> ConfigEntry:
-        text = _encode(value)
-        check_key(key)
-        stamp = utc_now()
-        if expected_version is None:
-            row = self._one(_UPSERT, key, text, stamp, durable=durable)
-        elif expected_version == 0:
-            row = self._one(_INSERT, key, text, stamp, durable=durable)
+    def _put(
+        self, key: str, text: str, expected: int | None, durable: bool, at: datetime
+    ) -> ConfigEntry | int:
+        if expected is None:
+            row = self._one(_UPSERT, key, text, at, durable=durable)
+        elif expected == 0:
+            row = self._one(_INSERT, key, text, at, durable=durable)
         else:
-            row = self._one(_SWAP, text, stamp, key, expected_version, durable=durable)
-        if row is None:
-            actual = self._version(key)
-            raise VersionConflictError(key, expected_version, actual or None)
-        return _entry(key, text, row[0], stamp)
+            row = self._one(_SWAP, text, at, key, expected, durable=durable)
+        return self._version(key) if row is None else _entry(key, text, row[0], at)
 
     def delete(self, key: str, *, expected_version: int | None = None) -> bool:
         check_key(key)

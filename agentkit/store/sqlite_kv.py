@@ -34,7 +34,6 @@ Values are JSON only (never pickle); keys are always bound as parameters.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import threading
@@ -43,12 +42,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import JsonValue
-
 from agentkit.errors import StoreError, UsageError
 from agentkit.store._fsio import fsync_dir
-from agentkit.store.kv import ConfigEntry, ConfigStore, VersionConflictError, check_key
-from agentkit.types import format_timestamp, utc_now
+from agentkit.store._process import pid
+from agentkit.store.kv import (
+    ConfigEntry,
+    ConfigStore,
+    VersionConflictError,
+    check_key,
+    decode_value,
+    encode_value,
+)
+from agentkit.types import format_timestamp
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqliteConfigStore"]
 
@@ -72,23 +77,8 @@ SCHEMA_VERSION = len(MIGRATIONS)
 Synchronous = Literal["FULL", "NORMAL"]
 
 
-def _encode(value: JsonValue) -> str:
-    """Canonical JSON: sorted keys, no spaces, UTF-8 text, no NaN/Infinity."""
-    try:
-        return json.dumps(
-            value, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
-        )
-    except (TypeError, ValueError) as error:
-        raise UsageError(f"a config value must be JSON: {error}") from None
-
-
-def _decode(text: str) -> JsonValue:
-    result: JsonValue = json.loads(text)
-    return result
-
-
 def _entry(key: str, value: str, version: int, updated_at: str) -> ConfigEntry:
-    return ConfigEntry(key, _decode(value), version, datetime.fromisoformat(updated_at))
+    return ConfigEntry(key, decode_value(value), version, datetime.fromisoformat(updated_at))
 
 
 class SqliteConfigStore(ConfigStore):
@@ -207,7 +197,7 @@ class SqliteConfigStore(ConfigStore):
     def _connection(self) -> sqlite3.Connection:
         if self._closed:
             raise UsageError(f"the config store {self.path} is closed")
-        if os.getpid() != self._pid:
+        if pid() != self._pid:
             raise UsageError(
                 f"the config store {self.path} was opened before fork(); open a new one here"
             )
@@ -270,22 +260,15 @@ class SqliteConfigStore(ConfigStore):
             raise StoreError(f"{self.path}: reading {key!r} failed: {error}") from error
         return None if row is None else _entry(*row)
 
-    def set(
-        self,
-        key: str,
-        value: JsonValue,
-        *,
-        expected_version: int | None = None,
-        durable: bool = True,
-    ) -> ConfigEntry:
-        text = _encode(value)
-        check_key(key)
+    def _put(
+        self, key: str, text: str, expected: int | None, durable: bool, at: datetime
+    ) -> ConfigEntry | int:
         connection = self._connection()
-        stamp = format_timestamp(utc_now())
+        stamp = format_timestamp(at)
         try:
             self._sync_level(connection, self.synchronous if durable else "NORMAL")
-            if expected_version is not None:  # the hot path: one statement, atomic by itself
-                return self._swap(connection, key, text, stamp, expected_version)
+            if expected is not None:  # the hot path: one statement, atomic by itself
+                return self._swap(connection, key, text, stamp, expected)
             with self._transaction(connection):  # any version: read it, then swap from it
                 return self._swap(connection, key, text, stamp, self._version(connection, key))
         except sqlite3.Error as error:
@@ -295,7 +278,7 @@ class SqliteConfigStore(ConfigStore):
         check_key(entry.key)
         if entry.version < 1:
             raise UsageError(f"a config entry's version is at least 1, not {entry.version}")
-        text = _encode(entry.value)
+        text = encode_value(entry.value)
         connection = self._connection()
         try:
             self._sync_level(connection, self.synchronous)
@@ -310,9 +293,10 @@ class SqliteConfigStore(ConfigStore):
 
     def _swap(
         self, connection: sqlite3.Connection, key: str, text: str, stamp: str, expected: int
-    ) -> ConfigEntry:
+    ) -> ConfigEntry | int:
         """Compare-and-swap in one statement (its own transaction in autocommit mode): insert
-        when *expected* is 0, else update the row only while it is at version *expected*."""
+        when *expected* is 0, else update the row only while it is at version *expected*;
+        on a mismatch, the version found."""
         if expected == 0:
             changed = connection.execute(
                 "INSERT INTO system_config (key, value, version, updated_at) VALUES (?, ?, 1, ?) "
@@ -326,7 +310,7 @@ class SqliteConfigStore(ConfigStore):
                 (text, stamp, key, expected),
             ).rowcount
         if changed != 1:
-            raise VersionConflictError(key, expected, self._version(connection, key) or None)
+            return self._version(connection, key)
         return _entry(key, text, expected + 1, stamp)
 
     def delete(self, key: str, *, expected_version: int | None = None) -> bool:

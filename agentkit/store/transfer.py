@@ -25,10 +25,11 @@ from agentkit.errors import UsageError
 from agentkit.ids import check_id
 from agentkit.layout import CONFIG_DB, DataLayout
 from agentkit.store._records import JournalRecord, fold
-from agentkit.store.base import ConversationKey, ConversationStore
+from agentkit.store.conversation_store import ConversationStore
 from agentkit.store.files import FileConversationStore
 from agentkit.store.kv import ConfigStore
 from agentkit.store.sqlite_kv import SqliteConfigStore
+from agentkit.store.values import ConversationKey
 
 __all__ = ["Moved", "copy_data", "export_to", "import_from", "stored_agents"]
 

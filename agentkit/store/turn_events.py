@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from agentkit.store.base import ConversationKey
+from agentkit.store.values import ConversationKey
 
 log = logging.getLogger("agentkit.store")
 

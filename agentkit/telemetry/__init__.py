@@ -3,18 +3,22 @@ shape — kept by agentkit itself and, when OpenTelemetry is set up, exported th
 
 Usage. An agent runtime holds one ``tel = Telemetry(agent_id=…, agent_name=…)``. A turn is
 ``trace = tel.turn(conversation_id=…, message_id=…, scenario="A", provider="scripted",
-model="scripted:inline")``, which starts the root ``invoke_agent {agent id}``; inside it,
-``trace.plan()`` (``plan {agent id}``; ``trace.span(name, parent=None)`` for any other, None
-meaning the root), ``trace.model_call(parent, model=…, purpose="plan")`` (``chat {model}``,
-then ``.usage(in, out)``, ``.finish_reasons``), ``trace.tool_call(parent, name=…,
-call_id=…)`` (``execute_tool {name}``) and ``trace.memory_update(parent, store=…)``
+model="scripted:inline", secrets=mask, request=text)``, which starts the root
+``invoke_agent {agent id}``; inside it, ``trace.plan()`` (``plan {agent id}``, then
+``.planned(goal, steps)`` or ``.decided(decision, steps)``; ``trace.span(name, parent=None)``
+for any other, None meaning the root), ``trace.model_call(parent, model=…, purpose="plan")``
+(``chat {model}``, then ``.sent(messages)``, ``.replied(text)``, ``.usage(in, out)``,
+``.finish_reasons``), ``trace.tool_call(parent, name=…, call_id=…)``
+(``execute_tool {name}``) and ``trace.memory_update(parent, store=…)``
 (``update_memory {store}``) start child spans, each ended by ``.end()`` or by leaving its
 ``with`` block (an exception sets ``error.type``); ``span.fail(type, message)`` marks a
-failure without one.
+failure without one, and every other span ends with status OK.
 ``trace.event(CONSENT_EVENT, {...})`` puts an event on the root, ``trace.content(span,
-"gen_ai.input.messages", messages)`` records contents only when
-``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` (secrets masked even then), and
-``trace.end(status="completed", input_tokens=…, output_tokens=…)`` ends the turn.
+key, value)`` records contents only when
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` (masked even then), and
+``trace.end(status="completed", input_tokens=…, output_tokens=…, answer=…)`` ends the turn.
+Messages are written in the GenAI conventions' shape (``parts``), every string masked by
+value with *mask* (the turn's :class:`~agentkit.tools.SecretMask`) when its span ends.
 ``trace.spans`` and ``tel.recorded(trace.trace_id)`` (or ``tel.turn_records(message_id)``)
 give the finished :class:`SpanRecord` values TraceView draws. Code that cannot be handed a
 parent (the MCP client) reads ``Telemetry.current()``, set by ``with span.activate(): …``;
@@ -29,6 +33,7 @@ called; ``import agentkit.telemetry`` never imports it. Names: :mod:`agentkit.te
 """
 
 from agentkit.telemetry import semconv
+from agentkit.telemetry._messages import ToolCallPart
 from agentkit.telemetry._provider import provider_name
 from agentkit.telemetry._records import (
     Attributes,
@@ -40,7 +45,9 @@ from agentkit.telemetry._records import (
 )
 from agentkit.telemetry._spans import (
     CAPTURE_ENV,
+    Masker,
     ModelCallSpan,
+    PlanSpan,
     Secrets,
     Span,
     Trace,
@@ -54,7 +61,9 @@ __all__ = [
     "CAPTURE_ENV",
     "AttributeValue",
     "Attributes",
+    "Masker",
     "ModelCallSpan",
+    "PlanSpan",
     "Secrets",
     "Span",
     "SpanEvent",
@@ -63,6 +72,7 @@ __all__ = [
     "SpanStatus",
     "Telemetry",
     "Trace",
+    "ToolCallPart",
     "TurnTrace",
     "capture_content",
     "format_traceparent",

@@ -57,6 +57,7 @@ class Bridge:
         self._span_context = SpanContext
         self._flags = TraceFlags
         self._error = Status(StatusCode.ERROR)
+        self._ok = Status(StatusCode.OK)
         self._status = Status
         self._status_error = StatusCode.ERROR
         self.kinds: Final = {
@@ -113,8 +114,12 @@ class Bridge:
             name, context=context, kind=self.kinds[kind], attributes=attributes, start_time=start_ns
         )
 
-    def fail(self, span: OtelSpan, message: str) -> None:
-        span.set_status(self._status(self._status_error, message) if message else self._error)
+    def status(self, span: OtelSpan, *, error: bool, message: str = "") -> None:
+        """A span's final status: an error (with its description), else OK."""
+        if not error:
+            span.set_status(self._ok)
+        else:
+            span.set_status(self._status(self._status_error, message) if message else self._error)
 
     def ids(self, span: OtelSpan) -> tuple[int, int, bool] | None:
         """(trace id, span id, sampled) of a span that has ids of its own, else None."""

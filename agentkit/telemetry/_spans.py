@@ -8,9 +8,16 @@ kept in the record and, when the trace has an OpenTelemetry span beside it, set 
 with the same start and end times. Parents are always explicit (the trace's root when none is
 given); :meth:`Span.activate` is only for code that cannot be handed a parent (the MCP client).
 
-Invariant: no secret value reaches an attribute, an event or a status message. String values
-are scrubbed of the trace's known secrets, a secret-named key's value is masked, and contents
-(:meth:`Trace.content`) are recorded only when capture is on, masked even then.
+Invariant: no secret value reaches an attribute, an event or a status message. A secret-named
+key's value is masked when it is set; every other string — attribute values, event attributes,
+the status message, contents and the JSON strings inside them — is masked by value with the
+trace's masker (a turn's :class:`~agentkit.tools.SecretMask`: the secret store's values, what
+the turn has learned, the toolsets' secret patterns) when the span ends, so a secret the turn
+met after a value was set is masked in it too; only then does the span reach OpenTelemetry.
+Contents (:meth:`Trace.content`) are recorded only when capture is on, masked even then.
+
+Every span ends with a status: an error (:meth:`Span.fail`, or an exception out of its
+``with`` block) or OK, and declares its OpenInference kind (``openinference.span.kind``).
 """
 
 from __future__ import annotations
@@ -19,11 +26,19 @@ import contextvars
 import json
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Protocol, cast, runtime_checkable
+
+from pydantic import JsonValue
 
 from agentkit.telemetry import semconv as sc
 from agentkit.telemetry._bridge import Bridge, bridge
+from agentkit.telemetry._messages import (
+    ToolCallPart,
+    input_messages,
+    output_messages,
+    text_message,
+)
 from agentkit.telemetry._records import AttributeValue, SpanEvent, SpanKind, SpanRecord
 from agentkit.telemetry._traceparent import format_traceparent, parse_traceparent
 
@@ -31,9 +46,17 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from opentelemetry.trace import Span as OtelSpan
-    from pydantic import JsonValue
 
-__all__ = ["ModelCallSpan", "Span", "Trace", "TurnTrace", "capture_content", "current_span"]
+__all__ = [
+    "Masker",
+    "ModelCallSpan",
+    "PlanSpan",
+    "Span",
+    "Trace",
+    "TurnTrace",
+    "capture_content",
+    "current_span",
+]
 
 CAPTURE_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
@@ -43,8 +66,47 @@ _CURRENT: contextvars.ContextVar[Span | None] = contextvars.ContextVar(
 _getrandbits = random.getrandbits
 _time_ns = time.time_ns
 
-Secrets = Callable[[], Iterable[str]] | Iterable[str]
-"""The secret values a trace scrubs: a list, or a function called once, when first needed."""
+
+@runtime_checkable
+class Masker(Protocol):
+    """What masks the text a trace exports: a turn's :class:`~agentkit.tools.SecretMask`
+    (asked again each time: it learns the turn's secrets as the turn goes)."""
+
+    def text(self, text: str) -> str: ...
+
+
+Secrets = Masker | Callable[[], Iterable[str]] | Iterable[str]
+"""What a trace masks by value: a masker (a turn's ``SecretMask``), or the secret values
+themselves — a list, or a function called once, when first needed."""
+
+
+class _Values:
+    """A masker of known values only (a list, or a function read once when first needed)."""
+
+    __slots__ = ("_source", "_values")
+
+    def __init__(self, source: Callable[[], Iterable[str]] | Iterable[str]) -> None:
+        self._source: Callable[[], Iterable[str]] | Iterable[str] | None = source
+        self._values: list[str] | None = None
+
+    def text(self, text: str) -> str:
+        values = self._values
+        if values is None:
+            source, self._source = self._source, None
+            found = source() if callable(source) else (source or ())
+            values = self._values = sorted({s for s in found if len(s) >= 4}, key=len, reverse=True)
+        for secret in values:
+            if secret in text:
+                text = text.replace(secret, _masked(secret))
+        return text
+
+
+def _masker(secrets: Secrets) -> Masker | None:
+    if callable(getattr(secrets, "text", None)):  # a masker (cheaper than the Protocol check)
+        return cast(Masker, secrets)
+    if isinstance(secrets, list | tuple | set | frozenset) and not secrets:
+        return None
+    return _Values(cast(Callable[[], Iterable[str]] | Iterable[str], secrets))
 
 
 def capture_content() -> bool:
@@ -82,16 +144,33 @@ def _secret_key(key: str) -> bool:
     return known
 
 
-#: keys whose values agentkit itself sets from a fixed vocabulary: never scrubbed
-_PLAIN_KEYS: Final = frozenset(
-    {sc.OPERATION_NAME, sc.PROVIDER_NAME, sc.TOOL_TYPE, sc.PURPOSE, sc.TURN_STATUS, sc.SCENARIO}
-)
+#: keys whose values agentkit itself sets, from a fixed vocabulary or checked identifiers:
+#: never masked (a secret pattern may match a long id)
+_PLAIN_KEYS: Final = frozenset({
+    sc.OPERATION_NAME, sc.PROVIDER_NAME, sc.TOOL_TYPE, sc.PURPOSE, sc.TURN_STATUS, sc.SCENARIO,
+    sc.OPENINFERENCE_SPAN_KIND, sc.AGENT_ID, sc.CONVERSATION_ID, sc.MESSAGE_ID, sc.TOOL_NAME,
+    sc.TOOL_CALL_ID, sc.REQUEST_MODEL, sc.RESPONSE_MODEL, sc.INPUT_MIME_TYPE, sc.OUTPUT_MIME_TYPE,
+    sc.WORKFLOW_NAME, sc.MEMORY_STORE_NAME, sc.ERROR_TYPE, sc.PLAN_DECISION, sc.EVAL_OUTCOME,
+})  # fmt: skip
 
 
 def _masked(secret: str) -> str:
     from agentkit.tools.secrets import mask_value
 
     return mask_value(secret)
+
+
+def _masked_keys(value: JsonValue) -> JsonValue:
+    """*value* with its secret-named keys' string values masked, at any depth."""
+    if isinstance(value, dict):
+        return {
+            key: _masked(item) if isinstance(item, str) and _secret_key(key)
+            else _masked_keys(item)
+            for key, item in value.items()
+        }  # fmt: skip
+    if isinstance(value, list):
+        return [_masked_keys(item) for item in value]
+    return value
 
 
 def _value(value: object) -> AttributeValue | None:
@@ -118,6 +197,7 @@ class Span:
 
     __slots__ = (
         "_attributes",
+        "_content",
         "_events",
         "_message",
         "_otel",
@@ -151,6 +231,8 @@ class Span:
         self.start_ns = start_ns
         self._attributes = attributes
         self._events: list[SpanEvent] = []
+        #: contents to record when the span ends (masked then)
+        self._content: dict[str, JsonValue] = {}
         self._status_error = False
         self._message = ""
         self._otel = otel
@@ -177,7 +259,8 @@ class Span:
 
     @property
     def attributes(self) -> Mapping[str, AttributeValue]:
-        """The attributes so far (read-only view; set them with :meth:`set`)."""
+        """The attributes so far (read-only view; set them with :meth:`set`): their text is
+        masked by value when the span ends (:attr:`record` holds what was exported)."""
         return self._attributes
 
     @property
@@ -200,58 +283,39 @@ class Span:
     # -- while it runs -------------------------------------------------------------------------
 
     def set(self, key: str, value: object) -> None:
-        """Set attribute *key* (None is ignored; a string is scrubbed of known secrets)."""
+        """Set attribute *key* (None is ignored; strings are masked when the span ends)."""
         if self._record is not None or value is None:
             return
-        attribute = self._trace._clean(key, value)
-        if attribute is None:
-            return
-        self._attributes[key] = attribute
-        if self._otel is not None:
-            self._otel.set_attribute(key, attribute)
+        attribute = self._trace._convert(key, value)
+        if attribute is not None:
+            self._attributes[key] = attribute
 
     def set_many(self, attributes: Mapping[str, object]) -> None:
         for key, value in attributes.items():
             self.set(key, value)
 
     def event(self, name: str, attributes: Mapping[str, object] | None = None) -> None:
-        """Add a span event now (its string values scrubbed like attributes)."""
+        """Add a span event now (its strings masked like attributes, when the span ends)."""
         if self._record is not None:
             return
-        now = _time_ns()
-        clean: dict[str, AttributeValue] = {}
-        if attributes:
-            for key, value in attributes.items():
-                if value is not None:
-                    attribute = self._trace._clean(key, value)
-                    if attribute is not None:
-                        clean[key] = attribute
-        self._events.append(SpanEvent(name, now, clean))
-        if self._otel is not None:
-            self._otel.add_event(name, clean, now)
+        self._events.append(SpanEvent(name, _time_ns(), self._trace._converted(attributes)))
 
     def fail(self, error_type: str, message: str = "") -> None:
-        """Mark the span failed: ``error.type`` and an error status (the message scrubbed)."""
+        """Mark the span failed: ``error.type`` and an error status (the message masked)."""
         if self._record is not None:
             return
         self.set(sc.ERROR_TYPE, error_type or "_OTHER")
         self._status_error = True
-        self._message = self._trace._scrub(message) if message else ""
-        if self._otel is not None and self._trace._bridge is not None:
-            self._trace._bridge.fail(self._otel, self._message)
+        self._message = message
 
     def usage(self, input_tokens: int | None, output_tokens: int | None) -> None:
         """``gen_ai.usage.input_tokens`` / ``output_tokens`` (None: not reported)."""
         if self._record is not None:
             return
-        usage: dict[str, AttributeValue] = {}
         if input_tokens is not None:
-            usage[sc.USAGE_INPUT_TOKENS] = input_tokens
+            self._attributes[sc.USAGE_INPUT_TOKENS] = input_tokens
         if output_tokens is not None:
-            usage[sc.USAGE_OUTPUT_TOKENS] = output_tokens
-        self._attributes.update(usage)
-        if self._otel is not None and usage:
-            self._otel.set_attributes(usage)
+            self._attributes[sc.USAGE_OUTPUT_TOKENS] = output_tokens
 
     def child(
         self,
@@ -264,27 +328,45 @@ class Span:
         return self._trace.span(name, parent=self, kind=kind, attributes=attributes)
 
     def end(self) -> None:
-        """End the span now (a second call does nothing)."""
+        """End the span now (a second call does nothing): its text is masked with what the
+        trace's masker knows now, its contents recorded, and then it reaches OpenTelemetry."""
         if self._record is not None:
             return
         end_ns = _time_ns()
+        trace = self._trace
+        for value in self._content.values():
+            trace._learn(value)
+        attributes = trace._masked_all(self._attributes)
+        for key, value in self._content.items():
+            attributes[key] = trace._masked_content(value)
+        events = tuple(
+            SpanEvent(event.name, event.time_ns, trace._masked_all(event.attributes))
+            for event in self._events
+        )
+        message = trace._text(self._message) if self._message else ""
+        self._attributes = attributes
         self._record = SpanRecord(
             name=self.name,
-            trace_id=self._trace.trace_id,
+            trace_id=trace.trace_id,
             span_id=self.span_id,
             parent_id=self.parent_id,
             kind=self.kind,
             start_ns=self.start_ns,
             end_ns=end_ns,
             status="error" if self._status_error else "ok",
-            attributes=self._attributes,
-            events=tuple(self._events),
-            status_message=self._message,
+            attributes=attributes,
+            events=events,
+            status_message=message,
         )
-        if self._otel is not None:
-            self._otel.end(end_ns)
+        otel, bridge_ = self._otel, trace._bridge
+        if otel is not None and bridge_ is not None:
+            otel.set_attributes(attributes)
+            for event in events:
+                otel.add_event(event.name, event.attributes, event.time_ns)
+            bridge_.status(otel, error=self._status_error, message=message)
+            otel.end(end_ns)
         self._ended(end_ns)
-        self._trace._span_ended(self)
+        trace._span_ended(self)
 
     def _ended(self, end_ns: int) -> None:
         """What a kind of span does when it ends (model calls record their metrics)."""
@@ -348,6 +430,28 @@ class ModelCallSpan(Span):
     def finish_reasons(self, reasons: Iterable[str]) -> None:
         self.set(sc.RESPONSE_FINISH_REASONS, tuple(reasons))
 
+    def sent(self, messages: Iterable[Mapping[str, str]]) -> bool:
+        """The ``{"role", "content"}`` messages the model was sent, recorded (capture on) as
+        ``gen_ai.system_instructions`` (the leading system messages) and
+        ``gen_ai.input.messages``, in the conventions' shape. True when recorded."""
+        trace = self._trace
+        if not trace.capture or self._record is not None:
+            return False
+        instructions, history = input_messages(messages)
+        if instructions:
+            trace.content(self, sc.SYSTEM_INSTRUCTIONS, instructions)
+        return trace.content(self, sc.INPUT_MESSAGES, history)
+
+    def replied(
+        self, text: str, *, tool_calls: Sequence[ToolCallPart] = (), finish_reason: str = "stop"
+    ) -> bool:
+        """The model's reply, recorded (capture on) as ``gen_ai.output.messages``: its text
+        and the tool calls it asked for. True when recorded."""
+        if not self._trace.capture or self._record is not None:
+            return False
+        replied = output_messages(text, tool_calls=tool_calls, finish_reason=finish_reason)
+        return self._trace.content(self, sc.OUTPUT_MESSAGES, replied)
+
     def _ended(self, end_ns: int) -> None:
         bridge_ = self._trace._meter
         if bridge_ is None:
@@ -368,6 +472,26 @@ class ModelCallSpan(Span):
                 usage.record(tokens, {**common, sc.TOKEN_TYPE: kind})
 
 
+class PlanSpan(Span):
+    """A planning span (``plan {agent id}``, a CHAIN): what was planned or decided."""
+
+    __slots__ = ()
+
+    def planned(self, goal: str, steps: int) -> None:
+        """A plan: its number of steps and (capture on: it is the model's text) its goal,
+        also as the span's ``output.value``."""
+        self.set(sc.PLAN_STEPS, steps)
+        self._trace.content(self, sc.PLAN_GOAL, goal)
+        self._trace.content(self, sc.OUTPUT_VALUE, goal)
+
+    def decided(self, decision: str, steps: int = 0) -> None:
+        """A replan decision (``continue``, ``replace_remaining``, ``finish``, ``ask_user``)
+        and the number of steps it put in the plan."""
+        self.set(sc.PLAN_DECISION, decision)
+        self.set(sc.PLAN_STEPS, steps)
+        self._trace.content(self, sc.OUTPUT_VALUE, decision)
+
+
 class Trace:
     """The spans of one tree under one root span; made by :class:`~agentkit.telemetry.
     Telemetry` (``turn``, ``workflow``, ``trace``)."""
@@ -385,8 +509,10 @@ class Trace:
     ) -> None:
         self._sink = sink
         self._message_id = message_id
-        self._secrets_source: Secrets | None = secrets
-        self._secrets: list[str] | None = None
+        self._mask = _masker(secrets)
+        #: secret-named values met in the trace's contents (a planned call's ``api_key``):
+        #: masked wherever the trace writes them after that, the request included
+        self._learned: list[str] = []
         self._spans: list[Span] = []
         self._done = False
         self.capture = capture_content()
@@ -520,18 +646,34 @@ class Trace:
 
     def content(self, span: Span, key: str, value: JsonValue) -> bool:
         """Record a content attribute (``gen_ai.input.messages``, ``gen_ai.tool.call.
-        arguments`` …) on *span*, only when content capture is on; secret-named keys are
-        masked and known secret values scrubbed even then. True when it was recorded."""
+        arguments`` …) on *span*, only when content capture is on; written when the span ends
+        (a string as it is, anything else as JSON), masked then: secret-named keys' values,
+        and every string — JSON strings inside it included — by value. True when it will be
+        recorded."""
         if not self.capture or span.ended:
             return False
-        from agentkit.tools.secrets import mask_secrets
-
-        masked = mask_secrets(value, self._known())
-        text = masked if isinstance(masked, str) else json.dumps(masked, ensure_ascii=False)
-        span._attributes[key] = text
-        if span._otel is not None:
-            span._otel.set_attribute(key, text)
+        span._content[key] = value
         return True
+
+    def evaluation(
+        self,
+        *,
+        passed: bool,
+        outcome: str | None = None,
+        checks: int | None = None,
+        checks_failed: int | None = None,
+        verdicts: Mapping[str, bool] | None = None,
+    ) -> None:
+        """An evaluation's outcome as attributes of the root (an eval run's span), to filter
+        and chart by: ``agentkit.eval.passed``, ``.outcome``, ``.checks``, ``.checks_failed``
+        and ``agentkit.eval.verdict.{kind}`` per judged kind."""
+        root = self.root
+        root.set(sc.EVAL_PASSED, passed)
+        root.set(sc.EVAL_OUTCOME, outcome)
+        root.set(sc.EVAL_CHECKS, checks)
+        root.set(sc.EVAL_CHECKS_FAILED, checks_failed)
+        for kind, verdict in (verdicts or {}).items():
+            root.set(f"{sc.EVAL_VERDICT}.{kind}", verdict)
 
     @property
     def spans(self) -> list[SpanRecord]:
@@ -568,13 +710,13 @@ class Trace:
         ambient: bool = False,
         cls: type[Span] = Span,
     ) -> Span:
-        clean: dict[str, AttributeValue] = {}
-        if attributes:
-            for key, value in attributes.items():
-                if value is not None:
-                    attribute = self._clean(key, value)
-                    if attribute is not None:
-                        clean[key] = attribute
+        clean = self._converted(attributes)
+        if sc.OPENINFERENCE_SPAN_KIND not in clean:
+            operation = clean.get(sc.OPERATION_NAME)
+            named = sc.SPAN_KINDS.get(operation) if isinstance(operation, str) else None
+            clean[sc.OPENINFERENCE_SPAN_KIND] = named or "CHAIN"
+        if self._bridge is not None:  # what OpenTelemetry sees at the start (samplers)
+            clean = self._masked_all(clean)
         start_ns = _time_ns()
         otel: OtelSpan | None = None
         span_id = ""
@@ -600,52 +742,117 @@ class Trace:
         if self._done and span is not self.root and span._record is not None:
             self._sink._keep(self.trace_id, [span._record], None)  # ended after the trace
 
-    def _known(self) -> list[str]:
-        secrets = self._secrets
-        if secrets is None:
-            source = self._secrets_source
-            self._secrets_source = None
-            values = source() if callable(source) else (source or ())
-            secrets = sorted({s for s in values if len(s) >= 4}, key=len, reverse=True)
-            self._secrets = secrets
-        return secrets
+    # -- masking -------------------------------------------------------------------------------
 
-    def _scrub(self, text: str) -> str:
-        for secret in self._known():
-            if secret in text:
-                text = text.replace(secret, _masked(secret))
-        return text
-
-    def _clean(self, key: str, value: object) -> AttributeValue | None:
+    def _convert(self, key: str, value: object) -> AttributeValue | None:
+        """*value* as an attribute value (a dict or list as JSON text), a secret-named key's
+        value masked; other text is masked when the span ends (:meth:`_masked_all`)."""
         if type(value) is str:
             secret_key = _SECRET_KEYS.get(key)
             if secret_key is None:
                 secret_key = _secret_key(key)
-            if secret_key:
-                return _masked(value)
-            if len(value) < 4 or key in _PLAIN_KEYS:
-                return value
-            secrets = self._secrets if self._secrets is not None else self._known()
-            for secret in secrets:
-                if secret in value:
-                    value = value.replace(secret, _masked(secret))
-            return value
+            return _masked(value) if secret_key else value
         attribute = _value(value)
-        if isinstance(attribute, tuple) and attribute and isinstance(attribute[0], str):
-            if self._known():
-                return tuple(self._scrub(str(item)) for item in attribute)
-        elif attribute is None and isinstance(value, dict | list):
-            from agentkit.tools.secrets import mask_secrets
-
-            masked: Any = mask_secrets(value, self._known())
-            return json.dumps(masked, ensure_ascii=False, default=str)
+        if attribute is None and isinstance(value, dict | list):
+            return json.dumps(_masked_keys(value), ensure_ascii=False, default=str)
         return attribute
+
+    def _converted(self, attributes: Mapping[str, object] | None) -> dict[str, AttributeValue]:
+        converted: dict[str, AttributeValue] = {}
+        for key, value in (attributes or {}).items():
+            if value is not None:
+                attribute = self._convert(key, value)
+                if attribute is not None:
+                    converted[key] = attribute
+        return converted
+
+    def _learn(self, value: JsonValue) -> None:
+        """Remember the values of *value*'s secret-named keys, at any depth (JSON texts
+        inside it read too)."""
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, str) and _secret_key(key):
+                    if len(item) >= 4 and item not in self._learned:
+                        self._learned.append(item)
+                        self._learned.sort(key=len, reverse=True)
+                else:
+                    self._learn(item)
+        elif isinstance(value, list):
+            for item in value:
+                self._learn(item)
+        elif isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+            try:
+                parsed = json.loads(value)
+            except (ValueError, RecursionError):
+                return
+            if isinstance(parsed, dict | list):
+                self._learn(parsed)
+
+    def _masked_all(self, attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeValue]:
+        """*attributes* with their text masked by value (plain keys' values as they are)."""
+        if self._mask is None and not self._learned:
+            return dict(attributes)
+        masked = dict(attributes)
+        for key, value in attributes.items():
+            if key in _PLAIN_KEYS:
+                continue
+            if type(value) is str:
+                if len(value) >= 4:
+                    masked[key] = self._text(value)
+            elif type(value) is tuple and value and type(value[0]) is str:
+                masked[key] = tuple(self._text(str(item)) for item in value)
+        return masked
+
+    def _text(self, text: str) -> str:
+        """*text* masked by value; a JSON text is masked inside (secret-named keys too)."""
+        stripped = text.lstrip()
+        if stripped[:1] in ("{", "["):
+            try:
+                value = json.loads(text)
+            except (ValueError, RecursionError):
+                pass
+            else:
+                if isinstance(value, dict | list):
+                    return json.dumps(self._deep(value), ensure_ascii=False)
+        if self._mask is not None:
+            text = self._mask.text(text)
+        for secret in self._learned:
+            if secret in text:
+                text = text.replace(secret, _masked(secret))
+        return text
+
+    def _deep(self, value: JsonValue) -> JsonValue:
+        if isinstance(value, dict):
+            return {
+                key: _masked(item) if isinstance(item, str) and _secret_key(key)
+                else self._deep(item)
+                for key, item in value.items()
+            }  # fmt: skip
+        if isinstance(value, list):
+            return [self._deep(item) for item in value]
+        if isinstance(value, str):
+            return self._text(value)
+        return value
+
+    def _masked_content(self, value: JsonValue) -> str:
+        """A content attribute's text: a string masked as it is, anything else as JSON."""
+        if isinstance(value, str):
+            return self._text(value)
+        return json.dumps(self._deep(value), ensure_ascii=False, default=str)
 
 
 class TurnTrace(Trace):
     """The trace of one agent turn: its root is ``invoke_agent {agent id}``."""
 
-    def plan(self, parent: Span | None = None) -> Span:
+    def request(self, text: str) -> None:
+        """The user's request (capture on): the agent span's ``input.value`` and
+        ``gen_ai.input.messages``."""
+        root = self.root
+        if self.content(root, sc.INPUT_VALUE, text):
+            self.content(root, sc.INPUT_MIME_TYPE, "text/plain")
+            self.content(root, sc.INPUT_MESSAGES, text_message("user", text))
+
+    def plan(self, parent: Span | None = None) -> PlanSpan:
         """Start a planning span ``plan {agent id}`` (a plan or a replan decision; its model
         call is its child)."""
         root = self.root._attributes
@@ -657,7 +864,12 @@ class TurnTrace(Trace):
             sc.AGENT_NAME: root.get(sc.AGENT_NAME),
             sc.CONVERSATION_ID: root.get(sc.CONVERSATION_ID),
         }
-        return self.span(f"plan {agent}", parent=parent, attributes=attributes)
+        parent = parent or self.root
+        span = self._start(
+            f"plan {agent}", "internal", attributes, parent.span_id, parent._otel, cls=PlanSpan
+        )
+        assert isinstance(span, PlanSpan)
+        return span
 
     def end(
         self,
@@ -667,12 +879,19 @@ class TurnTrace(Trace):
         output_tokens: int | None = None,
         error_type: str | None = None,
         message: str = "",
+        answer: str | None = None,
     ) -> None:
-        """End the turn: ``agentkit.turn.status``, the turn's ``gen_ai.usage.*`` and, when it
+        """End the turn: ``agentkit.turn.status``, the turn's ``gen_ai.usage.*``, the
+        *answer* (capture on: ``output.value`` and ``gen_ai.output.messages``) and, when it
         failed, ``error.type``; then the root ends and the records are kept."""
         if self.ended:
             return
         root = self.root
+        if answer is not None and self.content(root, sc.OUTPUT_VALUE, answer):
+            self.content(root, sc.OUTPUT_MIME_TYPE, "text/plain")
+            reason = "error" if error_type else "stop"
+            self.content(root, sc.OUTPUT_MESSAGES, text_message("assistant", answer,
+                                                                finish_reason=reason))  # fmt: skip
         root.set(sc.TURN_STATUS, status)
         root.usage(input_tokens, output_tokens)
         super().end(error_type=error_type, message=message)

@@ -44,13 +44,17 @@ class Telemetry:
         provider: str | None = None,
         model: str | None = None,
         secrets: Secrets = (),
+        request: str | None = None,
     ) -> TurnTrace:
         """Start a turn's trace: its root ``invoke_agent {agent id}`` (INTERNAL) is started now.
 
         The root's parent is the span activated around the call, if any (an eval run), else
         the caller's current OpenTelemetry span, if any; otherwise the turn is a new trace.
-        *secrets* (values, or a function returning them, called once when first needed) are
-        scrubbed from every string attribute, event and status message of the trace.
+        *secrets* masks every string attribute, event, status message and content of the
+        trace by value: the turn's :class:`~agentkit.tools.SecretMask` (asked when each span
+        ends, so what the turn learns on the way counts), or secret values (a list, or a
+        function returning them, called once when first needed). *request* is the user's
+        text, recorded on the root with content capture on (:meth:`TurnTrace.request`).
         """
         agent = self.agent_id or "agent"
         attributes: dict[str, object] = {
@@ -63,13 +67,16 @@ class Telemetry:
             sc.SCENARIO: scenario,
             sc.MESSAGE_ID: message_id,
         }
-        return TurnTrace(
+        trace = TurnTrace(
             self,
             f"invoke_agent {agent}",
             attributes=attributes,
             secrets=secrets,
             message_id=message_id,
         )
+        if request is not None:
+            trace.request(request)
+        return trace
 
     def workflow(
         self,

@@ -4,7 +4,11 @@ They follow the OpenTelemetry GenAI semantic conventions (status: development; a
 model spans, ``execute_tool``, MCP client spans, ``gen_ai.evaluation.result`` events, the
 ``gen_ai.client.*`` metrics) where a name exists there, and use the ``agentkit.`` namespace
 where none does (the purpose of a model call, a turn's scenario and status, consent
-requests and questions). Where the conventions have no provider value (the embedded model,
+requests and questions, a plan's goal and size, an eval run's outcome). Every span also
+declares its OpenInference kind (``openinference.span.kind``: ``AGENT``, ``LLM``, ``TOOL``,
+``EMBEDDING``, else ``CHAIN``) and, on agent and plan spans with content capture on,
+``input.value`` / ``output.value``, which OpenInference-aware viewers (Phoenix, Arize) show
+as a span's input and output. Where the conventions have no provider value (the embedded model,
 agent CLIs, the scripted test model), ``gen_ai.provider.name`` takes agentkit's own:
 :data:`PROVIDERS`.
 """
@@ -25,7 +29,14 @@ __all__ = [
     "EVALUATION_NAME",
     "EVALUATION_SCORE_LABEL",
     "EVALUATION_SCORE_VALUE",
+    "EVAL_CHECKS",
+    "EVAL_CHECKS_FAILED",
+    "EVAL_OUTCOME",
+    "EVAL_PASSED",
+    "EVAL_VERDICT",
     "INPUT_MESSAGES",
+    "INPUT_MIME_TYPE",
+    "INPUT_VALUE",
     "JSONRPC_REQUEST_ID",
     "MCP_METHOD_NAME",
     "MCP_PROTOCOL_VERSION",
@@ -36,8 +47,14 @@ __all__ = [
     "METRIC_OPERATION_DURATION",
     "METRIC_TOKEN_USAGE",
     "NETWORK_TRANSPORT",
+    "OPENINFERENCE_SPAN_KIND",
     "OPERATION_NAME",
     "OUTPUT_MESSAGES",
+    "OUTPUT_MIME_TYPE",
+    "OUTPUT_VALUE",
+    "PLAN_DECISION",
+    "PLAN_GOAL",
+    "PLAN_STEPS",
     "PROVIDERS",
     "PROVIDER_NAME",
     "PURPOSE",
@@ -47,6 +64,7 @@ __all__ = [
     "RESPONSE_FINISH_REASONS",
     "RESPONSE_MODEL",
     "SCENARIO",
+    "SPAN_KINDS",
     "SYSTEM_INSTRUCTIONS",
     "TOKEN_TYPE",
     "TOOL_CALL_ARGUMENTS",
@@ -107,6 +125,23 @@ MCP_PROTOCOL_VERSION: Final = "mcp.protocol.version"
 JSONRPC_REQUEST_ID: Final = "jsonrpc.request.id"
 NETWORK_TRANSPORT: Final = "network.transport"
 
+# -- OpenInference (what Phoenix and Arize read besides the GenAI names) ----------------------
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+INPUT_VALUE: Final = "input.value"
+INPUT_MIME_TYPE: Final = "input.mime_type"
+OUTPUT_VALUE: Final = "output.value"
+OUTPUT_MIME_TYPE: Final = "output.mime_type"
+#: ``openinference.span.kind`` by ``gen_ai.operation.name``; any other span is a ``CHAIN``
+SPAN_KINDS: Final = {
+    "invoke_agent": "AGENT",
+    "create_agent": "AGENT",
+    "chat": "LLM",
+    "text_completion": "LLM",
+    "generate_content": "LLM",
+    "execute_tool": "TOOL",
+    "embeddings": "EMBEDDING",
+}
+
 # -- agentkit's own --------------------------------------------------------------------------
 PURPOSE: Final = "agentkit.purpose"
 SCENARIO: Final = "agentkit.scenario"
@@ -116,6 +151,19 @@ TURN_STATUS: Final = "agentkit.turn.status"
 #: decision) and a question (``ask_user``)
 CONSENT_EVENT: Final = "agentkit.consent_request"
 QUESTION_EVENT: Final = "agentkit.question"
+#: a plan span's goal (content: only with capture on), its number of steps, and a replan's
+#: decision (``continue``, ``replace_remaining``, ``finish``, ``ask_user``)
+PLAN_GOAL: Final = "agentkit.plan.goal"
+PLAN_STEPS: Final = "agentkit.plan.steps"
+PLAN_DECISION: Final = "agentkit.plan.decision"
+#: an eval run's outcome on its span: passed or not, ``outcome`` (passed, failed, error,
+#: budget), how many checks ran and failed, and ``agentkit.eval.verdict.{kind}`` per judged
+#: kind (an expectation kind, a scenario source's own scorer)
+EVAL_PASSED: Final = "agentkit.eval.passed"
+EVAL_OUTCOME: Final = "agentkit.eval.outcome"
+EVAL_CHECKS: Final = "agentkit.eval.checks"
+EVAL_CHECKS_FAILED: Final = "agentkit.eval.checks_failed"
+EVAL_VERDICT: Final = "agentkit.eval.verdict"
 
 #: ``gen_ai.provider.name`` per model backend (the conventions' value where one fits)
 PROVIDERS: Final = {

@@ -8,16 +8,21 @@ installed and the environment asks for OTLP (``OTEL_EXPORTER_OTLP_ENDPOINT`` or
 (a ``BatchSpanProcessor`` into an OTLP/HTTP protobuf exporter, which reads its endpoint,
 headers, timeout and compression from the same variables) and, unless
 ``OTEL_METRICS_EXPORTER=none``, a meter provider exporting the GenAI histograms the same way;
-it flushes and shuts both down when the command ends. The service name is
-``OTEL_SERVICE_NAME`` (or ``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES``), else
-``agentkit``. Nothing is done when ``OTEL_SDK_DISABLED=true``, when ``OTEL_TRACES_EXPORTER``
-names no ``otlp``, when a tracer provider is already set (``opentelemetry-instrument``, the
-caller's own), or without the extra — then one line on stderr says what to install.
+it flushes and shuts both down when the command ends. A viewer that takes traces only
+(Phoenix, Jaeger) answers the metrics with 404 or 405: the first such answer turns metrics
+off for the rest of the command with one line on stderr, and the traces go on. The service
+name is ``OTEL_SERVICE_NAME`` (or ``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES``), else
+``agentkit``; other resource attributes come from ``OTEL_RESOURCE_ATTRIBUTES`` (Phoenix's
+project: ``openinference.project.name=…``). Nothing is done when
+``OTEL_SDK_DISABLED=true``, when ``OTEL_TRACES_EXPORTER`` names no ``otlp``, when a tracer
+provider is already set (``opentelemetry-instrument``, the caller's own), or without the
+extra — then one line on stderr says what to install.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -32,6 +37,60 @@ _METRIC_ENDPOINTS: Final = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_M
 _MODULES: Final = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
 _DEFAULT_SERVICE: Final = "agentkit"
 _FLUSH_MS: Final = 10_000
+#: what a traces-only endpoint answers to metrics
+_NO_METRICS: Final = frozenset({404, 405})
+#: the loggers the OTLP/HTTP metric exporter reports a failed export on
+_METRIC_LOGGERS: Final = (
+    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+    "opentelemetry.exporter.otlp.common.http",
+)
+
+
+class _MetricsRefused(logging.Filter):
+    """Watches the metric exporter's HTTP answers (a ``requests`` response hook): the first
+    404 or 405 turns metrics off, says so once on stderr, and silences the exporter's own
+    error line about it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.off = False
+
+    def response(self, response: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        code = getattr(response, "status_code", None)
+        if not self.off and code in _NO_METRICS:
+            self.off = True
+            print(  # the one line; traces go on
+                f"agentkit: {getattr(response, 'url', 'the endpoint')} takes no metrics "
+                f"(HTTP {code}): metrics are off, traces are still exported",
+                file=sys.stderr,
+            )
+        return response
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.off
+
+
+def _metric_exporter() -> Any:  # noqa: ANN401
+    """The OTLP/HTTP metric exporter, turned off by the endpoint's first 404/405."""
+    import requests
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics.export import MetricExportResult, MetricsData
+
+    refused = _MetricsRefused()
+    session = requests.Session()
+    session.hooks["response"].append(refused.response)
+    for name in _METRIC_LOGGERS:
+        logging.getLogger(name).addFilter(refused)
+
+    class Exporter(OTLPMetricExporter):
+        def export(
+            self, metrics_data: MetricsData, timeout_millis: float | None = 10_000, **kwargs: object
+        ) -> MetricExportResult:
+            if refused.off:
+                return MetricExportResult.SUCCESS  # dropped: the endpoint takes none
+            return super().export(metrics_data, timeout_millis, **kwargs)
+
+    return Exporter(session=session)
 
 
 @dataclass
@@ -104,11 +163,10 @@ def configure_from_env(*, warn: bool = True) -> SdkSetup | None:
         os.environ.get(name, "").strip() for name in _METRIC_ENDPOINTS
     )
     if metrics_wanted:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-        reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+        reader = PeriodicExportingMetricReader(_metric_exporter())
         meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
         metrics.set_meter_provider(meter_provider)
     return SdkSetup(tracer_provider, meter_provider)

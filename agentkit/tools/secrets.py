@@ -127,7 +127,32 @@ class SecretMask:
     a tool may have stored a new one); *patterns* are the toolsets' declared secret formats."""
 
     known: Callable[[], Sequence[str]] | None = None
+    #: what a pattern matches is masked (with groups: only what the groups match)
     patterns: tuple[re.Pattern[str], ...] = field(default=())
+    #: secret values met on the way (a planned step's secret-named arguments): one turn's
+    #: mask learns them (:meth:`for_turn`, :meth:`learn`)
+    learned: set[str] = field(default_factory=set, compare=False)
+
+    def for_turn(self) -> SecretMask:
+        """A copy that learns for one turn only."""
+        return SecretMask(self.known, self.patterns)
+
+    def learn(self, values: Iterable[str]) -> None:
+        """Mask *values* from now on (in this mask and its turn)."""
+        self.learned.update(value for value in values if len(value) >= _MIN_SCRUB_LENGTH)
+
+    def learn_json(self, value: JsonValue) -> None:
+        """Learn the values of *value*'s secret-named keys, at any depth (a model's reply that
+        plans a call with keys: its raw text is masked of them from then on)."""
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if is_secret_key(key) and isinstance(item, str):
+                    self.learn((item,))
+                else:
+                    self.learn_json(item)
+        elif isinstance(value, list):
+            for item in value:
+                self.learn_json(item)
 
     @classmethod
     def compile(cls, patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
@@ -141,7 +166,8 @@ class SecretMask:
         return tuple(compiled)
 
     def values(self) -> list[str]:
-        return _scrub_list(self.known()) if self.known is not None else []
+        known = list(self.known()) if self.known is not None else []
+        return _scrub_list([*known, *self.learned]) if known or self.learned else []
 
     def is_empty(self) -> bool:
         """True when there is nothing to mask but secret-named keys (no pattern, no value)."""
@@ -151,7 +177,7 @@ class SecretMask:
         """*text* with every known value and every pattern's match masked."""
         if not text:
             return text
-        if self.known is not None:
+        if self.known is not None or self.learned:
             text = _scrub(text, self.values())
         for pattern in self.patterns:
             text = pattern.sub(_masked_match, text)
@@ -201,7 +227,21 @@ class StreamMask:
 
 
 def _masked_match(match: re.Match[str]) -> str:
-    return mask_value(match.group(0))
+    """A pattern's match, masked: the whole of it, or (a pattern with groups, e.g. the value
+    after the word "key") only what its groups matched."""
+    if match.re.groups == 0:
+        return mask_value(match.group(0))
+    text, start = match.group(0), match.start()
+    pieces, last = [], 0
+    for index in range(1, match.re.groups + 1):
+        if match.group(index) is None:
+            continue
+        begin, end = match.start(index) - start, match.end(index) - start
+        if begin < last:
+            continue
+        pieces += [text[last:begin], mask_value(text[begin:end])]
+        last = end
+    return "".join(pieces) + text[last:]
 
 
 def _mask_with(value: JsonValue, text: Callable[[str], str]) -> JsonValue:

@@ -21,6 +21,7 @@ from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import replan_schema
 from agentkit.planning.state import planned, skip_pending
 from agentkit.planning.steps import Execute, RunPlan
+from agentkit.telemetry import PlanSpan
 
 __all__ = ["PlanReplan", "Replan"]
 
@@ -56,21 +57,28 @@ def _plan_messages(turn: Turn) -> list[ChatMessage]:
 
 async def _replan(turn: Turn, step_id: str) -> ReplanEvent | None:
     """The replan decision after *step_id*, recorded; its event (None: the flow is not
-    running)."""
-    state, ctx = turn.state, turn.ctx
-    if state.status != "running":
+    running). Its plan span says the decision."""
+    if turn.state.status != "running":
         return None
+    span = turn.trace.plan() if turn.trace is not None else None
+    try:
+        event = await _decision(turn, step_id, span)
+        if span is not None:
+            span.decided(event.action, len(event.steps))
+        return event
+    finally:
+        if span is not None:
+            span.end()
+
+
+async def _decision(turn: Turn, step_id: str, span: PlanSpan | None) -> ReplanEvent:
+    state, ctx = turn.state, turn.ctx
     tools, max_steps = turn.tools, ctx.config.max_steps
     prompt = render_prompt("replan", ctx.agent_dir, **turn.prompt.values(state, last_step=step_id))
     taken = frozenset(step.id for step in state.steps)
     sent = context.messages(ctx, prompt)
-    span = turn.trace.plan() if turn.trace is not None else None
-    try:
-        schema = replan_schema(tools, max_steps)
-        problem, value, _ = await calls.structured(turn, "replan", sent, schema, span)
-    finally:
-        if span is not None:
-            span.end()
+    schema = replan_schema(tools, max_steps)
+    problem, value, _ = await calls.structured(turn, "replan", sent, schema, span)
     if value is None:
         return ReplanEvent(action="continue", note=f"invalid decision taken as continue: {problem}")
     try:
