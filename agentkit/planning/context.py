@@ -89,9 +89,11 @@ class PromptContext:
 
 
 def messages(ctx: TurnContext, prompt: str) -> list[ChatMessage]:
-    """The system prompt (if any) and the rendered *prompt* as the user's message (the
-    secrets the turn's store holds masked)."""
-    sent = [ChatMessage(role="user", content=ctx.scrub(prompt))]
+    """The system prompt (if any) and the rendered *prompt* as the user's message: the
+    secrets the store holds and the turn has planned with masked, but not what the secret
+    patterns match (the model needs a key the user just typed to plan with it; the call's
+    record and span are masked whole)."""
+    sent = [ChatMessage(role="user", content=ctx.mask.values_only().text(prompt))]
     if ctx.system_prompt:
         sent.insert(0, ChatMessage(role="system", content=ctx.system_prompt))
     return sent

@@ -137,6 +137,12 @@ class SecretMask:
         """A copy that learns for one turn only."""
         return SecretMask(self.known, self.patterns)
 
+    def values_only(self) -> SecretMask:
+        """This mask without its patterns (sharing what it learns): for what is sent to the
+        model, which needs the key the user just typed to plan a call with it; what is
+        written or shown is masked by the whole mask."""
+        return SecretMask(self.known, (), self.learned)
+
     def learn(self, values: Iterable[str]) -> None:
         """Mask *values* from now on (in this mask and its turn)."""
         self.learned.update(value for value in values if len(value) >= _MIN_SCRUB_LENGTH)
@@ -156,14 +162,21 @@ class SecretMask:
 
     @classmethod
     def compile(cls, patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
-        """Declared patterns, compiled once (an invalid one is a ValueError naming it)."""
+        """Declared patterns, compiled once (an invalid one is a ValueError naming it), and
+        joined into one alternation where they can be (one pass over a text, not one per
+        pattern)."""
         compiled = []
         for pattern in dict.fromkeys(patterns):
             try:
                 compiled.append(re.compile(pattern))
             except re.error as error:
                 raise ValueError(f"invalid secret pattern {pattern!r}: {error}") from None
-        return tuple(compiled)
+        if len(compiled) < 2:
+            return tuple(compiled)
+        try:
+            return (re.compile("|".join(_alternative(p) for p in compiled)),)
+        except re.error:  # e.g. back-references: kept apart
+            return tuple(compiled)
 
     def values(self) -> list[str]:
         known = list(self.known()) if self.known is not None else []
@@ -224,6 +237,20 @@ class StreamMask:
     def flush(self) -> str:
         held, self._held = self._held, ""
         return self._mask.text(held)
+
+
+_GLOBAL_FLAGS = re.compile(r"^\(\?[aiLmsux]+\)")
+_SCOPED = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.VERBOSE, "x"))
+
+
+def _alternative(pattern: re.Pattern[str]) -> str:
+    """*pattern* as one branch of an alternation: its flags scoped to it, and (without
+    groups of its own) one group around it, so that what it matches is what is masked."""
+    body = _GLOBAL_FLAGS.sub("", pattern.pattern)
+    flags = "".join(letter for flag, letter in _SCOPED if pattern.flags & flag)
+    if pattern.groups == 0:
+        body = f"({body})"
+    return f"(?{flags}:{body})" if flags else f"(?:{body})"
 
 
 def _masked_match(match: re.Match[str]) -> str:
