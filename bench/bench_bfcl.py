@@ -199,21 +199,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = _root()
     modes = [m for m in args.modes.split(",") if m]
-    frames = []
+    frames, rows = [], []
     with testing.allow_model_requests():
         for category in [c for c in args.categories.split(",") if c]:
-            frames.append(
-                run_category(category, modes, args.limit, args.seed, model=args.model, root=root)
+            frame = run_category(
+                category, modes, args.limit, args.seed, model=args.model, root=root
             )
+            frames.append(frame)
+            done = summarize(frame, args)
+            write(done)  # each category as it ends: a stopped run keeps what it measured
+            rows += done
         contexts = [c for c in args.memory.split(",") if c]
         if contexts:
-            frames.append(run_memory(contexts, args.memory_limit, args.seed, args.model, root))
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if args.runs is not None and not frame.empty:
-        frame.to_csv(args.runs, index=False)
-    rows = summarize(frame, args) if not frame.empty else []
+            frame = run_memory(contexts, args.memory_limit, args.seed, args.model, root)
+            frames.append(frame)
+            done = summarize(frame, args)
+            write(done)
+            rows += done
+    if args.runs is not None and frames:
+        pd.concat(frames, ignore_index=True).to_csv(args.runs, index=False)
     report(rows)
-    write(rows)
     return 0
 
 
