@@ -148,12 +148,12 @@ def test_a_fork_refuses_bad_turns_busy_sources_and_taken_names(
     def writer() -> None:
         with store.hold(KEY):
             held.set()
-            done.wait(10)
+            done.wait()  # held until the busy check is over (set in the finally below)
 
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        assert held.wait(10)
+        held.wait()
         with pytest.raises(ConversationBusyError):
             store.fork(KEY, ConversationKey("agent-1", "f4"), title="x", at=first)
     finally:
