@@ -33,7 +33,6 @@ from agentkit.models.openai import OpenAIModel
 #: a real backend (a model process, server or agent CLI) under test
 pytestmark = pytest.mark.real_model
 
-STARTUP_TIMEOUT = 180.0  # seconds to load the model on a busy two-core machine
 MODEL_ALIAS = "smollm2"
 SMALL: JsonSchema = {
     "type": "object",
@@ -71,19 +70,17 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def _wait_ready(process: subprocess.Popen[bytes], base_url: str, log: Path) -> None:
-    """Poll ``/v1/models`` until it answers 200; fail with the server's log if it exits or
-    never gets there."""
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while time.monotonic() < deadline:
+    """Poll ``/v1/models`` until it answers 200; fail with the server's log if it exits. The
+    test's timeout bounds the wait (loading the model on a busy two-core machine is slow)."""
+    while True:
         if process.poll() is not None:
             pytest.fail(f"llama_cpp.server exited with {process.returncode}:\n{log.read_text()}")
         try:
-            if httpx.get(f"{base_url}/models", timeout=2.0).status_code == 200:
+            if httpx.get(f"{base_url}/models", timeout=30.0).status_code == 200:
                 return
         except httpx.TransportError:
             pass
         time.sleep(0.25)
-    pytest.fail(f"llama_cpp.server was not ready in {STARTUP_TIMEOUT}s:\n{log.read_text()}")
 
 
 @pytest.fixture(scope="module")
