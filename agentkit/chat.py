@@ -54,7 +54,7 @@ from agentkit.planning.state import TurnContext
 from agentkit.planning.tracer import CallTracer
 from agentkit.sessions import PoolEntry, SessionPool, TranscriptSession, summarize_history
 from agentkit.sessions.context import HISTORY_LIMIT
-from agentkit.telemetry import TurnTrace, provider_name
+from agentkit.telemetry import TurnTrace
 from agentkit.tools import SecretMask
 from agentkit.tools.secrets import StreamMask
 from agentkit.types import ConversationStatus, Message, ToolCallRecord, Usage
@@ -140,7 +140,7 @@ class _ChatTurn:
         history = [] if entry is not None else ctx.store.recent(ctx.key, HISTORY_LIMIT)
         scenario: Scenario = "B" if entry is not None else ("C" if history else "A")
         ctx.store.append(ctx.key, ctx.question, status="running")  # durable before the model
-        self.trace = self._start_trace(scenario)
+        self.trace = ctx.start_trace(scenario)
         calls = CallTracer.of(ctx, self.trace)
         try:
             async for event in self._turn(entry, history, scenario, calls):
@@ -280,20 +280,6 @@ class _ChatTurn:
             injected=injected,
             history_messages=summarised,
             model=ctx.model.spec,
-        )
-
-    def _start_trace(self, scenario: Scenario) -> TurnTrace | None:
-        ctx = self.ctx
-        if ctx.telemetry is None:
-            return None
-        return ctx.telemetry.turn(
-            conversation_id=ctx.key.conversation_id,
-            message_id=ctx.message_id,
-            scenario=scenario,
-            provider=provider_name(ctx.model.spec),
-            model=ctx.model.spec,
-            secrets=ctx.mask,
-            request=ctx.text,
         )
 
     def _result(self, status: TurnStatus, text: str, usage: Usage) -> ResultEvent:

@@ -35,7 +35,7 @@ from agentkit.planning.recording import skip_pending
 from agentkit.planning.trace import CallRecord
 from agentkit.sessions import RunningTurn, SessionPool
 from agentkit.store import ConversationKey, ConversationStore
-from agentkit.telemetry import Telemetry
+from agentkit.telemetry import Telemetry, TurnTrace, provider_name
 from agentkit.tools import SecretMask, ToolRegistry
 from agentkit.types import Message
 
@@ -148,6 +148,20 @@ class TurnContext:
         the turn ends with status cancelled. A tool that is running finishes first (a write is
         never cut in half); finished steps stay done."""
         self.cancel_scope.cancel()
+
+    def start_trace(self, scenario: str) -> TurnTrace | None:
+        """The turn's trace (``invoke_agent`` and its children); None without telemetry."""
+        if self.telemetry is None:
+            return None
+        return self.telemetry.turn(
+            conversation_id=self.key.conversation_id,
+            message_id=self.message_id,
+            scenario=scenario,
+            provider=provider_name(self.model.spec),
+            model=self.model.spec,
+            secrets=self.mask,
+            request=self.text,
+        )
 
     @property
     def question(self) -> Message:

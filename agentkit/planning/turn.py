@@ -48,7 +48,6 @@ from agentkit.planning.tool_budget import counts_locally, fit_tools
 from agentkit.planning.trace import CallRecord
 from agentkit.planning.tracer import CallTracer
 from agentkit.store.records import ResetRecord, window_start
-from agentkit.telemetry import TurnTrace, provider_name
 from agentkit.types import Message, utc_now
 
 __all__ = ["PlannerEngine", "drive"]
@@ -203,17 +202,7 @@ def _turn(
     scenario: str,
 ) -> Turn:
     """The turn's graph state, after intake."""
-    trace: TurnTrace | None = None
-    if ctx.telemetry is not None:
-        trace = ctx.telemetry.turn(
-            conversation_id=ctx.key.conversation_id,
-            message_id=ctx.message_id,
-            scenario=scenario,
-            provider=provider_name(ctx.model.spec),
-            model=ctx.model.spec,
-            secrets=ctx.mask,
-            request=ctx.text,
-        )
+    trace = ctx.start_trace(scenario)
     return Turn(
         ctx=ctx,
         intake=intake,
