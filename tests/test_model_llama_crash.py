@@ -209,12 +209,15 @@ def test_agentkit_serve_survives_a_worker_crash_and_keeps_serving(data_dir: Path
         with httpx.Client(base_url=server.base_url, timeout=300) as client:
             body = {"message": LONG_ASK}
             events = []
+            crashed = False
             with client.stream("POST", "/api/agent/innovator-001/chat", json=body) as response:
                 assert response.status_code == 200
                 for event in iter_events(response):
                     events.append(event)
-                    if event.event == "agent_output" and len(events) < 4:
+                    if event.event == "agent_output" and not crashed:  # once: on a loaded
+                        # machine more pieces the worker sent before it died may follow
                         os.kill(wait_for_worker(server.process.pid), signal.SIGSEGV)
+                        crashed = True
             kinds = [e.event for e in events]
             assert kinds[-1] == "result" and events[-1].data["status"] == "failed", kinds
             error = next(e for e in events if e.event == "error")
