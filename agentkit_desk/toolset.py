@@ -253,11 +253,13 @@ def desk_tools(
 
 #: the formats of the keys the desk stores, so that a key the user types is masked before any
 #: tool has stored it: the value said after "api key" / "secret" / "key" / "token" /
-#: "password" / "passphrase" (密钥, 秘钥), OpenAI-style ``sk-`` keys, UUIDs (OKX), and long
+#: "password" / "passphrase" (密钥, 秘钥) when it has a digit (a word like "window" is no key),
+#: OpenAI-style ``sk-`` keys, UUIDs (OKX), and long
 #: random strings (Binance's 64-character keys)
 SECRET_PATTERNS: tuple[str, ...] = (
     r"(?i)\b(?:api[ _-]?key|secret(?:[ _-]?key)?|key|token|password|passphrase)\b"
-    r"['\"]?(?:\s+is)?\s*[:=\uff1a]?\s*['\"]?([A-Za-z0-9][A-Za-z0-9_\-./+=]{5,})",
+    r"['\"]?(?:\s+is)?\s*[:=\uff1a]?\s*['\"]?"
+    r"(?=[A-Za-z0-9_\-./+=]*[0-9])([A-Za-z0-9][A-Za-z0-9_\-./+=]{5,})",
     r"(?:密钥|秘钥|口令|密码)\s*[:=\uff1a是为]?\s*([A-Za-z0-9][A-Za-z0-9_\-./+=]{5,})",
     r"\bsk-[A-Za-z0-9_-]{16,}",
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,7 @@ def agentkit(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(SCRIPT), "--data-dir", str(root), *args],
         capture_output=True, text=True, check=False, timeout=240, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},  # the oracle model lives in tests/
     )  # fmt: skip
 
 

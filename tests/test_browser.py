@@ -350,7 +350,9 @@ def test_the_workbench_in_jupyterlab_chat_plan_browser_and_task_state(
         chat_history = [m.content for m in agent.load_conversation_history(conversations[FIRST])]
         task_state = agent.task_state(conversations["TaskState tour"])
     assert chat_history[:4] == [FIRST, FIRST_REPLY, SECOND, SECOND_REPLY]
-    assert chat_history[4] == THIRD and chat_history[-2:] == ["yes", THIRD_REPLY]
+    # the keys the user typed are stored masked (the desk declares their formats)
+    masked = THIRD.replace(API_KEY, "****abcd").replace(SECRET_KEY, "****wxyz")
+    assert chat_history[4] == masked and chat_history[-2:] == ["yes", THIRD_REPLY]
     with open_desk(lab.data_dir / "agents" / "desk-001" / "workspace") as desk:
         assert [account.account_name for account in desk.exchange_configs()] == ["main"]
     assert task_state.version == 5
