@@ -49,6 +49,7 @@ pandas is imported inside the functions, never at import time of agentkit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,7 +60,8 @@ from agentkit.eval.expectations import EXPECTATION_KINDS
 from agentkit.eval.judges.table import JUDGE_PREFIX, judge_names
 from agentkit.eval.row import EXPECTATION_PREFIX, RunRow, nullable_columns
 from agentkit.eval.scorer import SourceColumns
-from agentkit.eval.transcript import TRANSCRIPT_COLUMN
+from agentkit.eval.task import run_name
+from agentkit.eval.transcript import TRANSCRIPT_COLUMN, load_transcripts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,6 +78,8 @@ __all__ = [
     "repeats",
     "report",
     "require_pandas",
+    "results_beside",
+    "run_ids",
     "save_results",
     "summarize",
     "to_frame",
@@ -297,6 +301,36 @@ def report(frame: pd.DataFrame, *, max_failures: int = 20) -> str:
             "--resume with --out runs them"
         )
     return "\n".join(lines)
+
+
+def run_ids(frame: pd.DataFrame) -> list[str]:
+    """Each row's run id, in row order: its transcript's ``run``, else (a table without
+    transcripts, a run that kept none) ``{scenario}--p{point}[--r{repeat}]`` from its columns."""
+    transcripts = (
+        load_transcripts(frame) if TRANSCRIPT_COLUMN in frame.columns else [None] * len(frame)
+    )
+    ids: list[str] = []
+    for transcript, record in zip(transcripts, frame.to_dict("records"), strict=True):
+        if transcript is not None and transcript.run:
+            ids.append(transcript.run)
+        else:
+            repeat = record.get("repeat")
+            ids.append(
+                run_name(
+                    str(record.get("scenario", "")),
+                    int(record.get("point", 0)),
+                    0 if not isinstance(repeat, int | float) or math.isnan(repeat) else int(repeat),
+                )
+            )
+    return ids
+
+
+def results_beside(results: Path | str, part: str, suffix: str | None = None) -> Path:
+    """The file kept beside the results table *results* for *part* (``labels``,
+    ``findings`` …): ``runs.parquet`` → ``runs.labels.jsonl`` (*suffix* given) or
+    ``runs.findings.parquet`` (the table's own suffix)."""
+    path = Path(results)
+    return path.with_name(f"{path.stem}.{part}{suffix if suffix is not None else path.suffix}")
 
 
 def _text(value: object) -> str:
