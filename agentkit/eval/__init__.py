@@ -39,7 +39,6 @@ from agentkit.eval.judges import (
     Judge,
     Judgement,
     JudgeReply,
-    judge_verdicts,
     load_judgements,
 )
 from agentkit.eval.params import grid_points, parse_grid, parse_sets
@@ -66,6 +65,7 @@ from agentkit.eval.scenario import (
     load_scenarios,
 )
 from agentkit.eval.scorer import RunScorer, SourceColumns, SourceScore
+from agentkit.eval.scoring import judge_verdicts
 from agentkit.eval.sweep import plan_runs, run_eval
 from agentkit.eval.task import SCRIPTED, PointTask
 from agentkit.eval.transcript import RunState, Transcript, UserTurn, load_transcripts

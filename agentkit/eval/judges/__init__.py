@@ -17,7 +17,6 @@ from agentkit.eval.judges.table import (
     JUDGE_PREFIX,
     JUDGEMENTS_COLUMN,
     judge_names,
-    judge_verdicts,
     load_judgements,
 )
 from agentkit.eval.judges.values import (
@@ -43,6 +42,5 @@ __all__ = [
     "Judgement",
     "Vote",
     "judge_names",
-    "judge_verdicts",
     "load_judgements",
 ]

@@ -8,13 +8,12 @@ where that judge did not run) and the figures ``judge_errors`` (judges whose out
 ``judge_error``: counted apart, never as failures), ``judge_calls`` and ``judge_tokens`` (what
 the graders spent, apart from the agent's ``model_calls`` and tokens).
 
-A run is named by its transcript's ``run`` (``{scenario}--p{point}``, ``--r{repeat}`` past the
-first repeat): :func:`judge_verdicts` gives one judge's judgement by run name.
+A run is named by its id (:func:`~agentkit.eval.results.run_ids`): one judge's judgement of
+each run, by run id, is :func:`~agentkit.eval.scoring.judge_verdicts`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -22,7 +21,6 @@ from pydantic import TypeAdapter, ValidationError
 
 from agentkit.errors import UsageError
 from agentkit.eval.judges.values import Judgement
-from agentkit.eval.transcript import TRANSCRIPT_COLUMN, Transcript
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,7 +29,6 @@ __all__ = [
     "JUDGEMENTS_COLUMN",
     "JUDGE_PREFIX",
     "judge_names",
-    "judge_verdicts",
     "judgements_json",
     "load_judgements",
     "parse_judgements",
@@ -93,32 +90,3 @@ def judge_names(rows: Iterable[Sequence[Judgement]]) -> list[str]:
             if item.judge not in names:
                 names.append(item.judge)
     return names
-
-
-def judge_verdicts(results: pd.DataFrame, judge: str) -> dict[str, Judgement]:
-    """*judge*'s judgement of each run it saw, by run name (the transcript's ``run``). A
-    judge no run has is a :class:`UsageError` naming the judges the table has."""
-    if TRANSCRIPT_COLUMN not in results.columns:
-        raise UsageError("this results table has no transcript column: its runs have no names")
-    rows = load_judgements(results)
-    known = judge_names(rows)
-    if judge not in known:
-        listed = ", ".join(known) or "none"
-        raise UsageError(f"no judge {judge!r} in this table (its judges: {listed})")
-    verdicts: dict[str, Judgement] = {}
-    for cell, judgements in zip(results[TRANSCRIPT_COLUMN].tolist(), rows, strict=True):
-        found = next((item for item in judgements if item.judge == judge), None)
-        if found is None or not isinstance(cell, str) or not cell:
-            continue
-        verdicts[_run_name(cell)] = found
-    return verdicts
-
-
-def _run_name(cell: str) -> str:
-    """The ``run`` of a stored transcript, without validating all of it."""
-    try:
-        value = json.loads(cell)
-    except json.JSONDecodeError:
-        return Transcript.from_json(cell).run  # its own, clear error
-    run = value.get("run") if isinstance(value, dict) else None
-    return run if isinstance(run, str) else Transcript.from_json(cell).run
