@@ -241,7 +241,7 @@ class BranchView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         self.tree_table.add_class("agentkit-branch-tree")
         self.comparison_table.add_class("agentkit-branch-comparison")
         for table in (self.tree_table, self.comparison_table):
-            table.layout = widgets.Layout(width="100%", overflow_x="auto")
+            table.layout = widgets.Layout(width="100%", overflow="auto")
         self.notice.add_class("agentkit-lab-status")
 
         self.branch_choice.observe(self._on_branch, names="value")
@@ -266,7 +266,7 @@ class BranchView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
                 widgets.HBox([self.fork_button, self.replay_button]),
                 self.notice,
             ],
-            layout=widgets.Layout(width="100%", overflow_x="hidden"),
+            layout=widgets.Layout(width="100%"),
         )
         self.add_class("agentkit-branch-view")
         self._load_template()

@@ -22,9 +22,10 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 from agentkit.eval import load_transcripts
+from agentkit.eval.notes import Note
 from agentkit.eval.report import style, transcript_html
 from agentkit.eval.results import param_columns
-from agentkit.eval.timeline import Note, Timeline, timeline
+from agentkit.eval.timeline import Timeline, timeline
 from agentkit.eval.transcript import TRANSCRIPT_COLUMN, Transcript
 from agentkit.telemetry import SpanRecord
 

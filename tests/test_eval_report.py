@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 from agentkit.errors import UsageError
 from agentkit.eval import compare, load_transcripts, save_results
+from agentkit.eval.notes import Note
 from agentkit.eval.pairs import align, first_divergence, pair_runs, point_label, points
 from agentkit.eval.report import render_report, side_by_side_html, transcript_html, write_report
-from agentkit.eval.timeline import MISSING_TRANSCRIPT, Note, timeline
+from agentkit.eval.timeline import MISSING_TRANSCRIPT, timeline
 from agentkit.eval.transcript import TRANSCRIPT_COLUMN
 
 from ._report_sweep import (
@@ -286,3 +287,55 @@ def test_agentkit_report_names_a_missing_table(tmp_path: Path) -> None:
     done = run_cli("report", str(tmp_path / "nope.parquet"), "--out", str(tmp_path / "r.html"))
     assert done.exit_code == 2 and "no results file" in done.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_judges_findings_and_labels_kept_with_the_table_show_in_the_report(
+    sweep: pd.DataFrame, tmp_path: Path
+) -> None:
+    from agentkit.eval import Judgement
+    from agentkit.eval.judges.table import JUDGEMENTS_COLUMN, judgements_json
+    from agentkit.eval.labels import add_label
+    from agentkit.eval.notes import notes_beside
+    from agentkit.eval.scanners import Finding, save_findings
+
+    consent = row_of(sweep, CONSENT, 1)
+    judged = sweep.copy()
+    judged[JUDGEMENTS_COLUMN] = judgements_json([])
+    judged.loc[consent, JUDGEMENTS_COLUMN] = judgements_json(
+        [Judgement(judge="helpful", outcome="fail", score=0.0, reason="2 of 3 graders: fail")]
+    )
+    path = save_results(judged, tmp_path / "runs.parquet")
+    view = timeline(load_transcripts(judged)[consent])
+    asked = next(e for e in view.entries() if e.kind == "consent")
+    assert asked.event is not None
+    run = f"{CONSENT}--p1"
+    finding = Finding(
+        run=run,
+        scanner="repeated_question",
+        kind="repeated_question",
+        severity="warning",
+        turn=1,
+        event=asked.event,
+        event_type="ask_user",
+        sentence="the same question <twice>",
+    )
+    save_findings(pd.DataFrame([finding.model_dump(exclude={"v"})]), path)
+    add_label(path, run, "fail", note="wrong trader name", who="ana")
+
+    notes = notes_beside(judged, path)
+    assert sorted(note.kind for note in notes[consent]) == ["finding", "judge", "label"]
+    assert set(notes) == {consent}
+
+    out = tmp_path / "report.html"
+    done = run_cli("report", str(path), "--out", str(out))
+    assert done.exit_code == 0, done.stderr
+    page = out.read_text()
+    start = page.index(f'data-run="{run}"')
+    shown = page[start : page.index("</details>", start)]
+    assert "helpful: fail" in shown and "2 of 3 graders: fail" in shown
+    assert "ana: fail" in shown and "wrong trader name" in shown
+    # the finding sits in its event's entry, escaped
+    entry = shown[shown.index(f'data-event="{asked.event}"') :]
+    entry = entry[: entry.index('class="ak-entry', 10)]
+    assert "repeated_question: warning" in entry
+    assert "the same question &lt;twice&gt;" in entry

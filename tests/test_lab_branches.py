@@ -222,7 +222,7 @@ def test_replay_the_rest_with_the_views_defaults_replays_the_last_turn(
         # the new branch selected: its default is again its last turn but one
         assert view.turn_choice.value == 2
         # the tables scroll inside the view instead of running past its edge
-        assert view.tree_table.layout.overflow_x == "auto"
+        assert view.tree_table.layout.overflow == "auto"
         assert view.comparison_table.layout.width == "100%"
 
 

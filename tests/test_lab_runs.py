@@ -7,8 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from agentkit.eval import load_transcripts
+from agentkit.eval.notes import Note
 from agentkit.eval.pairs import points
-from agentkit.eval.timeline import Note, timeline
+from agentkit.eval.timeline import timeline
 from agentkit.eval.transcript import TRANSCRIPT_COLUMN
 from agentkit.telemetry import Telemetry
 from lab.run_browser import ANY, RunBrowser, RunFilters, filter_rows, run_spans

@@ -50,10 +50,12 @@ def report_command(
     """Write one self-contained HTML report (no network: styles, script and plot inline): the
     summary and per-tag tables, pass-rate intervals, the comparison when asked (McNemar, the
     bootstrap interval, the pairs flips first, side by side), and every run's transcript
-    collapsed under its row, filterable by outcome and by "flipped"."""
+    collapsed under its row, filterable by outcome and by "flipped". Judge verdicts (in the
+    table), scanner findings and labels (kept beside it) show with each run."""
     with clean_errors():
         require("eval", "agentkit report", "pandas", "jinja2")
         from agentkit.eval import load_results
+        from agentkit.eval.notes import notes_beside
         from agentkit.eval.report import write_report
 
         if out.suffix.lower() not in (".html", ".htm"):
@@ -72,6 +74,8 @@ def report_command(
             labels=labels,
             limit=limit,
             title=title,
+            notes=notes_beside(table, results),
+            compare_notes=notes_beside(other, compare) if other is not None and compare else None,
         )
         size = written.stat().st_size
         typer.echo(f"wrote {written} ({size / 1024:.0f} KiB, {len(table)} runs)")

@@ -48,7 +48,6 @@ __all__ = [
     "MISSING_TRANSCRIPT",
     "Entry",
     "EntryKind",
-    "Note",
     "Timeline",
     "TurnView",
     "default_mask",
@@ -130,22 +129,6 @@ class Entry:
         if self.kind == "error":
             return f"error:{self.name}"
         return f"{self.kind}:{self.text}:{self.status}"
-
-
-@dataclass(frozen=True)
-class Note:
-    """What was said about a run beside its transcript: a judge's verdict with its reason, a
-    scanner's finding (pointing at the event it is about), the human label with its note."""
-
-    kind: Literal["judge", "finding", "label"]
-    #: the judge's or scanner's name ("label": who labelled)
-    title: str
-    #: pass / fail / a score / judge_error; a finding's severity; the label
-    verdict: str
-    #: the judge's reason, the finding's sentence, the label's note
-    text: str = ""
-    #: the run event it points at (its index in the whole run's events; None: the run)
-    event: int | None = None
 
 
 @dataclass(frozen=True)

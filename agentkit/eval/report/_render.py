@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentkit._extras import require
 from agentkit.errors import UsageError
+from agentkit.eval.notes import Note
 from agentkit.eval.pairs import (
     AlignedTurn,
     PairedRuns,
@@ -24,7 +25,7 @@ from agentkit.eval.pairs import (
 from agentkit.eval.report._svg import Interval, interval_svg
 from agentkit.eval.results import param_columns, require_pandas, summarize
 from agentkit.eval.stats import wilson_interval
-from agentkit.eval.timeline import MISSING_TRANSCRIPT, Note, Timeline, timeline
+from agentkit.eval.timeline import MISSING_TRANSCRIPT, Timeline, timeline
 from agentkit.eval.transcript import TRANSCRIPT_COLUMN, load_transcripts
 
 if TYPE_CHECKING:
@@ -159,6 +160,17 @@ class _Run:
 
 
 @dataclass(frozen=True)
+class _Side:
+    """The runs of one side: its name ("", A or B), its table, each row's position in the
+    table it came from (*source*: the results or the compared table)."""
+
+    name: str
+    table: pd.DataFrame
+    rows: list[int]
+    source: Literal["results", "compare"]
+
+
+@dataclass(frozen=True)
 class _Pair:
     label: str
     flip: str
@@ -249,30 +261,42 @@ def _variants(
     compare: pd.DataFrame | None,
     compare_points: tuple[int, int] | None,
     labels: tuple[str, str],
-) -> tuple[PairedRuns | None, list[tuple[str, pd.DataFrame]], tuple[str, str]]:
-    """The comparison asked for (if any), the tables whose runs are listed (with their side),
-    and the sides' labels."""
+) -> tuple[PairedRuns | None, list[_Side], tuple[str, str]]:
+    """The comparison asked for (if any), the tables whose runs are listed, and the sides'
+    labels."""
     if compare is not None and compare_points is not None:
         raise UsageError("compare with another table or two points of this one, not both")
+    every = list(range(len(frame)))
     if compare is not None:
         paired = pair_runs(frame, compare, labels=labels)
-        return paired, [("A", paired.a), ("B", paired.b)], labels
+        sides = [
+            _Side("A", paired.a, every, "results"),
+            _Side("B", paired.b, list(range(len(paired.b))), "compare"),
+        ]
+        return paired, sides, labels
     if compare_points is not None:
         a, b = points(frame, *compare_points)
         labels = (point_label(frame, compare_points[0]), point_label(frame, compare_points[1]))
         paired = pair_runs(a, b, labels=labels)
-        return paired, [("A", paired.a), ("B", paired.b)], labels
-    return None, [("", frame)], labels
+        rows = [[int(i) for i in frame.index[frame["point"] == point]] for point in compare_points]
+        sides = [
+            _Side("A", paired.a, rows[0], "results"),
+            _Side("B", paired.b, rows[1], "results"),
+        ]
+        return paired, sides, labels
+    return None, [_Side("", frame, every, "results")], labels
 
 
 def _runs(
-    sides: Sequence[tuple[str, pd.DataFrame]],
+    sides: Sequence[_Side],
     flipped: set[tuple[str, int]],
-    notes: Mapping[tuple[str, int], Sequence[Note]],
+    notes: Mapping[str, Mapping[int, Sequence[Note]]],
 ) -> tuple[list[_Run], list[str]]:
     runs: list[_Run] = []
     columns: list[str] = []
-    for side, table in sides:
+    for chosen in sides:
+        side, table = chosen.name, chosen.table
+        said = notes.get(chosen.source, {})
         columns, cells = _run_cells(table)
         views = _timelines(table)
         for position, record in enumerate(table.to_dict("records")):
@@ -287,7 +311,7 @@ def _runs(
                     flipped=(side, position) in flipped,
                     why=_why({str(k): v for k, v in record.items()}),
                     view=views[position],
-                    notes=list(notes.get((side, position), ())),
+                    notes=list(said.get(chosen.rows[position], ())),
                     missing="" if views[position] is not None else MISSING_TRANSCRIPT,
                 )
             )
@@ -350,13 +374,14 @@ def render_report(
     labels: tuple[str, str] = ("A", "B"),
     limit: int = DEFAULT_LIMIT,
     title: str = "agentkit evaluation report",
-    notes: Mapping[tuple[str, int], Sequence[Note]] | None = None,
+    notes: Mapping[int, Sequence[Note]] | None = None,
+    compare_notes: Mapping[int, Sequence[Note]] | None = None,
 ) -> str:
     """The report as one self-contained HTML page (see :mod:`agentkit.eval.report`).
 
     *compare*: another results table (B; *results* is A), or *compare_points*: two point
-    numbers of *results*. *notes*: judge verdicts, findings and labels by (side, row
-    position): side "" without a comparison, else "A" or "B"."""
+    numbers of *results*. *notes* / *compare_notes*: judge verdicts, findings and labels of
+    *results*' / *compare*'s rows, by row position (:func:`agentkit.eval.notes.run_notes`)."""
     require_pandas()
     if limit < 0:
         raise UsageError(f"the limit is a number of runs, not {limit}")
@@ -365,16 +390,16 @@ def render_report(
     flipped: set[tuple[str, int]] = set()
     for pair in paired.flips if paired is not None else ():
         flipped |= {("A", pair.row_a), ("B", pair.row_b)}
-    runs, columns = _runs(sides, flipped, notes or {})
+    runs, columns = _runs(sides, flipped, {"results": notes or {}, "compare": compare_notes or {}})
     left_out = _hold(runs, limit)
     pairs = _pairs(paired, runs) if paired is not None else []
     if compare is not None:
         intervals = [
             interval
-            for side, table in sides
-            for interval in _intervals(table, labels[0 if side == "A" else 1])
+            for side, label in zip(sides, labels, strict=True)
+            for interval in _intervals(side.table, label)
         ]
-        categories = [(labels[0], _categories(sides[0][1])), (labels[1], _categories(sides[1][1]))]
+        categories = [(label, _categories(s.table)) for s, label in zip(sides, labels, strict=True)]
     else:
         intervals, categories = _intervals(frame), [("", _categories(frame))]
     template = _environment().get_template("report.html.j2")
@@ -409,7 +434,8 @@ def write_report(
     labels: tuple[str, str] = ("A", "B"),
     limit: int = DEFAULT_LIMIT,
     title: str = "agentkit evaluation report",
-    notes: Mapping[tuple[str, int], Sequence[Note]] | None = None,
+    notes: Mapping[int, Sequence[Note]] | None = None,
+    compare_notes: Mapping[int, Sequence[Note]] | None = None,
 ) -> Path:
     """Write :func:`render_report`'s page to *out* (an ``.html`` file); returns the path."""
     target = Path(out)
@@ -425,6 +451,7 @@ def write_report(
         limit=limit,
         title=title,
         notes=notes,
+        compare_notes=compare_notes,
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(page, encoding="utf-8")
