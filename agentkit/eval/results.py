@@ -33,6 +33,12 @@ Columns, in order:
   the run's trace: ``trace_id`` (the sweep's trace, which holds the run's span and its turns'
   spans) and ``span_id`` (the run's ``eval_run`` span in it). They are the only figures that
   differ between two runs of the scripted model (:data:`TIMING_COLUMNS`);
+* the judges (scenario ``expect: judges``, :mod:`agentkit.eval.judges`): ``judge_errors``
+  (judges that could not decide: counted apart, never as the agent's failures),
+  ``judge_calls`` and ``judge_tokens`` (the graders' spend, apart from the agent's), one
+  ``judge_<name>`` column per judge (``pass``, ``fail`` or ``judge_error``; NA where it did
+  not run) and ``judgements`` (each judge's verdict, score, reason and graders, as compact
+  JSON: :func:`~agentkit.eval.judges.load_judgements`);
 * last, ``transcript``: everything the run showed, as compact JSON
   (:func:`~agentkit.eval.transcript.load_transcripts` gives the typed values back). It holds
   the conversation's ids, so it differs between two runs too (:data:`RUN_SPECIFIC_COLUMNS`).
@@ -51,6 +57,7 @@ from typing import TYPE_CHECKING
 from agentkit._extras import require
 from agentkit.errors import UsageError
 from agentkit.eval.expectations import EXPECTATION_KINDS
+from agentkit.eval.judges.table import JUDGE_PREFIX, judge_names
 from agentkit.eval.row import EXPECTATION_PREFIX, RunRow, nullable_columns
 from agentkit.eval.scorer import SourceColumns
 from agentkit.eval.task import run_name
@@ -108,12 +115,15 @@ def to_frame(rows: Sequence[RunRow], params: Sequence[str] = ()) -> pd.DataFrame
         if row.source is not None and type(row.source) not in sources:
             sources.append(type(row.source))
     names = [key for key in params if key != "model"]
-    columns = RunRow.columns(names, sources)
+    judges = judge_names(row.judgements for row in rows)
+    columns = RunRow.columns(names, sources, judges)
     frame = pd.DataFrame([row.record() for row in rows], columns=columns)
     for kind in EXPECTATION_KINDS:
         frame[EXPECTATION_PREFIX + kind] = frame[EXPECTATION_PREFIX + kind].astype("boolean")
     for column, dtype in nullable_columns().items():
         frame[column] = frame[column].astype(dtype)
+    for judge in judges:
+        frame[JUDGE_PREFIX + judge] = frame[JUDGE_PREFIX + judge].astype("string")
     frame["passed"] = frame["passed"].astype(bool)
     frame.attrs["params"] = names
     return frame
