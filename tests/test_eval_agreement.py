@@ -12,8 +12,8 @@ from agentkit.eval.stats import bootstrap_picks, cohen_kappa, kappa_bootstrap
 from sklearn.metrics import cohen_kappa_score
 
 # fixed labels: 24 runs, a person and a judge that mostly agree
-HUMAN = "p p f p f f p p p f p f p p f p f p p p f f p f".split()
-JUDGE = "p p f f f p p p p f p f p f f p f p p p f p p f".split()
+HUMAN = list("ppfpffpppfpfppfpfpppffpf")
+JUDGE = list("ppfffppppfpfpffpfpppfppf")
 SCORES_H = [1, 2, 3, 3, 2, 1, 1, 2, 3, 3, 2, 2, 1, 3, 3, 2]
 SCORES_J = [1, 2, 3, 2, 2, 1, 2, 2, 3, 3, 1, 2, 1, 3, 2, 2]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentkit.eval.stats import DEFAULT_SEED, kappa_bootstrap
@@ -31,6 +32,7 @@ __all__ = [
     "Disagreement",
     "Verdict",
     "agreement",
+    "judge_agreement",
 ]
 
 #: fewer runs both labelled and judged than this give no agreement figure
@@ -190,4 +192,45 @@ def agreement(
         categories=categories,
         counts=counts,
         disagreements=disagreements,
+    )
+
+
+def judge_agreement(
+    results: Path | str,
+    judge: str,
+    *,
+    table: pd.DataFrame | None = None,
+    seed: int = DEFAULT_SEED,
+    resamples: int = RESAMPLES,
+    min_runs: int = MIN_LABELLED,
+) -> Agreement:
+    """The agreement of the judge *judge* of the results table *results* with the labels kept
+    beside it (:func:`~agentkit.eval.labels.load_labels`). A pass/fail label is compared with
+    the judge's outcome, a score with its score; a ``judge_error`` is no verdict. A judge the
+    table does not have is a :class:`UsageError` naming the ones it has."""
+    from agentkit.eval.labels import load_labels
+    from agentkit.eval.results import load_results
+    from agentkit.eval.scoring import judge_verdicts
+
+    frame = table if table is not None else load_results(results)
+    judged = judge_verdicts(frame, judge)
+    labels = load_labels(results)
+    verdicts: dict[str, Verdict | None] = {}
+    for run, judgement in judged.items():
+        label = labels.get(run)
+        scored = label is not None and not isinstance(label.label, str)
+        if judgement.outcome == "judge_error":
+            verdicts[run] = None
+        elif scored:
+            verdicts[run] = judgement.score
+        else:
+            verdicts[run] = judgement.outcome
+    return agreement(
+        {run: label.label for run, label in labels.items()},
+        verdicts,
+        name=judge,
+        notes={run: label.note for run, label in labels.items()},
+        seed=seed,
+        resamples=resamples,
+        min_runs=min_runs,
     )
