@@ -36,9 +36,9 @@ def _sklearn_interval(a: list[object], b: list[object], seed: int, resamples: in
 def test_kappa_and_its_interval_equal_scikit_learns(a: list[object], b: list[object]) -> None:
     expected = cohen_kappa_score(a, b)
     assert cohen_kappa(a, b) == pytest.approx(expected, abs=1e-9)
-    kappa, low, high = kappa_bootstrap(a, b, seed=7, resamples=500)
+    kappa, low, high = kappa_bootstrap(a, b, seed=7, resamples=100)
     assert kappa == pytest.approx(expected, abs=1e-9)
-    want_low, want_high = _sklearn_interval(a, b, seed=7, resamples=500)
+    want_low, want_high = _sklearn_interval(a, b, seed=7, resamples=100)
     assert (low, high) == (pytest.approx(want_low, abs=1e-9), pytest.approx(want_high, abs=1e-9))
     assert low < kappa < high
 
