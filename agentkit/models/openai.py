@@ -277,8 +277,8 @@ class OpenAIModel(ChatModel):
                     attempt += 1
                     continue
                 tries = f" (after {attempt + 1} attempts)" if attempt else ""
-                failure = self._transport_error(error, f"cannot POST {self.url}{tries}")
-                raise _failed(failure) from error
+                broken = self._transport_error(error, f"cannot POST {self.url}{tries}")
+                raise _failed(broken) from error
             response.request = request
             if response.is_success:
                 return response
