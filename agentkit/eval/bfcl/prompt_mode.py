@@ -76,24 +76,24 @@ def _label(model: str | ChatModel) -> str:
     return model if isinstance(model, str) else model.spec or type(model).__name__
 
 
-async def _ask(calls: CallTracer, messages: list[dict[str, Any]]) -> str:
+async def _ask(tracer: CallTracer, messages: list[dict[str, Any]]) -> str:
     sent = [ChatMessage(role=m["role"], content=str(m["content"])) for m in messages]
-    async with calls.call("chat", sent) as call:
+    async with tracer.call("chat", sent) as call:
         completion = await call.reply()
     return completion.text
 
 
 async def prompt_mode_row(item: BfclItem, model: ChatModel, *, label: str = "") -> dict[str, Any]:
     """Run *item* on *model* in BFCL's prompt mode; its row."""
-    calls = CallTracer.standalone(model)  # its usage and records: the row's figures
+    tracer = CallTracer.standalone(model)  # its usage and records: the row's figures
     started = time.perf_counter()
     error = ""
     texts: list[list[str]] = []
     try:
         if item.kind == "multi_turn":
-            texts = await _multi_turn(item, calls)
+            texts = await _multi_turn(item, tracer)
         else:
-            texts = [[await _ask(calls, _first_messages(item, item.functions))]]
+            texts = [[await _ask(tracer, _first_messages(item, item.functions))]]
         score = score_text(item, texts)
     except AgentkitError as failure:
         error = f"{type(failure).__name__}: {failure}"
@@ -116,16 +116,16 @@ async def prompt_mode_row(item: BfclItem, model: ChatModel, *, label: str = "") 
         "error": error,
         "failures": "" if score.valid else f"BFCL {score.error_type}: {score.error}"[:500],
         "turns": len(texts),
-        "model_calls": calls.usage.calls,
-        "input_tokens": calls.usage.input_tokens,
-        "output_tokens": calls.usage.output_tokens,
+        "model_calls": tracer.usage.calls,
+        "input_tokens": tracer.usage.input_tokens,
+        "output_tokens": tracer.usage.output_tokens,
         "answer": answer[:_ANSWER_CHARS],
         "bfcl_category": item.category,
         "bfcl_id": item.id,
         "bfcl_valid": score.valid,
         "bfcl_error_type": score.error_type,
         "bfcl_error": score.error,
-        "latency_ms": round(sum(record.latency_ms for record in calls.records), 3),
+        "latency_ms": round(sum(record.latency_ms for record in tracer.records), 3),
         "wall_ms": round(wall_ms, 3),
     }
     return row
@@ -141,7 +141,7 @@ def _first_messages(item: BfclItem, functions: Sequence[dict[str, Any]]) -> list
     )
 
 
-async def _multi_turn(item: BfclItem, calls: CallTracer) -> list[list[str]]:
+async def _multi_turn(item: BfclItem, tracer: CallTracer) -> list[list[str]]:
     prompts = bfcl_module("constants.default_prompts")
     executor = bfcl_module("eval_checker.multi_turn_eval.multi_turn_utils")
     decode = bfcl_module("model_handler.utils").default_decode_execute_prompting
@@ -164,7 +164,7 @@ async def _multi_turn(item: BfclItem, calls: CallTracer) -> list[list[str]]:
             messages.extend(said)
             steps: list[str] = []
             for _ in range(prompts.MAXIMUM_STEP_LIMIT + 1):
-                text = await _ask(calls, messages)
+                text = await _ask(tracer, messages)
                 steps.append(text)
                 messages.append({"role": "assistant", "content": text})
                 try:
