@@ -41,6 +41,7 @@ from agentkit.eval.judges import (
     JudgeReply,
     load_judgements,
 )
+from agentkit.eval.judges.grading import GraderModels, JudgeCache, judge_run, judge_transcript
 from agentkit.eval.params import grid_points, parse_grid, parse_sets
 from agentkit.eval.point import run_point
 from agentkit.eval.results import (
@@ -78,8 +79,10 @@ __all__ = [
     "Check",
     "Comparison",
     "Expectations",
+    "GraderModels",
     "GraderVerdict",
     "Judge",
+    "JudgeCache",
     "JudgeReply",
     "Judgement",
     "PointTask",
@@ -99,6 +102,8 @@ __all__ = [
     "compare",
     "failures",
     "grid_points",
+    "judge_run",
+    "judge_transcript",
     "judge_verdicts",
     "load_judgements",
     "load_results",

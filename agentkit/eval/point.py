@@ -46,14 +46,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agentkit.eval.dialogue import Chat, RunError, RunLog, UserSide, dialogue_for
 from agentkit.eval.expectations import EXPECTATION_KINDS, Check, Observed, check
 from agentkit.eval.expectations import summarize_checks as verdicts
+from agentkit.eval.judges.grading import GraderModels, judge_checks, judge_transcript
+from agentkit.eval.judges.values import Judgement
 from agentkit.eval.row import Outcome, RunRow
 from agentkit.eval.scorer import SourceScore
 from agentkit.eval.task import PointTask, model_label
 from agentkit.eval.transcript import RunState, Transcript
 from agentkit.eval.world import RunWorld, run_root
 from agentkit.memory.fidelity import fact_retention
+from agentkit.models.base import ChatModel
 from agentkit.telemetry import Telemetry, Trace
 from agentkit.telemetry import semconv as sc
+from agentkit.tools import SecretMask
 
 if TYPE_CHECKING:
     from agentkit.eval.pools import EndpointPools
@@ -175,17 +179,21 @@ async def _run(world: RunWorld) -> RunRow:
     dialogue = dialogue_for(world)
     error = error_type = ""
     final: RunState | None = None
+    judgements: tuple[Judgement, ...] = ()
     try:
-        with trace.root.activate():  # the turns' spans are the run's children
+        with trace.root.activate():  # the turns' and the judges' spans are the run's children
             world.materialise()
             chat = Chat(world, log)
             try:
                 await dialogue.run(chat)
                 final = chat.observe(log.facts.usage.calls)
             finally:
+                mask = chat.agent.tools.mask
                 await chat.aclose()
             if not world.meter.reason:  # a run stopped by its budget is not judged
                 log.checks += check(scenario.expect, Observed.of(log.facts, final), "run")
+                seen = _transcript(task, log, dialogue.user_side(), final)
+                judgements = await _judge(world, seen, mask)
     except RunError as failure:
         error, error_type = str(failure), "eval_run_error"
     except Exception as failure:  # one row per run, whatever happens
@@ -199,6 +207,7 @@ async def _run(world: RunWorld) -> RunRow:
         log,
         dialogue.user_side(),
         final,
+        judgements=judgements,
         error=error.replace(str(world.root), "<run>"),
         budget=world.meter.reason,
         wall_ms=wall_ms,
@@ -229,6 +238,35 @@ def _trace(task: PointTask) -> Trace:
     )
 
 
+async def _judge(
+    world: RunWorld, transcript: Transcript, mask: SecretMask
+) -> tuple[Judgement, ...]:
+    """The scenario's judges on the run (graded by each judge's model, else the task's judge
+    model, else the run's model); a grader that fails is a ``judge_error``, never raised."""
+    judges = world.scenario.expect.judges
+    if not judges:
+        return ()
+    task = world.task
+    chosen = task.judge_model if task.judge_model is not None else task.model
+    default = chosen if isinstance(chosen, str | ChatModel) else None
+    models = GraderModels(default, base_dir=world.folder)
+    try:
+        return await judge_transcript(judges, transcript, models, agent_dir=world.folder, mask=mask)
+    finally:
+        await models.aclose()
+
+
+def _transcript(task: PointTask, log: RunLog, user: UserSide, final: RunState | None) -> Transcript:
+    """What the run showed, as its row keeps it."""
+    return Transcript(
+        run=task.run_name,
+        scenario=task.scenario.id,
+        turns=log.turns,
+        final=final,
+        user_calls=list(user.calls),
+    )
+
+
 def _score(task: PointTask, transcript: Transcript) -> tuple[SourceScore | None, str]:
     """The scenario source's score of the run (None: no scorer), and why scoring failed."""
     scorer = task.scenario.scorer
@@ -246,6 +284,7 @@ def _row(
     user: UserSide,
     final: RunState | None,
     *,
+    judgements: tuple[Judgement, ...] = (),
     error: str = "",
     budget: str = "",
     wall_ms: float = 0.0,
@@ -256,18 +295,13 @@ def _row(
     """The row of a run that logged *log* (or never started: *not_started* says why), and
     its scenario source's score."""
     scenario, facts = task.scenario, log.facts
-    transcript = Transcript(
-        run=task.run_name,
-        scenario=scenario.id,
-        turns=log.turns,
-        final=final,
-        user_calls=list(user.calls),
-    )
+    transcript = _transcript(task, log, user, final)
     score, scoring_error = _score(task, transcript)
     error = error or scoring_error
     checks = list(log.checks)
     if score is not None and score.passed is not None:
         checks.append(Check(score.kind, "run", score.passed, "" if score.passed else score.detail))
+    checks += judge_checks(judgements)
     failed = [item for item in checks if not item.passed]
     last = facts.compressions[-1] if facts.compressions else None
     retention = (
@@ -343,7 +377,7 @@ def _row(
         wall_ms=round(wall_ms, 3),
         trace_id=trace_id,
         span_id=span_id,
-        judgements=(),
+        judgements=judgements,
         transcript=transcript,
     )
     return row, score
@@ -377,3 +411,6 @@ def _evaluated(trace: Trace, row: RunRow, score: SourceScore | None) -> None:
         result(score.kind, 1.0 if verdict else 0.0, "pass" if verdict else "fail", score.detail)
     if row.fact_retention is not None:
         result("fact_retention", float(row.fact_retention), None)
+    for judgement in row.judgements:
+        score_value = judgement.score if judgement.score is not None else float("nan")
+        result(f"judge_{judgement.judge}", score_value, judgement.outcome, judgement.reason)
