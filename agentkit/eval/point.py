@@ -48,7 +48,7 @@ from agentkit.eval.expectations import EXPECTATION_KINDS, Check, Observed, check
 from agentkit.eval.expectations import summarize_checks as verdicts
 from agentkit.eval.judges.grading import GraderModels, judge_checks, judge_transcript
 from agentkit.eval.judges.values import Judgement
-from agentkit.eval.row import Outcome, RunRow
+from agentkit.eval.row import RunRow, outcome_of
 from agentkit.eval.scorer import SourceScore
 from agentkit.eval.task import PointTask, model_label
 from agentkit.eval.transcript import RunState, Transcript
@@ -309,18 +309,10 @@ def _row(
         if final is not None and scenario.facts
         else None
     )
-    passed = not error and not failed and not budget and not_started is None
-    outcome: Outcome = (
-        "not_started"
-        if not_started is not None
-        else "error"
-        if error
-        else "budget"
-        if budget
-        else "passed"
-        if passed
-        else "failed"
+    outcome = outcome_of(
+        error=error, failed=bool(failed), budget=bool(budget), not_started=not_started is not None
     )
+    passed = outcome == "passed"
     row = RunRow(
         scenario=scenario.id,
         title=scenario.title,
