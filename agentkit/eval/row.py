@@ -114,6 +114,8 @@ class RunRow:
     sim_model_calls: int
     sim_tokens: int
     attempts: int
+    #: requests the model backends sent again after a transient fault (all attempts)
+    transport_retries: int
     #: a scenario source's own columns (None: a scenario without a scorer)
     source: SourceColumns | None
     # -- timings and the run's trace: differ between two runs of the scripted model
@@ -198,8 +200,9 @@ class RunRow:
         """The tokens the run spent: the agent's (input + output) and the simulated user's."""
         return self.input_tokens + self.output_tokens + self.sim_tokens
 
-    def with_attempts(self, attempts: int) -> RunRow:
-        return replace(self, attempts=attempts)
+    def with_attempts(self, attempts: int, transport_retries: int) -> RunRow:
+        """The row of the last of *attempts*, with the retries of all of them."""
+        return replace(self, attempts=attempts, transport_retries=transport_retries)
 
     # -- reading a stored row back ---------------------------------------------------------------
 
