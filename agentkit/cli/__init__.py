@@ -23,6 +23,7 @@ from agentkit.cli import (  # noqa: F401
     branches,
     conversations,
     db,
+    labels,
     scoring,
     serving,
     tools,
