@@ -10,7 +10,6 @@ written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,9 +20,6 @@ from agentkit.cli._app import JsonFlag, app, clean_errors, data_root, print_json
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from agentkit.eval.scanners import ScanContext
-    from agentkit.eval.transcript import Transcript
 
 __all__ = ["agreement_command", "label_command", "labels_command", "scan_command"]
 
@@ -139,6 +135,7 @@ def scan_command(
         require("eval", "agentkit scan", "pandas")
         from agentkit.eval.results import load_results, save_results
         from agentkit.eval.scanners import (
+            AgentContexts,
             findings_path,
             resolve_scanners,
             save_findings,
@@ -148,8 +145,15 @@ def scan_command(
 
         chosen = resolve_scanners(scanners or None)
         frame = load_results(results)
-        contexts = _Contexts(data_root(ctx))
+        contexts = AgentContexts(data_root(ctx))
         findings = scan_results(frame, chosen, contexts)
+        for agent in contexts.missing:
+            typer.echo(
+                f"agentkit: note: no agent {agent!r} under {contexts.data_dir}: its runs are "
+                "scanned without its secret store, and with only the tools they asked consent "
+                "for as side-effecting",
+                err=True,
+            )
         if as_json:
             print_json({"findings": findings.to_dict("records")})
         else:
@@ -161,42 +165,6 @@ def scan_command(
             f"column of {results}",
             err=as_json,
         )
-
-
-class _Contexts:
-    """Each run's scan context: its agent's, read once per agent from the data root (an agent
-    that is not there: the tools its runs asked consent for, noted on stderr)."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.known: dict[str, ScanContext | None] = {}
-
-    def __call__(self, transcript: Transcript, record: Mapping[str, object]) -> ScanContext:
-        from agentkit.errors import AgentNotFoundError
-        from agentkit.eval.scanners import ScanContext, agent_scan_context
-        from agentkit.events import AskUserEvent
-
-        agent = str(record.get("agent", ""))
-        if agent not in self.known:
-            try:
-                self.known[agent] = agent_scan_context(self.data_dir, agent)
-            except AgentNotFoundError:
-                self.known[agent] = None
-                typer.echo(
-                    f"agentkit: note: no agent {agent!r} under {self.data_dir}: its runs are "
-                    "scanned without its secret store, and with only the tools they asked "
-                    "consent for as side-effecting",
-                    err=True,
-                )
-        found = self.known[agent]
-        if found is not None:
-            return found
-        asked = {
-            event.tool_name
-            for event in transcript.events()
-            if isinstance(event, AskUserEvent) and event.kind == "confirmation"
-        }
-        return ScanContext.of(asked)
 
 
 def _findings_text(findings: pd.DataFrame, scanners: list[str]) -> str:
