@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 Purpose = Literal[
-    "chat", "plan", "replan", "reason", "respond", "summarize", "classify", "act", "route"
+    "chat", "plan", "replan", "reason", "respond", "summarize", "classify", "act", "route", "judge"
 ]
 PURPOSES: tuple[Purpose, ...] = (
     "chat",
@@ -57,6 +57,7 @@ PURPOSES: tuple[Purpose, ...] = (
     "classify",
     "act",
     "route",
+    "judge",
 )
 JsonSchema = dict[str, Any]
 
