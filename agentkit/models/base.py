@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 Purpose = Literal[
-    "chat", "plan", "replan", "reason", "respond", "summarize", "classify", "act", "route"
+    "chat", "plan", "replan", "reason", "respond", "summarize", "classify", "act", "route", "judge"
 ]
 PURPOSES: tuple[Purpose, ...] = (
     "chat",
@@ -70,6 +70,7 @@ PURPOSES: tuple[Purpose, ...] = (
     "classify",
     "act",
     "route",
+    "judge",
 )
 JsonSchema = dict[str, Any]
 
