@@ -186,7 +186,7 @@ def summarize(frame: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
     summary = grouped.agg(
         runs=("_ran", "sum"),
         passed=("passed", "sum"),
-        errors=("error", lambda s: int((s.fillna("").astype(str) != "").sum())),
+        errors=("error", lambda s: int((s.astype(object).fillna("").astype(str) != "").sum())),
         checks_failed=("checks_failed", "sum"),
         model_calls=("model_calls", "mean"),
         tokens=("output_tokens", "mean"),
