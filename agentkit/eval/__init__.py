@@ -45,6 +45,7 @@ from agentkit.eval.judges import (
     JudgeReply,
     load_judgements,
 )
+from agentkit.eval.judges.grading import GraderModels, JudgeCache, judge_run, judge_transcript
 from agentkit.eval.labels import Label, add_label, load_labels, with_labels
 from agentkit.eval.params import grid_points, parse_grid, parse_sets
 from agentkit.eval.point import run_point
@@ -85,8 +86,10 @@ __all__ = [
     "Check",
     "Comparison",
     "Expectations",
+    "GraderModels",
     "GraderVerdict",
     "Judge",
+    "JudgeCache",
     "JudgeReply",
     "Judgement",
     "Label",
@@ -110,6 +113,8 @@ __all__ = [
     "failures",
     "grid_points",
     "judge_agreement",
+    "judge_run",
+    "judge_transcript",
     "judge_verdicts",
     "load_judgements",
     "load_labels",
