@@ -24,6 +24,7 @@ from agentkit.cli import (  # noqa: F401
     conversations,
     db,
     labels,
+    report,
     scoring,
     serving,
     tools,
