@@ -43,7 +43,7 @@ ALLOWED = (
 )
 #: receivers whose methods of those names are no model's: the tracer's call itself, the
 #: secret mask's stream, an ExecutionState's ``complete``, a run scorer, a telemetry trace
-NOT_MODELS = re.compile(r"^(call|self\.mask|ctx\.mask|scorer|trace|state(\..+)?)$")
+NOT_MODELS = re.compile(r"^(call|self\.mask|ctx\.mask|(.+\.)?scorer|trace|state(\..+)?)$")
 SESSIONS = re.compile(r"session", re.IGNORECASE)
 #: a method of these read without a call is a model's handed on (an untraced call later)
 MODELS = re.compile(r"model|inner|backend", re.IGNORECASE)

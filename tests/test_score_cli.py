@@ -93,11 +93,13 @@ def test_a_changed_rubric_asks_only_the_judge_whose_input_changed(
     spec = "function:tests.test_score_cli:grader"
     first = _judged_scenario(tmp_path / "v1", "The answer is polite.")
     ASKED.clear()
-    stored = run_eval([first], model="scripted", judge_model=spec, data_dir=data_dir,
-                      progress=False)  # fmt: skip
+    runs = tmp_path / "runs.parquet"
+    made = run_cli("--data-dir", str(data_dir), "eval", str(first), "--model", "scripted",
+                   "--judge-model", spec, "--out", str(runs), "--no-progress")  # fmt: skip
+    assert made.exit_code == 0, made.stderr
     assert len(ASKED) == 2
+    stored = load_results(runs)
     assert (stored["judge_status"].iloc[0], stored["judge_desk"].iloc[0]) == ("pass", "pass")
-    runs = save_results(stored, tmp_path / "runs.parquet")
     score = ("--data-dir", str(data_dir), "score", str(runs), "--judge-model", spec)
 
     ASKED.clear()  # the same scenario: every judge's input is unchanged, nobody is asked

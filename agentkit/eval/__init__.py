@@ -72,7 +72,7 @@ from agentkit.eval.scenario import (
     load_scenarios,
 )
 from agentkit.eval.scorer import RunScorer, SourceColumns, SourceScore
-from agentkit.eval.scoring import judge_verdicts
+from agentkit.eval.scoring import Rescored, judge_verdicts, rescore
 from agentkit.eval.sweep import plan_runs, run_eval
 from agentkit.eval.task import SCRIPTED, PointTask
 from agentkit.eval.transcript import RunState, Transcript, UserTurn, load_transcripts
@@ -94,6 +94,7 @@ __all__ = [
     "Judgement",
     "Label",
     "PointTask",
+    "Rescored",
     "RunBudget",
     "RunRow",
     "RunScorer",
@@ -127,6 +128,7 @@ __all__ = [
     "plan_runs",
     "repeats",
     "report",
+    "rescore",
     "run_eval",
     "run_ids",
     "run_point",

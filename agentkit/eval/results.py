@@ -303,6 +303,11 @@ def report(frame: pd.DataFrame, *, max_failures: int = 20) -> str:
             f"{errors} of {ran} runs ended in an error (they were not judged)"
             + (f"; {retried} model requests were retried" if retried else "")
         )
+    if "judge_errors" in frame and int(frame["judge_errors"].sum()):
+        lines.append(
+            f"{int(frame['judge_errors'].sum())} judge errors (a judge could not decide: "
+            "counted apart, not as failures; see the judge_<name> columns)"
+        )
     unstarted = frame.loc[~_ran(frame)]
     if len(unstarted):
         reason = _text(unstarted["budget_reason"].iloc[0]) if "budget_reason" in frame else ""
