@@ -294,13 +294,13 @@ class OpenAIModel(ChatModel):
         usage = Usage()
         stop_reason: str | None = None
         done = False
-        lines = response.aiter_lines()
+        lines = _lines(response)
         async for line in lines:
             # blank separators, ": keep-alive" comments and event:/id: fields carry nothing here
-            if not line.startswith("data:"):
+            if not line.startswith(b"data:"):
                 continue
-            data = line.removeprefix("data:").strip()
-            if data == "[DONE]":
+            data = line[5:].strip()
+            if data == b"[DONE]":
                 done = True
                 await _drain(lines)  # to the body's end: the connection goes back to the pool
                 break
@@ -335,8 +335,8 @@ class OpenAIModel(ChatModel):
             tool_calls=tool_calls,
         )
 
-    def _parse_chunk(self, data: str) -> _Chunk:
-        quoted = repr(data[:_SNIPPET])
+    def _parse_chunk(self, data: bytes) -> _Chunk:
+        quoted = repr(data[:_SNIPPET].decode("utf-8", "replace"))
         try:
             chunk = _Chunk.model_validate_json(data)
         except ValidationError as error:
@@ -394,7 +394,19 @@ def _reconnectable(error: httpx.TransportError) -> bool:
     return isinstance(error, _RECONNECTABLE)
 
 
-async def _drain(lines: AsyncIterator[str]) -> None:
+async def _lines(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's lines, as bytes without their ending (split on the bytes: a UTF-8 character
+    is never cut in two by a newline byte, and no text decoding is spent on SSE framing)."""
+    rest = b""
+    async for piece in response.aiter_bytes():
+        *lines, rest = (rest + piece).split(b"\n")
+        for line in lines:
+            yield line.removesuffix(b"\r")
+    if rest:
+        yield rest.removesuffix(b"\r")
+
+
+async def _drain(lines: AsyncIterator[bytes]) -> None:
     """Read what is left of a stream after its ``[DONE]`` (its last blank line, the chunked
     encoding's end: usually here already), for at most :data:`_DRAIN_SECONDS`."""
     try:
