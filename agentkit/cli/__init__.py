@@ -22,6 +22,7 @@ from agentkit.cli import (  # noqa: F401
     branches,
     conversations,
     db,
+    labels,
     serving,
     tools,
     transfer,

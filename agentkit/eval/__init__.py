@@ -19,20 +19,33 @@ Layers: :mod:`~agentkit.eval.scenario` (the file schema), :mod:`~agentkit.eval.p
 :mod:`~agentkit.eval.world` it runs in, the :mod:`~agentkit.eval.dialogue` that drives it),
 :mod:`~agentkit.eval.row` (its typed row), :mod:`~agentkit.eval.transcript` (what it showed,
 kept in the table: ``load_transcripts(df)``), :mod:`~agentkit.eval.scorer` (a scenario
-source's own columns), :mod:`~agentkit.eval.executors` (local, Dask),
+source's own columns), :mod:`~agentkit.eval.judges` (model judges: ``expect: judges``),
+:mod:`~agentkit.eval.executors` (local, Dask),
 :mod:`~agentkit.eval.results` (the table), :mod:`~agentkit.eval.sweep` (``run_eval``);
 :mod:`~agentkit.eval.simulator` (simulated users), :mod:`~agentkit.eval.budget` (budgets),
 :mod:`~agentkit.eval.concurrency` and :mod:`~agentkit.eval.pools` (runs at once),
-:mod:`~agentkit.eval.stats` and :mod:`~agentkit.eval.compare` (paired comparisons).
+:mod:`~agentkit.eval.stats` and :mod:`~agentkit.eval.compare` (paired comparisons);
+:mod:`~agentkit.eval.labels` (a person's labels, kept beside the table),
+:mod:`~agentkit.eval.agreement` (a judge against them: kappa with its interval) and
+:mod:`~agentkit.eval.scanners` (transcript scanners that flag rare failures).
 pandas, pyarrow, dask and tqdm (the ``eval`` extra) are imported only when used.
 """
 
 from __future__ import annotations
 
+from agentkit.eval.agreement import Agreement, agreement, judge_agreement
 from agentkit.eval.budget import RunBudget
 from agentkit.eval.compare import Comparison, compare
 from agentkit.eval.executors import SweepInterrupted
 from agentkit.eval.expectations import EXPECTATION_KINDS, Check
+from agentkit.eval.judges import (
+    GraderVerdict,
+    Judge,
+    Judgement,
+    JudgeReply,
+    load_judgements,
+)
+from agentkit.eval.labels import Label, add_label, load_labels, with_labels
 from agentkit.eval.params import grid_points, parse_grid, parse_sets
 from agentkit.eval.point import run_point
 from agentkit.eval.results import (
@@ -43,6 +56,7 @@ from agentkit.eval.results import (
     load_results,
     repeats,
     report,
+    run_ids,
     save_results,
     summarize,
     to_frame,
@@ -57,6 +71,7 @@ from agentkit.eval.scenario import (
     load_scenarios,
 )
 from agentkit.eval.scorer import RunScorer, SourceColumns, SourceScore
+from agentkit.eval.scoring import judge_verdicts
 from agentkit.eval.sweep import plan_runs, run_eval
 from agentkit.eval.task import SCRIPTED, PointTask
 from agentkit.eval.transcript import RunState, Transcript, UserTurn, load_transcripts
@@ -66,9 +81,15 @@ __all__ = [
     "RUN_SPECIFIC_COLUMNS",
     "SCRIPTED",
     "TIMING_COLUMNS",
+    "Agreement",
     "Check",
     "Comparison",
     "Expectations",
+    "GraderVerdict",
+    "Judge",
+    "JudgeReply",
+    "Judgement",
+    "Label",
     "PointTask",
     "RunBudget",
     "RunRow",
@@ -82,10 +103,16 @@ __all__ = [
     "Transcript",
     "Turn",
     "UserTurn",
+    "add_label",
+    "agreement",
     "check_output_path",
     "compare",
     "failures",
     "grid_points",
+    "judge_agreement",
+    "judge_verdicts",
+    "load_judgements",
+    "load_labels",
     "load_results",
     "load_scenario",
     "load_scenarios",
@@ -96,8 +123,10 @@ __all__ = [
     "repeats",
     "report",
     "run_eval",
+    "run_ids",
     "run_point",
     "save_results",
     "summarize",
     "to_frame",
+    "with_labels",
 ]

@@ -12,6 +12,11 @@ Invariants:
 * **independence**: every run builds a fresh data root (removed afterwards unless
   ``keep_dir`` asks to keep it), so runs share nothing, can run in any order, anywhere, and
   give the same row for the scripted model;
+* **a run whose model endpoint failed is an error**, not a result: a model request that failed
+  for good (the endpoint down after the backend's retries, a 401, a broken stream:
+  :mod:`agentkit.models.transport` counts them) sets the row's ``error``, also when the agent
+  carried on without the call (a planner's fallback); ``transport_retries`` counts the
+  requests sent again;
 * **one row per run, whatever happens**: a run that cannot finish (a failing out-of-band call,
   a crash, the turn time limit) is a row with ``error`` set and ``passed`` False, and keeps
   the transcript of what it did;
@@ -52,6 +57,7 @@ from agentkit.eval.task import PointTask, model_label
 from agentkit.eval.transcript import RunState, Transcript
 from agentkit.eval.world import RunWorld, run_root
 from agentkit.memory.fidelity import fact_retention
+from agentkit.models.transport import TransportCount, counting_transport
 from agentkit.telemetry import Telemetry, Trace
 from agentkit.telemetry import semconv as sc
 
@@ -97,13 +103,14 @@ def run_point(task: PointTask) -> RunRow:
     worker = in_worker()
     if worker and task.traceparent is not None:
         export_from_worker()
-    attempts = 0
+    attempts = retried = 0
     try:
         while True:
             attempts += 1
             row = _attempt(task)
+            retried += row.transport_retries
             if not row.error or attempts > task.retries:
-                return row.with_attempts(attempts)
+                return row.with_attempts(attempts, retried)
     finally:
         if worker:
             from agentkit.telemetry.setup import flush
@@ -114,12 +121,13 @@ def run_point(task: PointTask) -> RunRow:
 async def run_point_async(task: PointTask, pools: EndpointPools | None = None) -> RunRow:
     """:func:`run_point` on the running event loop (many runs at once on one loop); *pools*
     gives the runs' ``openai:`` models one connection pool per endpoint."""
-    attempts = 0
+    attempts = retried = 0
     while True:
         attempts += 1
         row = await _attempt_async(task, pools)
+        retried += row.transport_retries
         if not row.error or attempts > task.retries:
-            return row.with_attempts(attempts)
+            return row.with_attempts(attempts, retried)
 
 
 def not_started_row(task: PointTask, reason: str) -> RunRow:
@@ -168,6 +176,11 @@ async def _attempt_async(task: PointTask, pools: EndpointPools | None) -> RunRow
 
 async def _run(world: RunWorld) -> RunRow:
     """The run in *world*: its span, its dialogue, its checks, its row."""
+    with counting_transport() as transport:  # every model of the run counts its requests
+        return await _counted(world, transport)
+
+
+async def _counted(world: RunWorld, transport: TransportCount) -> RunRow:
     task, scenario = world.task, world.scenario
     trace = _trace(task)
     started = time.perf_counter()
@@ -193,6 +206,9 @@ async def _run(world: RunWorld) -> RunRow:
     except BaseException as failure:  # cancelled: the span ends, the error goes on
         trace.end(error_type=type(failure).__qualname__)
         raise
+    if transport.failures and not error:  # whatever the agent made of it, not a fair result
+        error = f"{transport.failures} model request(s) failed: {transport.last_failure}"
+        error_type = "transport_error"
     wall_ms = (time.perf_counter() - started) * 1000
     row, score = _row(
         task,
@@ -202,6 +218,7 @@ async def _run(world: RunWorld) -> RunRow:
         error=error.replace(str(world.root), "<run>"),
         budget=world.meter.reason,
         wall_ms=wall_ms,
+        transport_retries=transport.retries,
         trace_id=trace.trace_id,
         span_id=trace.root.span_id,
     )
@@ -249,6 +266,7 @@ def _row(
     error: str = "",
     budget: str = "",
     wall_ms: float = 0.0,
+    transport_retries: int = 0,
     trace_id: str = "",
     span_id: str = "",
     not_started: str | None = None,
@@ -338,11 +356,13 @@ def _row(
         sim_model_calls=user.usage.calls,
         sim_tokens=user.usage.input_tokens + user.usage.output_tokens,
         attempts=0,
+        transport_retries=transport_retries,
         source=score.columns if score is not None else None,
         latency_ms=round(facts.latency_ms, 3),
         wall_ms=round(wall_ms, 3),
         trace_id=trace_id,
         span_id=span_id,
+        judgements=(),
         transcript=transcript,
     )
     return row, score
