@@ -96,17 +96,27 @@ def agreement_command(
         int | None,
         typer.Option("--min-runs", min=2, help="Runs labelled and judged a figure needs."),
     ] = None,
+    labels_of: Annotated[
+        Path | None,
+        typer.Option(
+            "--labels-of",
+            help="Use the labels of this results table (e.g. the one RESULTS was re-scored "
+            "from) instead of RESULTS' own.",
+        ),
+    ] = None,
 ) -> None:
     """A judge's agreement with your labels: agreement rate, Cohen's kappa with a bootstrap 95%
     interval (the seed printed), the confusion matrix and the runs where you disagree."""
     with clean_errors():
         require("eval", "agentkit agreement", "pandas")
         from agentkit.eval.agreement import MIN_LABELLED, judge_agreement
+        from agentkit.eval.labels import load_labels
         from agentkit.eval.stats import DEFAULT_SEED
 
         result = judge_agreement(
             results,
             judge,
+            labels=load_labels(labels_of) if labels_of is not None else None,
             seed=DEFAULT_SEED if seed is None else seed,
             min_runs=MIN_LABELLED if min_runs is None else min_runs,
         )
