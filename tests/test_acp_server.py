@@ -328,7 +328,8 @@ def test_secrets_are_masked_in_tool_calls_and_permission_requests(
         async with serve(data_dir, "desk-001", "--model", model) as served:
             await initialized(served)
             sid = await served.new_session(tmp_path)
-            said = f"add my okx account alt: key {secrets['api_key']} secret {secrets['secret_key']}"
+            key, secret = secrets["api_key"], secrets["secret_key"]
+            said = f"add my okx account alt: key {key} secret {secret}"
             response = await served.prompt(sid, said)
             assert response.stop_reason == "end_turn"
             [(tool_call, _options)] = served.client.permission_requests
