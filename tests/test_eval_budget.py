@@ -172,3 +172,50 @@ def test_bad_budget_or_concurrency_is_one_line_and_exit_2_before_any_run(
     )  # fmt: skip
     assert result.exit_code == 2, result
     assert message in result.stderr and result.stdout == ""
+
+
+CHAT = "chat_sessions_en"
+
+
+def test_budgets_stop_a_chat_turn_as_they_stop_a_planner_turn(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a call budget: the first turn's one chat call spends it, so the second user message is
+    # never sent (a chat turn makes one call: the between-turns safe point is where it stops)
+    keep = tmp_path / "runs"
+    frame = run_eval(
+        [scenario(CHAT)],
+        model="scripted",
+        max_model_calls=1,
+        keep_dir=keep,
+        data_dir=data_dir,
+        progress=False,
+    )
+    got = row(frame, CHAT)
+    assert got["outcome"] == "budget" and got["passed"] is False
+    assert got["budget_reason"] == "max_model_calls: 1 model calls made, the limit is 1"
+    assert (got["turns"], got["result_status"], got["model_calls"]) == (1, "completed", 1)
+    (history,) = keep.glob("*/agents/innovator-001/conversations/*/history.json")
+    messages = json.loads(history.read_text(encoding="utf-8"))
+    assert [m["role"] for m in messages] == ["user", "assistant"]  # the first turn, whole
+
+    # a deadline while the chat model has not sent its first delta: the turn is cancelled
+    started: list[str] = []
+
+    async def silent(request: ModelRequest) -> str:
+        started.append(request.purpose)
+        await asyncio.Event().wait()  # never streams a delta: only the deadline ends it
+        raise AssertionError("unreachable")
+
+    stopped = time.monotonic()
+    monkeypatch.setattr(budget_module, "time", SimpleNamespace(monotonic=lambda: stopped))
+    (timed,) = run_eval(
+        [scenario(CHAT)],
+        model=FunctionModel(silent),
+        max_seconds=0.3,
+        data_dir=data_dir,
+        progress=False,
+    ).to_dict("records")
+    assert timed["outcome"] == "budget" and timed["budget_reason"].startswith("max_seconds: ")
+    assert started in ([], ["chat"])
+    assert (timed["turns"], timed["result_status"]) == (1, "cancelled")

@@ -46,12 +46,13 @@ COLUMNS = [
     "final_status", "result_status", "answer", "errors", "budget_reason",
     "sim_turns", "sim_stopped_by", "sim_model_calls", "sim_tokens", "attempts",
     "latency_ms", "wall_ms", "trace_id", "span_id",
+    "judge_errors", "judge_calls", "judge_tokens", "judgements",
     "transcript",
 ]  # fmt: skip
 
 
 def test_the_columns_are_pinned(data_dir: Path) -> None:
-    assert RunRow.columns() == COLUMNS and len(COLUMNS) == 67
+    assert RunRow.columns() == COLUMNS and len(COLUMNS) == 71
     frame = run_eval(
         [scenario("desk_status_command_en")], model="scripted", data_dir=data_dir, progress=False
     )

@@ -19,7 +19,8 @@ Layers: :mod:`~agentkit.eval.scenario` (the file schema), :mod:`~agentkit.eval.p
 :mod:`~agentkit.eval.world` it runs in, the :mod:`~agentkit.eval.dialogue` that drives it),
 :mod:`~agentkit.eval.row` (its typed row), :mod:`~agentkit.eval.transcript` (what it showed,
 kept in the table: ``load_transcripts(df)``), :mod:`~agentkit.eval.scorer` (a scenario
-source's own columns), :mod:`~agentkit.eval.executors` (local, Dask),
+source's own columns), :mod:`~agentkit.eval.judges` (model judges: ``expect: judges``),
+:mod:`~agentkit.eval.executors` (local, Dask),
 :mod:`~agentkit.eval.results` (the table), :mod:`~agentkit.eval.sweep` (``run_eval``);
 :mod:`~agentkit.eval.simulator` (simulated users), :mod:`~agentkit.eval.budget` (budgets),
 :mod:`~agentkit.eval.concurrency` and :mod:`~agentkit.eval.pools` (runs at once),
@@ -33,6 +34,13 @@ from agentkit.eval.budget import RunBudget
 from agentkit.eval.compare import Comparison, compare
 from agentkit.eval.executors import SweepInterrupted
 from agentkit.eval.expectations import EXPECTATION_KINDS, Check
+from agentkit.eval.judges import (
+    GraderVerdict,
+    Judge,
+    Judgement,
+    JudgeReply,
+    load_judgements,
+)
 from agentkit.eval.params import grid_points, parse_grid, parse_sets
 from agentkit.eval.point import run_point
 from agentkit.eval.results import (
@@ -57,6 +65,7 @@ from agentkit.eval.scenario import (
     load_scenarios,
 )
 from agentkit.eval.scorer import RunScorer, SourceColumns, SourceScore
+from agentkit.eval.scoring import judge_verdicts
 from agentkit.eval.sweep import plan_runs, run_eval
 from agentkit.eval.task import SCRIPTED, PointTask
 from agentkit.eval.transcript import RunState, Transcript, UserTurn, load_transcripts
@@ -69,6 +78,10 @@ __all__ = [
     "Check",
     "Comparison",
     "Expectations",
+    "GraderVerdict",
+    "Judge",
+    "JudgeReply",
+    "Judgement",
     "PointTask",
     "RunBudget",
     "RunRow",
@@ -86,6 +99,8 @@ __all__ = [
     "compare",
     "failures",
     "grid_points",
+    "judge_verdicts",
+    "load_judgements",
     "load_results",
     "load_scenario",
     "load_scenarios",

@@ -45,8 +45,11 @@ __all__ = [
     "turn_facts",
 ]
 
-#: every expectation field, in the order the result columns use
-EXPECTATION_KINDS: tuple[str, ...] = tuple(Expectations.model_fields)
+#: every expectation field checked in code, in the order the result columns use (the model
+#: judges, ``judges``, have columns of their own: :mod:`agentkit.eval.judges`)
+EXPECTATION_KINDS: tuple[str, ...] = tuple(
+    name for name in Expectations.model_fields if name != "judges"
+)
 _LIVE_PREFIX = "live-"  # the planner's own re-reads of the live configuration
 
 

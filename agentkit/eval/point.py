@@ -343,6 +343,7 @@ def _row(
         wall_ms=round(wall_ms, 3),
         trace_id=trace_id,
         span_id=span_id,
+        judgements=(),
         transcript=transcript,
     )
     return row, score

@@ -33,6 +33,12 @@ Columns, in order:
   the run's trace: ``trace_id`` (the sweep's trace, which holds the run's span and its turns'
   spans) and ``span_id`` (the run's ``eval_run`` span in it). They are the only figures that
   differ between two runs of the scripted model (:data:`TIMING_COLUMNS`);
+* the judges (scenario ``expect: judges``, :mod:`agentkit.eval.judges`): ``judge_errors``
+  (judges that could not decide: counted apart, never as the agent's failures),
+  ``judge_calls`` and ``judge_tokens`` (the graders' spend, apart from the agent's), one
+  ``judge_<name>`` column per judge (``pass``, ``fail`` or ``judge_error``; NA where it did
+  not run) and ``judgements`` (each judge's verdict, score, reason and graders, as compact
+  JSON: :func:`~agentkit.eval.judges.load_judgements`);
 * last, ``transcript``: everything the run showed, as compact JSON
   (:func:`~agentkit.eval.transcript.load_transcripts` gives the typed values back). It holds
   the conversation's ids, so it differs between two runs too (:data:`RUN_SPECIFIC_COLUMNS`).
@@ -43,6 +49,7 @@ pandas is imported inside the functions, never at import time of agentkit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,9 +57,11 @@ from typing import TYPE_CHECKING
 from agentkit._extras import require
 from agentkit.errors import UsageError
 from agentkit.eval.expectations import EXPECTATION_KINDS
+from agentkit.eval.judges.table import JUDGE_PREFIX, judge_names
 from agentkit.eval.row import EXPECTATION_PREFIX, RunRow, nullable_columns
 from agentkit.eval.scorer import SourceColumns
-from agentkit.eval.transcript import TRANSCRIPT_COLUMN
+from agentkit.eval.task import run_name
+from agentkit.eval.transcript import TRANSCRIPT_COLUMN, load_transcripts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,6 +78,8 @@ __all__ = [
     "repeats",
     "report",
     "require_pandas",
+    "results_beside",
+    "run_ids",
     "save_results",
     "summarize",
     "to_frame",
@@ -104,12 +115,15 @@ def to_frame(rows: Sequence[RunRow], params: Sequence[str] = ()) -> pd.DataFrame
         if row.source is not None and type(row.source) not in sources:
             sources.append(type(row.source))
     names = [key for key in params if key != "model"]
-    columns = RunRow.columns(names, sources)
+    judges = judge_names(row.judgements for row in rows)
+    columns = RunRow.columns(names, sources, judges)
     frame = pd.DataFrame([row.record() for row in rows], columns=columns)
     for kind in EXPECTATION_KINDS:
         frame[EXPECTATION_PREFIX + kind] = frame[EXPECTATION_PREFIX + kind].astype("boolean")
     for column, dtype in nullable_columns().items():
         frame[column] = frame[column].astype(dtype)
+    for judge in judges:
+        frame[JUDGE_PREFIX + judge] = frame[JUDGE_PREFIX + judge].astype("string")
     frame["passed"] = frame["passed"].astype(bool)
     frame.attrs["params"] = names
     return frame
@@ -287,6 +301,36 @@ def report(frame: pd.DataFrame, *, max_failures: int = 20) -> str:
             "--resume with --out runs them"
         )
     return "\n".join(lines)
+
+
+def run_ids(frame: pd.DataFrame) -> list[str]:
+    """Each row's run id, in row order: its transcript's ``run``, else (a table without
+    transcripts, a run that kept none) ``{scenario}--p{point}[--r{repeat}]`` from its columns."""
+    transcripts = (
+        load_transcripts(frame) if TRANSCRIPT_COLUMN in frame.columns else [None] * len(frame)
+    )
+    ids: list[str] = []
+    for transcript, record in zip(transcripts, frame.to_dict("records"), strict=True):
+        if transcript is not None and transcript.run:
+            ids.append(transcript.run)
+        else:
+            repeat = record.get("repeat")
+            ids.append(
+                run_name(
+                    str(record.get("scenario", "")),
+                    int(record.get("point", 0)),
+                    0 if not isinstance(repeat, int | float) or math.isnan(repeat) else int(repeat),
+                )
+            )
+    return ids
+
+
+def results_beside(results: Path | str, part: str, suffix: str | None = None) -> Path:
+    """The file kept beside the results table *results* for *part* (``labels``,
+    ``findings`` …): ``runs.parquet`` → ``runs.labels.jsonl`` (*suffix* given) or
+    ``runs.findings.parquet`` (the table's own suffix)."""
+    path = Path(results)
+    return path.with_name(f"{path.stem}.{part}{suffix if suffix is not None else path.suffix}")
 
 
 def _text(value: object) -> str:

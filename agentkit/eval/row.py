@@ -1,14 +1,17 @@
 """The results table's row, declared once: :class:`RunRow`.
 
 Its fields are the table's columns, in order (:mod:`agentkit.eval.results` documents each);
-three fields stand for a group of columns, expanded where they are declared:
+four fields stand for a group of columns, expanded where they are declared:
 
 * ``params`` — one column per swept or set parameter, named by its dotted key;
 * ``expectations`` — ``exp_<kind>`` for every expectation kind
   (:data:`~agentkit.eval.expectations.EXPECTATION_KINDS`; NA where the scenario does not
   check it);
 * ``source`` — a scenario source's own columns (:mod:`agentkit.eval.scorer`), present in a
-  table only when some row has them.
+  table only when some row has them;
+* ``judgements`` — the run's judges (:mod:`agentkit.eval.judges.table`): ``judge_errors``,
+  ``judge_calls``, ``judge_tokens``, one ``judge_<name>`` column per judge in the table (its
+  outcome), then ``judgements`` (the values, as compact JSON).
 
 ``transcript`` (the run's :class:`~agentkit.eval.transcript.Transcript`) is stored as compact
 JSON in the last column. :meth:`RunRow.columns` derives the column names, :meth:`RunRow.record`
@@ -28,11 +31,19 @@ from typing import Literal
 from pydantic import JsonValue
 
 from agentkit.eval.expectations import EXPECTATION_KINDS
+from agentkit.eval.judges.table import (
+    JUDGE_PREFIX,
+    JUDGEMENTS_COLUMN,
+    judgements_json,
+    parse_judgements,
+)
+from agentkit.eval.judges.values import Judgement
 from agentkit.eval.scorer import SourceColumns
 from agentkit.eval.transcript import TRANSCRIPT_COLUMN, Transcript
 
 __all__ = [
     "EXPECTATION_PREFIX",
+    "JUDGE_FIGURES",
     "Outcome",
     "RunRow",
 ]
@@ -42,7 +53,9 @@ Outcome = Literal["passed", "failed", "error", "budget", "not_started"]
 #: ``exp_<kind>``: one column per expectation kind
 EXPECTATION_PREFIX = "exp_"
 #: the fields that stand for a group of columns
-_GROUPS = ("params", "expectations", "source")
+_GROUPS = ("params", "expectations", "source", JUDGEMENTS_COLUMN)
+#: the judges' figures, first columns of the ``judgements`` group
+JUDGE_FIGURES: tuple[str, ...] = ("judge_errors", "judge_calls", "judge_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +120,8 @@ class RunRow:
     wall_ms: float
     trace_id: str
     span_id: str
+    # -- what the judges decided (scenario ``expect: judges``; empty: none judged the run)
+    judgements: tuple[Judgement, ...]
     # -- everything the run showed
     transcript: Transcript
 
@@ -116,14 +131,20 @@ class RunRow:
             raise ValueError(f"not expectation kinds: {unknown}")
         if "model" in self.params:
             raise ValueError("the model is its own column, not a parameter")
+        names = [item.judge for item in self.judgements]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a judge judged the run twice: {names}")
 
     # -- columns --------------------------------------------------------------------------------
 
     @staticmethod
     def columns(
-        params: Sequence[str] = (), sources: Sequence[type[SourceColumns]] = ()
+        params: Sequence[str] = (),
+        sources: Sequence[type[SourceColumns]] = (),
+        judges: Sequence[str] = (),
     ) -> list[str]:
-        """The table's columns, in order, for these parameter names and source columns."""
+        """The table's columns, in order, for these parameter names, source columns and
+        judge names."""
         names: list[str] = []
         for item in fields(RunRow):
             if item.name == "params":
@@ -133,6 +154,9 @@ class RunRow:
             elif item.name == "source":
                 for source in sources:
                     names += [name for name in source.names() if name not in names]
+            elif item.name == JUDGEMENTS_COLUMN:
+                names += [*JUDGE_FIGURES, *(JUDGE_PREFIX + judge for judge in judges)]
+                names.append(JUDGEMENTS_COLUMN)
             else:
                 names.append(item.name)
         return names
@@ -150,11 +174,23 @@ class RunRow:
             elif item.name == "source":
                 if value is not None:
                     cells.update({name: getattr(value, name) for name in value.names()})
+            elif item.name == JUDGEMENTS_COLUMN:
+                cells["judge_errors"] = self.judge_errors
+                cells["judge_calls"] = sum(judgement.calls for judgement in value)
+                cells["judge_tokens"] = sum(judgement.tokens for judgement in value)
+                for judgement in value:
+                    cells[JUDGE_PREFIX + judgement.judge] = judgement.outcome
+                cells[item.name] = judgements_json(value)
             elif item.name == TRANSCRIPT_COLUMN:
                 cells[item.name] = value.to_json()
             else:
                 cells[item.name] = value
         return cells
+
+    @property
+    def judge_errors(self) -> int:
+        """The judges whose outcome is ``judge_error`` (counted apart from failures)."""
+        return sum(1 for judgement in self.judgements if judgement.outcome == "judge_error")
 
     @property
     def tokens(self) -> int:
@@ -175,7 +211,8 @@ class RunRow:
     ) -> RunRow:
         """The row of a stored table's *record* (a CSV's empty cells and NaN read as missing);
         *params*: the table's parameter columns, *source*: the row's source columns. A table
-        written before transcripts were kept gives an empty transcript."""
+        written before transcripts were kept gives an empty transcript, one written before
+        judges no judgements."""
         cells = {key: _cell(value) for key, value in record.items()}
         hints = _hints()
         values: dict[str, object] = {}
@@ -197,6 +234,8 @@ class RunRow:
                     if source is None
                     else source.model_validate({n: cells.get(n) for n in source.names()})
                 )
+            elif name == JUDGEMENTS_COLUMN:
+                values[name] = parse_judgements(cells.get(name))
             elif name == TRANSCRIPT_COLUMN:
                 text = cells.get(name)
                 values[name] = (

@@ -47,6 +47,7 @@ from pydantic import (
 
 from agentkit._extras import require
 from agentkit.errors import ConfigError, UsageError
+from agentkit.eval.judges.values import Judge
 from agentkit.eval.scorer import RunScorer
 from agentkit.events import Scenario as SessionScenario
 from agentkit.ids import ID_PATTERN
@@ -149,6 +150,20 @@ class Expectations(_Strict):
         description="by toolset name, a partial match of its state snapshot: mappings need "
         "the keys given, lists the same items in any order, values equality",
     )
+    judges: tuple[Judge, ...] = Field(
+        default=(),
+        description="model judges of the whole run (scenario-level expect only): a rubric, "
+        "what they see, graders and a vote (agentkit.eval.judges)",
+    )
+
+    @field_validator("judges")
+    @classmethod
+    def _judges_named_once(cls, judges: tuple[Judge, ...]) -> tuple[Judge, ...]:
+        names = [judge.name for judge in judges]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"judge names are given twice: {twice}")
+        return judges
 
     def tool_names(self) -> Iterator[tuple[str, str]]:
         """``(field, tool name)`` for every tool this names."""
@@ -203,6 +218,8 @@ class Turn(_Strict):
         given = [self.user is not None, self.approve is not None, self.reject]
         if sum(given) != 1:
             raise ValueError("a turn has exactly one of 'user', 'approve' or 'reject'")
+        if self.expect.judges:
+            raise ValueError("judges go in the scenario's expect (they judge the whole run)")
         return self
 
 

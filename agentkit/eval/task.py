@@ -13,7 +13,7 @@ from agentkit.eval.params import Params
 from agentkit.eval.scenario import Scenario
 from agentkit.models.base import ChatModel, SessionBackend
 
-__all__ = ["SCRIPTED", "PointTask", "model_label", "snapshot_agent"]
+__all__ = ["SCRIPTED", "PointTask", "model_label", "run_name", "snapshot_agent"]
 
 #: the model spec that means "each scenario's own scripted replies"
 SCRIPTED = "scripted"
@@ -48,8 +48,14 @@ class PointTask:
     @property
     def run_name(self) -> str:
         """``{scenario}--p{point}`` (``--r{repeat}`` after it for a repeat past the first)."""
-        name = f"{self.scenario.id}--p{self.point}"
-        return f"{name}--r{self.repeat}" if self.repeat else name
+        return run_name(self.scenario.id, self.point, self.repeat)
+
+
+def run_name(scenario: str, point: int, repeat: int = 0) -> str:
+    """A run's name (its id in the results: labels and findings name it), ``{scenario}--p{point}``
+    (``--r{repeat}`` after it for a repeat past the first)."""
+    name = f"{scenario}--p{point}"
+    return f"{name}--r{repeat}" if repeat else name
 
 
 def model_label(model: str | ChatModel | SessionBackend | None) -> str:

@@ -132,10 +132,14 @@ class SecretMask:
     #: secret values met on the way (a planned step's secret-named arguments): one turn's
     #: mask learns them (:meth:`for_turn`, :meth:`learn`)
     learned: set[str] = field(default_factory=set, compare=False)
+    #: what the patterns left of a text, by text: the same history goes into every prompt of
+    #: every turn, and a pattern pass depends only on the (fixed) patterns and the text;
+    #: shared by the turn copies of one registry's mask, bounded by :data:`_MEMO_SIZE`
+    memo: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def for_turn(self) -> SecretMask:
         """A copy that learns for one turn only."""
-        return SecretMask(self.known, self.patterns)
+        return SecretMask(self.known, self.patterns, memo=self.memo)
 
     def values_only(self) -> SecretMask:
         """This mask without its patterns (sharing what it learns): for what is sent to the
@@ -192,9 +196,7 @@ class SecretMask:
             return text
         if self.known is not None or self.learned:
             text = _scrub(text, self.values())
-        for pattern in self.patterns:
-            text = pattern.sub(_masked_match, text)
-        return text
+        return self._patterned(text)
 
     def json(self, value: JsonValue) -> JsonValue:
         """A copy of *value* with secret-named keys' values masked at any depth, and every
@@ -205,9 +207,19 @@ class SecretMask:
         return _mask_with(value, lambda text: self._patterned(_scrub(text, secrets)))
 
     def _patterned(self, text: str) -> str:
+        if not self.patterns or not text:
+            return text
+        memo = self.memo
+        done = memo.get(text)
+        if done is not None:
+            return done
+        masked = text
         for pattern in self.patterns:
-            text = pattern.sub(_masked_match, text)
-        return text
+            masked = pattern.sub(_masked_match, masked)
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[text] = masked
+        return masked
 
     def stream(self) -> StreamMask:
         """A masker for text that arrives in pieces (a streamed reply)."""
@@ -238,6 +250,9 @@ class StreamMask:
         held, self._held = self._held, ""
         return self._mask.text(held)
 
+
+_MEMO_SIZE = 4096
+"""Texts a mask remembers its pattern pass for (then it starts over)."""
 
 _GLOBAL_FLAGS = re.compile(r"^\(\?[aiLmsux]+\)")
 _SCOPED = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.VERBOSE, "x"))
