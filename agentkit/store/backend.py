@@ -168,7 +168,7 @@ class JournalBackend(ABC):
 
         Raises :class:`~agentkit.errors.ConversationBusyError` when another writer holds it
         past *wait*, :class:`~agentkit.errors.ConversationNotFoundError` when there is no
-        such conversation. *brief*: the lease serves one operation of this thread (a backend
+        such conversation. *brief*: the lease serves one operation of the caller (a backend
         may grant it more cheaply than a turn's: PostgreSQL, one transaction)."""
 
     @abstractmethod

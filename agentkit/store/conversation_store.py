@@ -4,11 +4,14 @@ Why: files, memory and PostgreSQL keep records differently, but what a conversat
 records numbered 1…n whose fold is its metadata, history and turn logs — is one thing, so it
 is written once, here, over :class:`~agentkit.store.backend.JournalBackend`:
 
-* **One writer, re-entrant per thread.** :meth:`ConversationStore.hold` takes the backend's
+* **One writer, re-entrant per turn.** :meth:`ConversationStore.hold` takes the backend's
   writer lease for a turn; every write inside it reuses it, and a write outside a turn takes
   a brief one for itself. Notes (:meth:`~ConversationStore.annotate`) made under a lease are
   not written at once: they ride along with the next commit, or are written when the lease
-  is let go.
+  is let go. The hold is the turn's — kept in its context (a ``ContextVar``), not in a
+  thread — so a turn's writes can run in a store thread (:meth:`~ConversationStore.aappend`,
+  :func:`~agentkit.store._offload.off_loop`) and still find it, while another turn on the
+  same event loop never mistakes it for its own.
 * **Records are numbered and folded here**: a commit continues from the lease's metadata and
   record count (:meth:`Views.resume <agentkit.store._records.Views.resume>`), numbers its
   records, fills in a turn's checkpoint as the conversation stands after them, and hands the
@@ -257,7 +260,7 @@ class ConversationStore:
 
     @contextmanager
     def _reading(self, key: ConversationKey, wait: float) -> Iterator[None]:
-        """Writers kept out of *key* for a read that must see it whole (this thread's own
+        """Writers kept out of *key* for a read that must see it whole (the turn's own
         hold, if it has one)."""
         if self._held(key) is not None:
             yield
@@ -396,7 +399,7 @@ class ConversationStore:
     def annotate(self, key: ConversationKey, message_id: str, label: str, text: str) -> None:
         """Add a ``[LABEL]`` block to the turn's ``messages.log`` (not part of the history).
 
-        Not a durability point: inside a turn (this thread holds the lease) the note is
+        Not a durability point: inside a turn (it holds the lease) the note is
         written with the turn's next commit, or when the turn lets go, whichever comes first;
         otherwise at once, without waiting for the disk (a crash before the next durable
         commit may lose it; it never loses a message)."""
@@ -471,7 +474,7 @@ class ConversationStore:
         check_id(message_id, "message")
         hold = self._held(key)
         if hold is not None and hold.pending:
-            self._commit(key, (), durable=False)  # this thread's notes, not yet written
+            self._commit(key, (), durable=False)  # the turn's notes, not yet written
         records = self.backend.read(key, turn=message_id)
         if not records:
             raise UsageError(f"conversation {key} has no turn {message_id!r}")

@@ -37,7 +37,7 @@ Why it is built this way (figures in reference/reliability.md):
 * ``history.json`` stays a valid JSON array: one entry per line, and an append rewrites only
   the closing ``\\n]\\n``. Appending costs O(1) however long the history is; the last N
   messages are read backwards from the journal's end.
-* While a thread holds a conversation's lock it trusts the state it last wrote there and
+* While a turn holds a conversation's lock it trusts the state it last wrote there and
   writes through the files it opened once (:mod:`._held`), closed when it lets go.
 * One writer per conversation across threads and processes (:mod:`._locks`). Creation goes
   through a temp directory renamed into place; deletion renames to a tombstone first.
@@ -142,7 +142,7 @@ class FileJournal(JournalBackend):
         self._suspect: set[Path] = set()  # conversations whose last write failed with an I/O error
         self._states = FolderStates()  # so a turn's writes do not re-read meta.json
         self._dirs: dict[ConversationKey, Path] = {}  # resolved and checked once per key
-        # Each conversation whose lock this thread holds: its state as written or checked
+        # Each conversation whose lock a turn holds: its state as written or checked
         # there and the files open for writing (agentkit.store._held); dropped at release.
         self._held: dict[ConversationKey, HeldFolder] = {}
         self._epochs: dict[ConversationKey, int] = {}  # leases granted in this process
@@ -245,7 +245,7 @@ class FileJournal(JournalBackend):
             ConversationLock.release(fd)
 
     def _let_go(self, key: ConversationKey) -> None:
-        """Forget what this thread knew of *key* under its lock, and close its files."""
+        """Forget what the holder knew of *key* under its lock, and close its files."""
         held = self._held.pop(key, None)
         if held is not None:
             held.close()
