@@ -14,7 +14,7 @@ BFCL_EVAL := 2026.3.23
 PYTEST_FLAGS := -n 2 --dist load
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test lint typecheck pytest test-browser bench chat serve fuzz clean
+.PHONY: help setup lab lab-prepare lab-reset docs test lint typecheck pytest test-browser bench chat serve fuzz clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml scripts/install-llama.sh
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# llama.cpp built for a portable CPU baseline, never -march=native (see the script)
 	scripts/install-llama.sh $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[all,dev,docs]'
 	@# BFCL's dataset and checkers: --no-deps (its requirements pin numpy 1.26 and every vendor
 	@# SDK; what agentkit uses of it needs only the bfcl extra, installed with all above)
 	$(BIN)/python -m pip install --quiet --no-deps 'bfcl-eval==$(BFCL_EVAL)'
@@ -34,11 +34,32 @@ $(STAMP): pyproject.toml scripts/install-llama.sh
 
 setup: $(STAMP) ## Create .venv and install agentkit with every extra (all) and the dev tools
 
-lab: $(STAMP) ## Start JupyterLab on notebooks/ (127.0.0.1; prints the URL with its token)
-	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(LAB_PORT) --allow-root \
-		--ServerApp.root_dir=notebooks
+# `make lab` serves a working copy, never the tracked files: notebooks are copied to
+# .lab/notebooks (cp -u: a notebook changed in git replaces its copy, your own edits stay
+# otherwise) and the data root is .lab/data (the sample agents without their conversations,
+# and the scenarios), so Run All writes no outputs into notebooks/*.ipynb and no conversation
+# into ./data. `make lab-reset` throws the working copy away.
+LAB_DIR := .lab
+lab: $(STAMP) lab-prepare ## Start JupyterLab on a working copy of notebooks/ (.lab/; prints the URL with its token)
+	@echo "Serving a working copy: notebooks in $(LAB_DIR)/notebooks, data root $(LAB_DIR)/data (the tracked files stay untouched)"
+	AGENTKIT_DATA_DIR=$(abspath $(LAB_DIR))/data $(BIN)/jupyter lab --no-browser --ip=127.0.0.1 \
+		--port=$(LAB_PORT) --allow-root --ServerApp.root_dir=$(LAB_DIR)/notebooks
 
-test: $(STAMP) lint typecheck pytest ## Set up, then run lint, type checks and every test
+lab-prepare: ## Lay out (or refresh) the lab's working copy in .lab/ without starting JupyterLab
+	@mkdir -p $(LAB_DIR)/notebooks
+	@cp -u notebooks/*.ipynb $(LAB_DIR)/notebooks/
+	@test -d $(LAB_DIR)/data || $(PYTHON) -c "import shutil, sys; shutil.copytree('data', sys.argv[1], ignore=shutil.ignore_patterns('conversations', '.*.lock', 'agentkit.db*'))" $(LAB_DIR)/data
+	@ln -sfn $(abspath docs) $(LAB_DIR)/docs
+
+lab-reset: ## Throw away the lab's working copy (.lab/: notebook edits, outputs, conversations)
+	rm -rf $(LAB_DIR)
+
+docs: $(STAMP) ## Build the documentation site into site/ (mkdocs --strict, offline); prints how to open it
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@echo "Documentation built: open file://$(CURDIR)/site/index.html in a browser"
+	@echo "(or serve it: $(BIN)/python -m http.server -d site 8000, then http://127.0.0.1:8000)"
+
+test: $(STAMP) lint typecheck docs pytest ## Set up, then lint, type checks, the docs site and every test
 
 lint: $(STAMP) ## Ruff (lint + format check)
 	$(BIN)/ruff check agentkit agentkit_desk lab tests bench
@@ -65,11 +86,12 @@ bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under b
 	command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace) || true
 	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_telemetry.py
-	$(BIN)/python bench/bench_eval.py
+	nice -n 10 $(BIN)/python bench/bench_eval.py
 	$(BIN)/python bench/bench_llama.py
 	@# peers to measure against: installed here only, never by setup or test
 	$(BIN)/python -m pip install --quiet 'langgraph==1.2.24' 'langgraph-checkpoint-sqlite==3.1.2' \
-		'openai-agents==0.24.0'
+		'openai-agents==0.24.0' 'inspect-ai==0.3.285'
+	nice -n 10 $(BIN)/python bench/bench_eval_inspect.py
 	$(BIN)/python bench/bench_planner.py
 	$(BIN)/python bench/bench_desk_turn.py
 	$(BIN)/python bench/bench_compression.py
@@ -88,5 +110,5 @@ fuzz: $(STAMP) ## Fuzz the HTTP API with schemathesis for FUZZ_SECONDS (600); pr
 	AGENTKIT_FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/pytest tests/test_api_fuzz.py \
 		-p no:cacheprovider -q -s --timeout=$$(( $(FUZZ_SECONDS) + 300 ))
 
-clean: ## Remove the virtualenv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+clean: ## Remove the virtualenv, caches and the built site
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site

@@ -8,6 +8,9 @@ with its Wilson 95% interval, and :func:`pass_rate_figure` plots them: two bare 
 never shown without their uncertainty. The figure is drawn on a bare
 ``matplotlib.figure.Figure`` (no pyplot, so no global state and no GUI backend) and shipped as
 PNG bytes, which an ``ipywidgets.Image`` shows the same way in a kernel and in a test.
+:func:`judge_rates` puts a judge's pass rate per variant next to its agreement with your
+labels (:func:`agentkit.eval.agreement.judge_agreement`): a judge's rate is shown with how far
+it is to be trusted, or with "too few labels" when there is no figure.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 from agentkit import Agent, Message, TaskState
 from agentkit.errors import UsageError
+from agentkit.eval.agreement import Agreement
 from agentkit.memory.sweep import SweepRow, ThresholdGrid, load_scenario
 from matplotlib.figure import Figure
 
@@ -28,6 +32,7 @@ __all__ = [
     "SweepSource",
     "conversation_source",
     "figure_png",
+    "judge_rates",
     "parse_facts",
     "parse_grid",
     "parse_values",
@@ -231,3 +236,28 @@ def pass_rate_figure(rates: pd.DataFrame, title: str = "") -> Figure:
     axes.set_title(title or "pass rate per variant")
     axes.grid(axis="y", alpha=0.3)
     return figure
+
+
+def judge_rates(
+    table: pd.DataFrame, judge: str, agreement: Agreement, by: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """Per variant (as :func:`variant_rates`): the judge *judge*'s pass rate with its Wilson
+    interval (runs it judged pass or fail; ``judge_error`` left out), then its agreement
+    with the labels: ``agreement``, ``kappa``, ``kappa_low``, ``kappa_high`` (NaN when there
+    are too few labelled runs) and ``trust``, the agreement's one-line summary."""
+    column = f"judge_{judge}"
+    if column not in table:
+        raise UsageError(f"no judge {judge!r} in this table (no {column} column)")
+    verdicts = table[column].astype("string")
+    judged = table.loc[verdicts.isin(["pass", "fail"])].assign(
+        passed=lambda frame: frame[column].astype("string") == "pass"
+    )
+    rates = variant_rates(judged, by=by)
+    rates.insert(0, "judge", judge)
+    missing = float("nan")
+    rates["agreement"] = agreement.rate if agreement.rate is not None else missing
+    rates["kappa"] = agreement.kappa if agreement.kappa is not None else missing
+    rates["kappa_low"] = agreement.low if agreement.low is not None else missing
+    rates["kappa_high"] = agreement.high if agreement.high is not None else missing
+    rates["trust"] = agreement.summary()
+    return rates

@@ -45,6 +45,7 @@ COLUMNS = [
     "compression_strategy", "facts_ungrounded", "facts_total", "facts_kept", "fact_retention",
     "final_status", "result_status", "answer", "errors", "budget_reason",
     "sim_turns", "sim_stopped_by", "sim_model_calls", "sim_tokens", "attempts",
+    "transport_retries",
     "latency_ms", "wall_ms", "trace_id", "span_id",
     "judge_errors", "judge_calls", "judge_tokens", "judgements",
     "transcript",
@@ -52,7 +53,7 @@ COLUMNS = [
 
 
 def test_the_columns_are_pinned(data_dir: Path) -> None:
-    assert RunRow.columns() == COLUMNS and len(COLUMNS) == 71
+    assert RunRow.columns() == COLUMNS and len(COLUMNS) == 72
     frame = run_eval(
         [scenario("desk_status_command_en")], model="scripted", data_dir=data_dir, progress=False
     )
@@ -123,7 +124,7 @@ def test_a_scorer_adds_its_columns_and_its_verdict(data_dir: Path, tmp_path: Pat
     plain = scenario("desk_status_command_en")
     frame = run_eval([right, wrong, plain], model="scripted", data_dir=data_dir, progress=False)
     names = ["probe_id", "probe_tools", "probe_valid"]
-    at = list(frame.columns).index("attempts") + 1
+    at = list(frame.columns).index("transport_retries") + 1
     assert list(frame.columns) == [*COLUMNS[:at], *names, *COLUMNS[at:]]
     good, bad, other = (row(frame, name) for name in (trader.id, "wrong", plain.id))
     assert (good["probe_id"], good["probe_tools"], good["probe_valid"]) == ("item-1", 6, True)

@@ -23,7 +23,8 @@ from agentkit.models.base import (
     TextDelta,
     ToolCallRequest,
 )
-from agentkit.models.openai import DEFAULT_BASE_URL, OpenAIModel, _retry_delay
+from agentkit.models.openai import DEFAULT_BASE_URL, OpenAIModel
+from agentkit.models.transport import MAX_BACKOFF, retry_delay
 from agentkit.types import Usage
 
 from .fakes.openai_server import Reply, ScriptedOpenAIServer, chunk, usage_chunk
@@ -292,11 +293,16 @@ def test_from_env_reads_the_key(
     assert server.requests[0].headers["authorization"] == "Bearer sk-env"
 
 
-def test_retry_delay_honours_retry_after_with_a_cap() -> None:
-    assert _retry_delay({"retry-after": "2"}, 0, 0.5) == 2.0
-    assert _retry_delay({"retry-after": "3600"}, 0, 0.5) == 30.0
-    assert _retry_delay({}, 2, 0.5) == 2.0
-    assert _retry_delay({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 1, 0.5) == 1.0
+def test_retry_delay_honours_retry_after_with_a_cap_else_backs_off_with_jitter() -> None:
+    assert retry_delay({"retry-after": "2"}, 0, 0.5, cap=30.0) == 2.0
+    assert retry_delay({"retry-after-ms": "250"}, 0, 0.5, cap=30.0) == 0.25
+    assert retry_delay({"retry-after": "3600"}, 0, 0.5, cap=30.0) == 30.0
+    # backoff * 2**attempt, shortened by up to 25 % (jitter), capped at MAX_BACKOFF
+    delays = {retry_delay({}, 2, 0.5, cap=30.0) for _ in range(50)}
+    assert all(1.5 <= delay <= 2.0 for delay in delays) and len(delays) > 1
+    http_date = {"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}
+    assert 0.75 <= retry_delay(http_date, 1, 0.5, cap=30.0) <= 1.0
+    assert retry_delay(None, 20, 0.5, cap=30.0) <= MAX_BACKOFF
 
 
 # -- structured output: negotiating the request shape per endpoint ----------------------------

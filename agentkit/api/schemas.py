@@ -37,6 +37,7 @@ __all__ = [
     "ForkRequest",
     "Health",
     "NonBlankStr",
+    "is_blank",
     "ApprovalBody",
     "ApprovalList",
     "DecisionBody",
@@ -52,12 +53,24 @@ ID_REGEX = f"^{ID_PATTERN}$"
 _STRIPPED = (
     r"\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 )
-#: Matches (searched, as JSON Schema does) exactly the strings whose ``.strip()`` is not empty.
-NON_BLANK_REGEX = f"[^{_STRIPPED}]"
+#: Matches exactly the strings whose ``.strip()`` is not empty: stripped characters, one that
+#: is not, then anything. Anchored and spanning the whole string on purpose, so it means the
+#: same searched (JSON Schema), full-matched, or rewritten by a tool that folds
+#: ``minLength``/``maxLength`` into the pattern: schemathesis turns an unanchored ``[^…]`` with
+#: length bounds into ``^[^…]{1,N}$`` (every character non-blank), which refused
+#: ``"\u001ex"`` although the server accepts it (issue 40). ``[\s\S]`` is any character in
+#: both dialects.
+NON_BLANK_REGEX = f"^[{_STRIPPED}]*[^{_STRIPPED}][\\s\\S]*$"
+
+
+def is_blank(value: str) -> bool:
+    """The server's rule, the one :data:`NON_BLANK_REGEX` publishes: nothing but what
+    ``str.strip()`` removes."""
+    return not value.strip()
 
 
 def _non_blank(value: str) -> str:
-    if not value.strip():
+    if is_blank(value):
         raise ValueError("needs a character that is not whitespace")
     return value
 

@@ -227,8 +227,28 @@ def eval_command(
     agent: Annotated[
         str | None, typer.Option("--agent", help="BFCL: the agent items run on (bfcl-001).")
     ] = None,
+    judge_model: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-model",
+            help="Who grades the scenarios' judges (expect: judges): a model spec, or "
+            "'scripted' for each judge's script (default: the run's model).",
+        ),
+    ] = None,
+    allow_errors: Annotated[
+        bool,
+        typer.Option(
+            "--allow-errors",
+            help="Exit 0 even when runs ended in an error (by default such a sweep exits 1).",
+        ),
+    ] = False,
 ) -> None:
     """Run scenarios at every point of a parameter grid; print a summary, write a table.
+
+    A run that could not finish (its model endpoint down, a crash, the turn time limit) is a
+    row with ``error`` set; the summary counts them and the command exits 1 when there are
+    any, after writing the table (``--allow-errors``: exit 0). Failed expectations are
+    results, not errors: they never change the exit status.
 
     Ctrl-C stops cleanly: the table so far (finished runs, the rest not started) is written
     to --out, and --resume runs the rest."""
@@ -244,6 +264,7 @@ def eval_command(
             run_eval,
             save_results,
         )
+        from agentkit.eval.results import run_errors
 
         target = check_output_path(out) if out is not None else None
         suites = [str(path) for path in scenarios if str(path).startswith("bfcl:")]
@@ -278,6 +299,7 @@ def eval_command(
                 max_seconds=max_seconds,
                 sweep_max_tokens=sweep_max_tokens,
                 concurrency=concurrency,
+                judge_model=judge_model,
             )
         except SweepInterrupted as stopped:
             _save_interrupted(stopped, target)
@@ -292,6 +314,8 @@ def eval_command(
         if target is not None:
             save_results(frame, target)
             typer.echo(f"wrote {target} ({len(frame)} rows, {len(frame.columns)} columns)")
+        if run_errors(frame) and not allow_errors:
+            raise typer.Exit(1)
 
 
 def _with_suites(

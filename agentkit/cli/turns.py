@@ -51,6 +51,13 @@ async def _turn(agent: Agent, conversation_id: str | None, text: str, as_json: b
     return result
 
 
+def _continue_hint(agent_id: str, conversation_id: str) -> str:
+    return (
+        f"conversation: {conversation_id} "
+        f"(continue it: agentkit send {agent_id} -c {conversation_id} MESSAGE)"
+    )
+
+
 @app.command("send")
 def send_command(
     ctx: typer.Context,
@@ -63,7 +70,11 @@ def send_command(
     ] = False,
     store: StoreOption = None,
 ) -> None:
-    """Send one message and print the reply as it streams."""
+    """Send one message and print the reply as it streams.
+
+    The reply goes to stdout; the conversation id, which the next message needs to continue
+    the conversation (``-c``), goes to stderr, so stdout stays the reply.
+    """
 
     async def run() -> None:
         from agentkit.agent import Agent
@@ -73,6 +84,8 @@ def send_command(
             result = await _turn(agent, conversation_id, text, as_json)
         finally:
             await agent.aclose()
+        if result.conversation_id:
+            typer.echo(_continue_hint(agent_id, result.conversation_id), err=True)
         if result.status == "failed":
             raise typer.Exit(1)
 

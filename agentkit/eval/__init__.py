@@ -24,12 +24,16 @@ source's own columns), :mod:`~agentkit.eval.judges` (model judges: ``expect: jud
 :mod:`~agentkit.eval.results` (the table), :mod:`~agentkit.eval.sweep` (``run_eval``);
 :mod:`~agentkit.eval.simulator` (simulated users), :mod:`~agentkit.eval.budget` (budgets),
 :mod:`~agentkit.eval.concurrency` and :mod:`~agentkit.eval.pools` (runs at once),
-:mod:`~agentkit.eval.stats` and :mod:`~agentkit.eval.compare` (paired comparisons).
+:mod:`~agentkit.eval.stats` and :mod:`~agentkit.eval.compare` (paired comparisons);
+:mod:`~agentkit.eval.labels` (a person's labels, kept beside the table),
+:mod:`~agentkit.eval.agreement` (a judge against them: kappa with its interval) and
+:mod:`~agentkit.eval.scanners` (transcript scanners that flag rare failures).
 pandas, pyarrow, dask and tqdm (the ``eval`` extra) are imported only when used.
 """
 
 from __future__ import annotations
 
+from agentkit.eval.agreement import Agreement, agreement, judge_agreement
 from agentkit.eval.budget import RunBudget
 from agentkit.eval.compare import Comparison, compare
 from agentkit.eval.executors import SweepInterrupted
@@ -41,6 +45,8 @@ from agentkit.eval.judges import (
     JudgeReply,
     load_judgements,
 )
+from agentkit.eval.judges.grading import GraderModels, JudgeCache, judge_run, judge_transcript
+from agentkit.eval.labels import Label, add_label, load_labels, with_labels
 from agentkit.eval.params import grid_points, parse_grid, parse_sets
 from agentkit.eval.point import run_point
 from agentkit.eval.results import (
@@ -51,6 +57,7 @@ from agentkit.eval.results import (
     load_results,
     repeats,
     report,
+    run_ids,
     save_results,
     summarize,
     to_frame,
@@ -65,7 +72,7 @@ from agentkit.eval.scenario import (
     load_scenarios,
 )
 from agentkit.eval.scorer import RunScorer, SourceColumns, SourceScore
-from agentkit.eval.scoring import judge_verdicts
+from agentkit.eval.scoring import Rescored, judge_verdicts, rescore
 from agentkit.eval.sweep import plan_runs, run_eval
 from agentkit.eval.task import SCRIPTED, PointTask
 from agentkit.eval.transcript import RunState, Transcript, UserTurn, load_transcripts
@@ -75,14 +82,19 @@ __all__ = [
     "RUN_SPECIFIC_COLUMNS",
     "SCRIPTED",
     "TIMING_COLUMNS",
+    "Agreement",
     "Check",
     "Comparison",
     "Expectations",
+    "GraderModels",
     "GraderVerdict",
     "Judge",
+    "JudgeCache",
     "JudgeReply",
     "Judgement",
+    "Label",
     "PointTask",
+    "Rescored",
     "RunBudget",
     "RunRow",
     "RunScorer",
@@ -95,12 +107,18 @@ __all__ = [
     "Transcript",
     "Turn",
     "UserTurn",
+    "add_label",
+    "agreement",
     "check_output_path",
     "compare",
     "failures",
     "grid_points",
+    "judge_agreement",
+    "judge_run",
+    "judge_transcript",
     "judge_verdicts",
     "load_judgements",
+    "load_labels",
     "load_results",
     "load_scenario",
     "load_scenarios",
@@ -110,9 +128,12 @@ __all__ = [
     "plan_runs",
     "repeats",
     "report",
+    "rescore",
     "run_eval",
+    "run_ids",
     "run_point",
     "save_results",
     "summarize",
     "to_frame",
+    "with_labels",
 ]

@@ -12,6 +12,11 @@ Invariants:
 * **independence**: every run builds a fresh data root (removed afterwards unless
   ``keep_dir`` asks to keep it), so runs share nothing, can run in any order, anywhere, and
   give the same row for the scripted model;
+* **a run whose model endpoint failed is an error**, not a result: a model request that failed
+  for good (the endpoint down after the backend's retries, a 401, a broken stream:
+  :mod:`agentkit.models.transport` counts them) sets the row's ``error``, also when the agent
+  carried on without the call (a planner's fallback); ``transport_retries`` counts the
+  requests sent again;
 * **one row per run, whatever happens**: a run that cannot finish (a failing out-of-band call,
   a crash, the turn time limit) is a row with ``error`` set and ``passed`` False, and keeps
   the transcript of what it did;
@@ -46,14 +51,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agentkit.eval.dialogue import Chat, RunError, RunLog, UserSide, dialogue_for
 from agentkit.eval.expectations import EXPECTATION_KINDS, Check, Observed, check
 from agentkit.eval.expectations import summarize_checks as verdicts
-from agentkit.eval.row import Outcome, RunRow
+from agentkit.eval.judges.grading import GraderModels, judge_checks, judge_transcript
+from agentkit.eval.judges.values import Judgement
+from agentkit.eval.row import RunRow, outcome_of
 from agentkit.eval.scorer import SourceScore
 from agentkit.eval.task import PointTask, model_label
 from agentkit.eval.transcript import RunState, Transcript
 from agentkit.eval.world import RunWorld, run_root
 from agentkit.memory.fidelity import fact_retention
+from agentkit.models.base import ChatModel
+from agentkit.models.transport import TransportCount, counting_transport
 from agentkit.telemetry import Telemetry, Trace
 from agentkit.telemetry import semconv as sc
+from agentkit.tools import SecretMask
 
 if TYPE_CHECKING:
     from agentkit.eval.pools import EndpointPools
@@ -97,13 +107,14 @@ def run_point(task: PointTask) -> RunRow:
     worker = in_worker()
     if worker and task.traceparent is not None:
         export_from_worker()
-    attempts = 0
+    attempts = retried = 0
     try:
         while True:
             attempts += 1
             row = _attempt(task)
+            retried += row.transport_retries
             if not row.error or attempts > task.retries:
-                return row.with_attempts(attempts)
+                return row.with_attempts(attempts, retried)
     finally:
         if worker:
             from agentkit.telemetry.setup import flush
@@ -114,12 +125,13 @@ def run_point(task: PointTask) -> RunRow:
 async def run_point_async(task: PointTask, pools: EndpointPools | None = None) -> RunRow:
     """:func:`run_point` on the running event loop (many runs at once on one loop); *pools*
     gives the runs' ``openai:`` models one connection pool per endpoint."""
-    attempts = 0
+    attempts = retried = 0
     while True:
         attempts += 1
         row = await _attempt_async(task, pools)
+        retried += row.transport_retries
         if not row.error or attempts > task.retries:
-            return row.with_attempts(attempts)
+            return row.with_attempts(attempts, retried)
 
 
 def not_started_row(task: PointTask, reason: str) -> RunRow:
@@ -168,6 +180,11 @@ async def _attempt_async(task: PointTask, pools: EndpointPools | None) -> RunRow
 
 async def _run(world: RunWorld) -> RunRow:
     """The run in *world*: its span, its dialogue, its checks, its row."""
+    with counting_transport() as transport:  # every model of the run counts its requests
+        return await _counted(world, transport)
+
+
+async def _counted(world: RunWorld, transport: TransportCount) -> RunRow:
     task, scenario = world.task, world.scenario
     trace = _trace(task)
     started = time.perf_counter()
@@ -175,17 +192,21 @@ async def _run(world: RunWorld) -> RunRow:
     dialogue = dialogue_for(world)
     error = error_type = ""
     final: RunState | None = None
+    judgements: tuple[Judgement, ...] = ()
     try:
-        with trace.root.activate():  # the turns' spans are the run's children
+        with trace.root.activate():  # the turns' and the judges' spans are the run's children
             world.materialise()
             chat = Chat(world, log)
             try:
                 await dialogue.run(chat)
                 final = chat.observe(log.facts.usage.calls)
             finally:
+                mask = chat.agent.tools.mask
                 await chat.aclose()
             if not world.meter.reason:  # a run stopped by its budget is not judged
                 log.checks += check(scenario.expect, Observed.of(log.facts, final), "run")
+                seen = _transcript(task, log, dialogue.user_side(), final)
+                judgements = await _judge(world, seen, mask)
     except RunError as failure:
         error, error_type = str(failure), "eval_run_error"
     except Exception as failure:  # one row per run, whatever happens
@@ -193,15 +214,20 @@ async def _run(world: RunWorld) -> RunRow:
     except BaseException as failure:  # cancelled: the span ends, the error goes on
         trace.end(error_type=type(failure).__qualname__)
         raise
+    if transport.failures and not error:  # whatever the agent made of it, not a fair result
+        error = f"{transport.failures} model request(s) failed: {transport.last_failure}"
+        error_type = "transport_error"
     wall_ms = (time.perf_counter() - started) * 1000
     row, score = _row(
         task,
         log,
         dialogue.user_side(),
         final,
+        judgements=judgements,
         error=error.replace(str(world.root), "<run>"),
         budget=world.meter.reason,
         wall_ms=wall_ms,
+        transport_retries=transport.retries,
         trace_id=trace.trace_id,
         span_id=trace.root.span_id,
     )
@@ -229,6 +255,40 @@ def _trace(task: PointTask) -> Trace:
     )
 
 
+async def _judge(
+    world: RunWorld, transcript: Transcript, mask: SecretMask
+) -> tuple[Judgement, ...]:
+    """The scenario's judges on the run (graded by each judge's model, else the task's judge
+    model, else the run's model); a grader that fails is a ``judge_error``, never raised."""
+    judges = world.scenario.expect.judges
+    if not judges:
+        return ()
+    task = world.task
+    chosen = task.judge_model if task.judge_model is not None else task.model
+    default = chosen if isinstance(chosen, str | ChatModel) else None
+    models = GraderModels(default, base_dir=world.folder)
+    # the graders' requests are counted apart: a judge's failed request is its judge_error,
+    # never the run's transport error
+    with counting_transport():
+        try:
+            return await judge_transcript(
+                judges, transcript, models, agent_dir=world.folder, mask=mask
+            )
+        finally:
+            await models.aclose()
+
+
+def _transcript(task: PointTask, log: RunLog, user: UserSide, final: RunState | None) -> Transcript:
+    """What the run showed, as its row keeps it."""
+    return Transcript(
+        run=task.run_name,
+        scenario=task.scenario.id,
+        turns=log.turns,
+        final=final,
+        user_calls=list(user.calls),
+    )
+
+
 def _score(task: PointTask, transcript: Transcript) -> tuple[SourceScore | None, str]:
     """The scenario source's score of the run (None: no scorer), and why scoring failed."""
     scorer = task.scenario.scorer
@@ -246,9 +306,11 @@ def _row(
     user: UserSide,
     final: RunState | None,
     *,
+    judgements: tuple[Judgement, ...] = (),
     error: str = "",
     budget: str = "",
     wall_ms: float = 0.0,
+    transport_retries: int = 0,
     trace_id: str = "",
     span_id: str = "",
     not_started: str | None = None,
@@ -256,18 +318,13 @@ def _row(
     """The row of a run that logged *log* (or never started: *not_started* says why), and
     its scenario source's score."""
     scenario, facts = task.scenario, log.facts
-    transcript = Transcript(
-        run=task.run_name,
-        scenario=scenario.id,
-        turns=log.turns,
-        final=final,
-        user_calls=list(user.calls),
-    )
+    transcript = _transcript(task, log, user, final)
     score, scoring_error = _score(task, transcript)
     error = error or scoring_error
     checks = list(log.checks)
     if score is not None and score.passed is not None:
         checks.append(Check(score.kind, "run", score.passed, "" if score.passed else score.detail))
+    checks += judge_checks(judgements)
     failed = [item for item in checks if not item.passed]
     last = facts.compressions[-1] if facts.compressions else None
     retention = (
@@ -275,18 +332,10 @@ def _row(
         if final is not None and scenario.facts
         else None
     )
-    passed = not error and not failed and not budget and not_started is None
-    outcome: Outcome = (
-        "not_started"
-        if not_started is not None
-        else "error"
-        if error
-        else "budget"
-        if budget
-        else "passed"
-        if passed
-        else "failed"
+    outcome = outcome_of(
+        error=error, failed=bool(failed), budget=bool(budget), not_started=not_started is not None
     )
+    passed = outcome == "passed"
     row = RunRow(
         scenario=scenario.id,
         title=scenario.title,
@@ -338,12 +387,13 @@ def _row(
         sim_model_calls=user.usage.calls,
         sim_tokens=user.usage.input_tokens + user.usage.output_tokens,
         attempts=0,
+        transport_retries=transport_retries,
         source=score.columns if score is not None else None,
         latency_ms=round(facts.latency_ms, 3),
         wall_ms=round(wall_ms, 3),
         trace_id=trace_id,
         span_id=span_id,
-        judgements=(),
+        judgements=judgements,
         transcript=transcript,
     )
     return row, score
@@ -377,3 +427,6 @@ def _evaluated(trace: Trace, row: RunRow, score: SourceScore | None) -> None:
         result(score.kind, 1.0 if verdict else 0.0, "pass" if verdict else "fail", score.detail)
     if row.fact_retention is not None:
         result("fact_retention", float(row.fact_retention), None)
+    for judgement in row.judgements:
+        score_value = judgement.score if judgement.score is not None else float("nan")
+        result(f"judge_{judgement.judge}", score_value, judgement.outcome, judgement.reason)

@@ -26,7 +26,9 @@ Columns, in order:
   did not start), ``sim_turns`` (messages the simulated user sent), ``sim_stopped_by``
   (``user_done``, ``user_gave_up``, ``max_turns``, ``error``, ``budget``; "" for fixed turns),
   ``sim_model_calls`` and ``sim_tokens`` (the simulator's own spend), ``attempts`` (1, or more
-  when ``--retries`` re-ran an error; 0 for a run not started);
+  when ``--retries`` re-ran an error; 0 for a run not started), ``transport_retries`` (model
+  requests sent again after a transient fault: a refused or reset connection, a 429, a 5xx;
+  :mod:`agentkit.models.transport`);
 * a scenario source's own columns, when its scenarios have a scorer
   (:mod:`agentkit.eval.scorer`: e.g. ``bfcl_id``; NA in the rows of other scenarios);
 * timings: ``latency_ms`` (the turns' own figures), ``wall_ms`` (the whole run), then
@@ -79,6 +81,7 @@ __all__ = [
     "report",
     "require_pandas",
     "results_beside",
+    "run_errors",
     "run_ids",
     "save_results",
     "summarize",
@@ -183,7 +186,7 @@ def summarize(frame: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
     summary = grouped.agg(
         runs=("_ran", "sum"),
         passed=("passed", "sum"),
-        errors=("error", lambda s: int((s.fillna("").astype(str) != "").sum())),
+        errors=("error", lambda s: int((s.astype(object).fillna("").astype(str) != "").sum())),
         checks_failed=("checks_failed", "sum"),
         model_calls=("model_calls", "mean"),
         tokens=("output_tokens", "mean"),
@@ -293,6 +296,18 @@ def report(frame: pd.DataFrame, *, max_failures: int = 20) -> str:
             lines.append(f"  … and {len(failed) - max_failures} more (see the failures column)")
     else:
         lines.append(f"\nall {ran} runs passed")
+    errors = run_errors(frame)
+    if errors:
+        retried = int(frame["transport_retries"].sum()) if "transport_retries" in frame else 0
+        lines.append(
+            f"{errors} of {ran} runs ended in an error (they were not judged)"
+            + (f"; {retried} model requests were retried" if retried else "")
+        )
+    if "judge_errors" in frame and int(frame["judge_errors"].sum()):
+        lines.append(
+            f"{int(frame['judge_errors'].sum())} judge errors (a judge could not decide: "
+            "counted apart, not as failures; see the judge_<name> columns)"
+        )
     unstarted = frame.loc[~_ran(frame)]
     if len(unstarted):
         reason = _text(unstarted["budget_reason"].iloc[0]) if "budget_reason" in frame else ""
@@ -301,6 +316,14 @@ def report(frame: pd.DataFrame, *, max_failures: int = 20) -> str:
             "--resume with --out runs them"
         )
     return "\n".join(lines)
+
+
+def run_errors(frame: pd.DataFrame) -> int:
+    """How many runs ended in an error (``outcome`` ``error``: a run that could not finish,
+    as opposed to a failed expectation); ``agentkit eval`` exits 1 when there are any."""
+    if "outcome" not in frame:
+        return 0
+    return int((frame["outcome"].astype(str) == "error").sum())
 
 
 def run_ids(frame: pd.DataFrame) -> list[str]:

@@ -46,6 +46,7 @@ __all__ = [
     "JUDGE_FIGURES",
     "Outcome",
     "RunRow",
+    "outcome_of",
 ]
 
 #: a run's outcome (the ``outcome`` column)
@@ -113,6 +114,8 @@ class RunRow:
     sim_model_calls: int
     sim_tokens: int
     attempts: int
+    #: requests the model backends sent again after a transient fault (all attempts)
+    transport_retries: int
     #: a scenario source's own columns (None: a scenario without a scorer)
     source: SourceColumns | None
     # -- timings and the run's trace: differ between two runs of the scripted model
@@ -197,8 +200,9 @@ class RunRow:
         """The tokens the run spent: the agent's (input + output) and the simulated user's."""
         return self.input_tokens + self.output_tokens + self.sim_tokens
 
-    def with_attempts(self, attempts: int) -> RunRow:
-        return replace(self, attempts=attempts)
+    def with_attempts(self, attempts: int, transport_retries: int) -> RunRow:
+        """The row of the last of *attempts*, with the retries of all of them."""
+        return replace(self, attempts=attempts, transport_retries=transport_retries)
 
     # -- reading a stored row back ---------------------------------------------------------------
 
@@ -246,6 +250,19 @@ class RunRow:
             else:
                 values[name] = _typed(cells.get(name), hints[name])
         return cls(**values)  # type: ignore[arg-type]  # each value checked by _typed
+
+
+def outcome_of(*, error: str, failed: bool, budget: bool, not_started: bool) -> Outcome:
+    """A run's outcome: ``not_started``, else ``error`` (it could not finish), else ``budget``
+    (stopped by its budget), else ``passed`` when no check failed, else ``failed``; ``passed``
+    is the one outcome whose ``passed`` column is True."""
+    if not_started:
+        return "not_started"
+    if error:
+        return "error"
+    if budget:
+        return "budget"
+    return "failed" if failed else "passed"
 
 
 @cache

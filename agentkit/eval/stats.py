@@ -8,6 +8,10 @@
   (scipy's ``binomtest``, which the ``eval`` extra installs);
 * :func:`paired_bootstrap` — the paired difference of two pass rates with a percentile
   bootstrap interval over the pairs, from a fixed seed (the same tables give the same interval);
+* :func:`cohen_kappa` — Cohen's kappa of two raters' labels on the same items (any categories:
+  pass/fail or scores), and :func:`kappa_bootstrap` its percentile bootstrap interval over
+  the items, from a fixed seed (resamples where kappa is undefined — every label the same
+  category — are left out);
 * :func:`pass_at_k` / :func:`pass_hat_k` — of n repeats with c passes, the chance that at
   least one / every one of k repeats passes (the unbiased estimators of Chen et al. 2021 and
   tau-bench; with k = n they are "any passed" and "all passed").
@@ -16,13 +20,22 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from agentkit._extras import require
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    NDArray = npt.NDArray[Any]
 
 __all__ = [
     "DEFAULT_SEED",
     "Z95",
+    "bootstrap_picks",
+    "cohen_kappa",
+    "kappa_bootstrap",
     "mcnemar_exact",
     "paired_bootstrap",
     "pass_at_k",
@@ -77,12 +90,93 @@ def paired_bootstrap(
     import numpy as np
 
     differences = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
-    generator = np.random.default_rng(seed)
-    picks = generator.integers(0, len(differences), size=(resamples, len(differences)))
+    picks = bootstrap_picks(len(differences), seed=seed, resamples=resamples)
     means = differences[picks].mean(axis=1)
     tail = (1 - confidence) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return float(differences.mean()), float(low), float(high)
+
+
+def bootstrap_picks(n: int, *, seed: int = DEFAULT_SEED, resamples: int = 10_000) -> NDArray:
+    """The items each bootstrap resample draws: a ``(resamples, n)`` array of indices in
+    ``0 … n-1`` from numpy's default generator seeded with *seed* (every bootstrap here draws
+    its resamples this way: the same seed gives the same resamples)."""
+    import numpy as np
+
+    generator = np.random.default_rng(seed)
+    return generator.integers(0, n, size=(resamples, n))
+
+
+def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
+    """Cohen's kappa of the paired labels ``(a[i], b[i])``: ``(p_o - p_e) / (1 - p_e)`` with
+    p_o the share of items they agree on and p_e the agreement expected by chance from each
+    rater's own label frequencies (NaN when p_e is 1: both always gave one same label; NaN
+    for no items)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired labels differ in length: {len(a)} and {len(b)}")
+    value = _kappas(*_codes(a, b), None)
+    return float(value[0])
+
+
+def kappa_bootstrap(
+    a: Sequence[Hashable],
+    b: Sequence[Hashable],
+    *,
+    seed: int = DEFAULT_SEED,
+    resamples: int = 2_000,
+    confidence: float = 0.95,
+) -> tuple[float, float, float]:
+    """``(kappa, low, high)``: :func:`cohen_kappa` and its percentile bootstrap interval over
+    the items (:func:`bootstrap_picks`; a resample whose kappa is undefined is left out;
+    NaN when none is defined)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired labels differ in length: {len(a)} and {len(b)}")
+    if not a:
+        return math.nan, math.nan, math.nan
+    import numpy as np
+
+    codes_a, codes_b, categories = _codes(a, b)
+    kappa = float(_kappas(codes_a, codes_b, categories, None)[0])
+    picks = bootstrap_picks(len(a), seed=seed, resamples=resamples)
+    values = _kappas(codes_a, codes_b, categories, picks)
+    values = values[~np.isnan(values)]
+    if not len(values):
+        return kappa, math.nan, math.nan
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(values, [tail, 1 - tail])
+    return kappa, float(low), float(high)
+
+
+def _codes(a: Sequence[Hashable], b: Sequence[Hashable]) -> tuple[NDArray, NDArray, int]:
+    """Both raters' labels as category numbers, and how many categories there are."""
+    import numpy as np
+
+    index: dict[Hashable, int] = {}
+    for label in (*a, *b):
+        index.setdefault(label, len(index))
+    return (
+        np.asarray([index[label] for label in a], dtype=np.int64),
+        np.asarray([index[label] for label in b], dtype=np.int64),
+        len(index),
+    )
+
+
+def _kappas(codes_a: NDArray, codes_b: NDArray, categories: int, picks: NDArray | None) -> NDArray:
+    """Kappa of each resample (a row of *picks*), or of the items as they are (one value)."""
+    import numpy as np
+
+    if picks is None:
+        picks = np.arange(len(codes_a))[np.newaxis, :]
+    if picks.shape[1] == 0:
+        return np.asarray([math.nan])
+    left, right = codes_a[picks], codes_b[picks]
+    observed = (left == right).mean(axis=1)
+    expected = np.zeros(len(picks))
+    for category in range(categories):
+        expected += (left == category).mean(axis=1) * (right == category).mean(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappas = (observed - expected) / (1.0 - expected)
+    return np.where(np.isclose(expected, 1.0, rtol=0.0, atol=1e-12), math.nan, kappas)
 
 
 def pass_at_k(runs: int, passed: int, k: int) -> float:

@@ -3,9 +3,25 @@ model (seeded for the repeat, behind the run's budget) and the scenario's starti
 
 Independence holds here: every run gets a fresh data root (a temporary folder, or
 ``keep_dir/{run}``) holding the agent's files as shipped in the task (a remote worker needs no
-shared disk), its config.json with the point's parameters, an empty ``agentkit.db``, and the
-toolsets' state seeded from the scenario through the agent's own toolsets (each seeds its
-own). Nothing in it is shared with another run.
+shared disk), its config.json with the point's parameters, empty memory, and the toolsets'
+state seeded from the scenario through the agent's own toolsets (each seeds its own). Nothing
+in it is shared with another run.
+
+A run's world is throwaway, so it costs no more than the run needs:
+
+* **RAM-backed**: the temporary data root is made under ``/dev/shm`` (a tmpfs) when there is
+  one and ``$TMPDIR`` does not say otherwise (:func:`scratch_dir`). The run's stores write
+  and fsync exactly as they always do -- the same code paths, the same journal, the same
+  durability points -- but on tmpfs an fsync returns at once and no file ever reaches a
+  disk. That stays honest because what a scenario can test is a restart of the agent (a new
+  process over the same data root, ``restart: true``), and tmpfs keeps everything a process
+  wrote across that exactly as a disk's page cache does after ``kill -9``; no scenario
+  pulls the power. ``keep_dir`` runs are written where they were asked to be, to browse.
+* **memory in memory**: the agent's memory records (TaskState, ExecutionState, …) go to an
+  :class:`~agentkit.store.kv.InMemoryConfigStore` (the reference the SQLite store passes the
+  same contract suite against) unless the run needs the database: a scenario that restarts
+  the agent (its memory must come back from disk), a kept run (to browse), or a store
+  chosen with ``--store`` (PostgreSQL keeps memory in its own database).
 
 Under ``--model scripted`` the run's model is the scenario's own replies
 (:class:`ScenarioReplies`, a :class:`~agentkit.models.function.FunctionModel`'s function): by
@@ -16,6 +32,7 @@ with a simulated user.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -34,12 +51,14 @@ from agentkit.models.base import ChatModel, Purpose, SessionBackend
 from agentkit.models.function import FunctionModel
 from agentkit.models.request import ModelRequest
 from agentkit.models.spec import create_model
+from agentkit.store.choice import FILES, resolve_store_spec
+from agentkit.store.kv import ConfigStore, InMemoryConfigStore
 from agentkit.types import Message
 
 if TYPE_CHECKING:
     from agentkit.eval.pools import EndpointPools
 
-__all__ = ["RunWorld", "ScenarioReplies", "run_root"]
+__all__ = ["RAM_DIR", "RunWorld", "ScenarioReplies", "run_root", "scratch_dir"]
 
 
 class ScenarioReplies:
@@ -79,6 +98,20 @@ class ScenarioReplies:
         return model
 
 
+#: the RAM-backed folder preferred for throwaway data roots (Linux's tmpfs)
+RAM_DIR = Path("/dev/shm")  # noqa: S108  # mkdtemp makes a private (0700) folder there
+
+
+def scratch_dir() -> str | None:
+    """Where throwaway data roots go: ``$TMPDIR`` when it is set (the user's choice), else
+    :data:`RAM_DIR` when it is a writable folder, else the system's temporary folder (None)."""
+    if os.environ.get("TMPDIR"):
+        return None  # tempfile reads it
+    if RAM_DIR.is_dir() and os.access(RAM_DIR, os.W_OK | os.X_OK):
+        return str(RAM_DIR)
+    return None
+
+
 def run_root(task: PointTask) -> Path:
     """A fresh data root for one attempt (under ``keep_dir`` when the runs are kept)."""
     if task.keep_dir is not None:
@@ -86,7 +119,7 @@ def run_root(task: PointTask) -> Path:
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
         return root
-    return Path(tempfile.mkdtemp(prefix="agentkit-eval-"))
+    return Path(tempfile.mkdtemp(prefix="agentkit-eval-", dir=scratch_dir()))
 
 
 class RunWorld:
@@ -102,6 +135,7 @@ class RunWorld:
         #: the scenario's replies when the run is scripted (None: a real model)
         self.replies = ScenarioReplies(self.scenario) if task.model == SCRIPTED else None
         self._scripted = self.replies.model() if self.replies is not None else None
+        self._memory = self._memory_store()
 
     @property
     def folder(self) -> Path:
@@ -142,7 +176,20 @@ class RunWorld:
 
     def open(self) -> Agent:
         """The agent, opened on the data root with the run's model (again after a restart)."""
-        return Agent.open(self.scenario.agent, data_dir=self.root, model=self._model())
+        return Agent.open(
+            self.scenario.agent,
+            data_dir=self.root,
+            model=self._model(),
+            config_store=self._memory,
+        )
+
+    def _memory_store(self) -> ConfigStore | None:
+        """Memory in memory when the run does not need the database (see the module
+        docstring); None: the agent opens ``agentkit.db`` (or its store's own)."""
+        restarts = any(turn.restart for turn in self.scenario.turns)
+        if restarts or self.task.keep_dir is not None or resolve_store_spec(None) != FILES:
+            return None
+        return InMemoryConfigStore()
 
     def prepare(self, agent: Agent) -> str:
         """The starting state, the conversation and its earlier messages; its id."""

@@ -23,12 +23,23 @@ by :meth:`ChatModel.complete`.
 
 A refusal -- a 4xx, a 501, or a 5xx whose body says the request was invalid (llama-cpp-python
 answers an unknown ``response_format`` type with HTTP 500 and pydantic's "Input should be …")
--- is never retried: the same request would be refused again. A 429 or another 5xx is retried
-with exponential backoff (honouring ``Retry-After`` seconds, capped) only while no byte of a
-reply body has been streamed: after that the caller has seen deltas, and a retry would repeat
-them. Everything else -- a refusal of the last shape, exhausted retries, timeouts, refused
-connections, broken streams -- is raised as :class:`ModelError` with ``status_code`` and
-``retryable`` set.
+-- is never retried: the same request would be refused again. Transient faults are retried, as
+the official clients do, up to ``max_retries`` times with exponential backoff and jitter
+(:func:`~agentkit.models.transport.retry_delay`; a server's ``Retry-After`` wins, capped): a
+429 or another 5xx, and a connection that could not be made or broke before the answer began
+(refused, reset, closed without a response, a connect timeout). Only while no byte of a reply
+body has been streamed: after that the caller has seen deltas, and a retry would repeat them.
+Each retry, and each request that fails for good, is counted
+(:func:`~agentkit.models.transport.counting_transport`: a sweep's row).
+Everything else -- a refusal of the last shape, exhausted retries, read timeouts, broken
+streams -- is raised as :class:`ModelError` with ``status_code`` and ``retryable`` set.
+
+Transport: the requests go straight to an :class:`httpx.AsyncBaseTransport` (no
+``AsyncClient``: its cookie jar, auth and redirect machinery cost CPU on every call and do
+nothing here), by default a :class:`~agentkit.models.transport.PooledTransport` of
+keep-alive connections in shards, so that many calls at once stay cheap. A stream is read past
+its ``data: [DONE]`` to the end of the body (briefly: a server that keeps it open is not waited
+for), because only a response read to its end gives its connection back to the pool.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,17 +70,19 @@ from agentkit.models.base import (
     Completion,
     JsonSchema,
     ModelEvent,
+    ModelRequest,
     Purpose,
     TextDelta,
     ToolCallRequest,
-    ToolSpec,
 )
+from agentkit.models.transport import PooledTransport, note_failure, note_retry, retry_delay
 from agentkit.types import Usage
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIModel"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-_MAX_RETRY_DELAY = 30.0  # seconds; a server asking for a longer pause gets an error instead
+_MAX_RETRY_DELAY = 30.0  # seconds; a server's Retry-After is honoured up to this
+_DRAIN_SECONDS = 0.05  # how long the rest of a body after [DONE] is waited for
 _SNIPPET = 200  # characters of a bad chunk or error body quoted in messages
 
 
@@ -77,6 +90,7 @@ class OpenAIModel(ChatModel):
     """Streams chat completions from ``{base_url}/chat/completions``; see the module docstring."""
 
     real_requests = True
+    native_tools = True
 
     def __init__(
         self,
@@ -103,23 +117,24 @@ class OpenAIModel(ChatModel):
         self.shapes = SHAPE_MEMORY if shapes is None else shapes
         self.max_retries = max_retries
         self.backoff = backoff
-        headers = {"Accept": "text/event-stream"}
+        headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(timeout), transport=transport
-        )
+        self._headers = headers
+        self._url = httpx.URL(self.url)
+        self._timeout = httpx.Timeout(timeout).as_dict()
+        self._transport = PooledTransport() if transport is None else transport
 
     @classmethod
-    def from_env(cls, model: str) -> OpenAIModel:
+    def from_env(
+        cls, model: str, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> OpenAIModel:
         """Base URL from ``$AGENTKIT_OPENAI_BASE_URL``, else ``$OPENAI_BASE_URL``, else OpenAI's;
         the key from ``$OPENAI_API_KEY`` (local servers need none: no Authorization is sent);
-        the context window from ``$AGENTKIT_OPENAI_CONTEXT_WINDOW`` (tokens)."""
-        window = os.environ.get("AGENTKIT_OPENAI_CONTEXT_WINDOW", "").strip()
-        if window and not window.isdigit():
-            raise ModelSpecError(
-                f"openai:{model}", f"AGENTKIT_OPENAI_CONTEXT_WINDOW is not a number: {window!r}"
-            )
+        the context window from ``$AGENTKIT_OPENAI_CONTEXT_WINDOW`` (tokens); how many times
+        a transient fault is retried from ``$AGENTKIT_OPENAI_MAX_RETRIES`` (default 3)."""
+        window = _whole_number(model, "AGENTKIT_OPENAI_CONTEXT_WINDOW")
+        retries = _whole_number(model, "AGENTKIT_OPENAI_MAX_RETRIES")
         base_url = (
             os.environ.get("AGENTKIT_OPENAI_BASE_URL")
             or os.environ.get("OPENAI_BASE_URL")
@@ -129,21 +144,33 @@ class OpenAIModel(ChatModel):
             model,
             base_url=base_url,
             api_key=os.environ.get("OPENAI_API_KEY") or None,
-            context_window=int(window) if window else None,
+            context_window=window,
+            max_retries=3 if retries is None else retries,
+            transport=transport,
         )
 
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> AsyncIterator[ModelEvent]:
-        body = self._body(messages)
-        if schema is None:
+    async def request(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """A streamed chat completion; with ``tools``, the ``tools`` of the Chat Completions
+        API (the model chooses: ``tool_choice: auto``); with a schema, the first structured
+        output shape the endpoint accepts."""
+        body = self._body(request.messages)
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters,
+                    },
+                }
+                for tool in request.tools
+            ]
+            body["tool_choice"] = "auto"
+        if request.json_schema is None:
             response = await self._open(body)
         else:
-            response = await self._open_structured(body, purpose, schema)
+            response = await self._open_structured(body, request.purpose, request.json_schema)
         async for event in self._read(response):
             yield event
 
@@ -171,38 +198,7 @@ class OpenAIModel(ChatModel):
             self.shapes.remember(self.endpoint, shape)
             return outcome
         (*earlier, (_, last)) = refusals
-        raise last.error(self.spec, earlier)
-
-    native_tools = True
-
-    async def complete_with_tools(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        tools: Sequence[ToolSpec],
-        purpose: Purpose = "act",
-    ) -> Completion:
-        """The ``tools`` of the Chat Completions API; the model chooses (``tool_choice: auto``)."""
-        body = self._body(messages)
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                },
-            }
-            for tool in tools
-        ]
-        body["tool_choice"] = "auto"
-        final: Completion | None = None
-        async for event in self._stream(body):
-            if isinstance(event, Completion):
-                final = event
-        if final is None:  # _events always ends with a Completion or raises
-            raise ModelError(self.spec, "the stream ended without a result")
-        return final
+        raise _failed(last.error(self.spec, earlier))
 
     def _body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
         return {
@@ -212,65 +208,85 @@ class OpenAIModel(ChatModel):
             "stream_options": {"include_usage": True},
         }
 
-    async def _stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
-        response = await self._open(body)
-        async for event in self._read(response):
-            yield event
-
     async def _read(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
         try:
             async for event in self._events(response):
                 yield event
         except httpx.TransportError as error:
-            raise self._transport_error(error, "while streaming the reply") from error
+            raise _failed(self._transport_error(error, "while streaming the reply")) from error
+        except ModelError as error:  # a broken or malformed stream
+            raise _failed(error) from None
         finally:
             await response.aclose()
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._transport.aclose()
 
     async def _open(self, body: dict[str, Any]) -> httpx.Response:
         """Send the request and return the response, ready to stream; raise any failure."""
         outcome = await self._send(body)
         if isinstance(outcome, _Refusal):
-            raise outcome.error(self.spec)
+            raise _failed(outcome.error(self.spec))
         return outcome
 
     async def _send(self, body: dict[str, Any]) -> httpx.Response | _Refusal:
-        check_model_requests(self.spec)  # before any connection is made
         """Send the request; retry transient faults (nothing streamed yet). A refusal of the
         request is returned (another shape may pass, the same one would not); other failures
         raise :class:`ModelError`."""
+        check_model_requests(self.spec)  # before any connection is made
+        content = json.dumps(body, ensure_ascii=False).encode()
         attempt = 0
         while True:
-            request = self._client.build_request("POST", self.url, json=body)
+            request = httpx.Request(
+                "POST",
+                self._url,
+                headers=self._headers,
+                content=content,
+                extensions={"timeout": self._timeout},
+            )
             try:
-                response = await self._client.send(request, stream=True)
-                if response.is_success:
-                    return response
-                try:
-                    await response.aread()
-                finally:
-                    await response.aclose()
+                response = await self._transport.handle_async_request(request)
             except httpx.TransportError as error:
-                raise self._transport_error(error, f"cannot POST {self.url}") from error
+                if _reconnectable(error) and attempt < self.max_retries:
+                    await self._pause(None, attempt)
+                    attempt += 1
+                    continue
+                tries = f" (after {attempt + 1} attempts)" if attempt else ""
+                broken = self._transport_error(error, f"cannot POST {self.url}{tries}")
+                raise _failed(broken) from error
+            response.request = request
+            if response.is_success:
+                return response
+            try:
+                await response.aread()
+            except httpx.TransportError as error:
+                raise _failed(self._transport_error(error, f"cannot POST {self.url}")) from error
+            finally:
+                await response.aclose()
             status = response.status_code
             failure = classify_failure(status, response.text)
             retryable = failure == "transient"
             if retryable and attempt < self.max_retries:
-                await asyncio.sleep(_retry_delay(response.headers, attempt, self.backoff))
+                await self._pause(response.headers, attempt)
                 attempt += 1
                 continue
             tries = f" after {attempt + 1} attempts" if attempt else ""
             message = _server_message(response)
             if failure == "refused":
                 return _Refusal(status, message)
-            raise ModelError(
-                self.spec,
-                f"HTTP {status}{tries}: {message}",
-                status_code=status,
-                retryable=retryable,
+            raise _failed(
+                ModelError(
+                    self.spec,
+                    f"HTTP {status}{tries}: {message}",
+                    status_code=status,
+                    retryable=retryable,
+                )
             )
+
+    async def _pause(self, headers: httpx.Headers | None, attempt: int) -> None:
+        """Wait before retry *attempt* + 1, and count it."""
+        note_retry()
+        await asyncio.sleep(retry_delay(headers, attempt, self.backoff, cap=_MAX_RETRY_DELAY))
 
     async def _events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
         text: list[str] = []
@@ -278,13 +294,15 @@ class OpenAIModel(ChatModel):
         usage = Usage()
         stop_reason: str | None = None
         done = False
-        async for line in response.aiter_lines():
+        lines = _lines(response)
+        async for line in lines:
             # blank separators, ": keep-alive" comments and event:/id: fields carry nothing here
-            if not line.startswith("data:"):
+            if not line.startswith(b"data:"):
                 continue
-            data = line.removeprefix("data:").strip()
-            if data == "[DONE]":
+            data = line[5:].strip()
+            if data == b"[DONE]":
                 done = True
+                await _drain(lines)  # to the body's end: the connection goes back to the pool
                 break
             chunk = self._parse_chunk(data)
             if chunk.usage is not None:
@@ -317,8 +335,8 @@ class OpenAIModel(ChatModel):
             tool_calls=tool_calls,
         )
 
-    def _parse_chunk(self, data: str) -> _Chunk:
-        quoted = repr(data[:_SNIPPET])
+    def _parse_chunk(self, data: bytes) -> _Chunk:
+        quoted = repr(data[:_SNIPPET].decode("utf-8", "replace"))
         try:
             chunk = _Chunk.model_validate_json(data)
         except ValidationError as error:
@@ -340,7 +358,63 @@ class OpenAIModel(ChatModel):
             kind = type(error).__name__
             return ModelError(self.spec, f"timed out ({kind}) {doing}", retryable=True)
         transient = isinstance(error, httpx.NetworkError | httpx.RemoteProtocolError)
-        return ModelError(self.spec, f"{doing}: {error}", retryable=transient)
+        detail = str(error) or type(error).__name__
+        return ModelError(self.spec, f"{doing}: {detail}", retryable=transient)
+
+
+_RECONNECTABLE = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.ReadError,
+    httpx.WriteError,
+    httpx.RemoteProtocolError,
+)
+
+
+def _whole_number(model: str, name: str) -> int | None:
+    """``$name`` as a whole number (None: unset); anything else is a :class:`ModelSpecError`."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise ModelSpecError(f"openai:{model}", f"{name} is not a number: {text!r}")
+    return int(text)
+
+
+def _failed(error: ModelError) -> ModelError:
+    """*error*, counted as a request that failed for good (see the module docstring)."""
+    note_failure(str(error))
+    return error
+
+
+def _reconnectable(error: httpx.TransportError) -> bool:
+    """A fault before any answer that a new connection may not meet: refused, reset, closed
+    without a response, a connect timeout (never a read timeout: the server got the request
+    and is slow, and sending it again only adds to its load)."""
+    return isinstance(error, _RECONNECTABLE)
+
+
+async def _lines(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's lines, as bytes without their ending (split on the bytes: a UTF-8 character
+    is never cut in two by a newline byte, and no text decoding is spent on SSE framing)."""
+    rest = b""
+    async for piece in response.aiter_bytes():
+        *lines, rest = (rest + piece).split(b"\n")
+        for line in lines:
+            yield line.removesuffix(b"\r")
+    if rest:
+        yield rest.removesuffix(b"\r")
+
+
+async def _drain(lines: AsyncIterator[bytes]) -> None:
+    """Read what is left of a stream after its ``[DONE]`` (its last blank line, the chunked
+    encoding's end: usually here already), for at most :data:`_DRAIN_SECONDS`."""
+    try:
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for _ in lines:
+                pass
+    except (TimeoutError, httpx.TransportError):
+        pass  # still streaming, or broken: the connection is closed, not kept
 
 
 @dataclass(frozen=True)
@@ -393,15 +467,6 @@ class _PendingCall:
             kind = type(arguments).__name__
             raise ModelError(backend, f"{label} arguments are a JSON {kind}, not an object")
         return ToolCallRequest(id=self.id or f"call_{index}", name=self.name, arguments=arguments)
-
-
-def _retry_delay(headers: Mapping[str, str], attempt: int, backoff: float) -> float:
-    """``Retry-After`` seconds when the server sent them, else ``backoff * 2**attempt``; capped."""
-    try:
-        delay = float(headers["retry-after"])
-    except (KeyError, ValueError):  # absent, or an HTTP date: fall back to our own schedule
-        delay = backoff * 2**attempt
-    return min(max(delay, 0.0), _MAX_RETRY_DELAY)
 
 
 def _server_message(response: httpx.Response) -> str:
