@@ -75,7 +75,13 @@ from agentkit.models.base import (
     TextDelta,
     ToolCallRequest,
 )
-from agentkit.models.transport import PooledTransport, note_failure, note_retry, retry_delay
+from agentkit.models.transport import (
+    PooledTransport,
+    env_proxy,
+    note_failure,
+    note_retry,
+    retry_delay,
+)
 from agentkit.types import Usage
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIModel"]
@@ -123,7 +129,9 @@ class OpenAIModel(ChatModel):
         self._headers = headers
         self._url = httpx.URL(self.url)
         self._timeout = httpx.Timeout(timeout).as_dict()
-        self._transport = PooledTransport() if transport is None else transport
+        self._transport = (
+            PooledTransport(proxy=env_proxy(self.url)) if transport is None else transport
+        )
 
     @classmethod
     def from_env(
