@@ -88,7 +88,7 @@ __all__ = ["DEFAULT_BASE_URL", "OpenAIModel"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _MAX_RETRY_DELAY = 30.0  # seconds; a server's Retry-After is honoured up to this
-_DRAIN_SECONDS = 0.05  # how long the rest of a body after [DONE] is waited for
+_DRAIN_SECONDS = 1.0  # the longest wait for the rest of a body after [DONE] (a busy loop is slow)
 _SNIPPET = 200  # characters of a bad chunk or error body quoted in messages
 
 
