@@ -83,11 +83,12 @@ bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under b
 	$(BIN)/python bench/bench_store.py
 	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_telemetry.py
-	$(BIN)/python bench/bench_eval.py
+	nice -n 10 $(BIN)/python bench/bench_eval.py
 	$(BIN)/python bench/bench_llama.py
 	@# peers to measure against: installed here only, never by setup or test
 	$(BIN)/python -m pip install --quiet 'langgraph==1.2.24' 'langgraph-checkpoint-sqlite==3.1.2' \
-		'openai-agents==0.24.0'
+		'openai-agents==0.24.0' 'inspect-ai==0.3.285'
+	nice -n 10 $(BIN)/python bench/bench_eval_inspect.py
 	$(BIN)/python bench/bench_planner.py
 	$(BIN)/python bench/bench_desk_turn.py
 	$(BIN)/python bench/bench_compression.py

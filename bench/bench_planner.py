@@ -57,13 +57,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from agentkit import Agent, ChatModel, ScriptedModel
 from agentkit.events import ResultEvent
-from agentkit.models.base import ChatMessage, JsonSchema, ModelEvent, Purpose
+from agentkit.models.base import ModelEvent, ModelRequest
 from agentkit.store import ConversationKey, FileConversationStore
 from agentkit.store._journal import encode_frame
 from agentkit.store._records import CreatedRecord, JournalRecord, MessageRecord, encode_record, fold
@@ -355,11 +355,9 @@ class PlanByLlama(ChatModel):
             {"replan": [{"action": "finish", "reason": "measured"}], "respond": ["ok"]}
         )
 
-    def stream(
-        self, messages: Sequence[ChatMessage], *, purpose: Purpose, schema: JsonSchema | None = None
-    ) -> AsyncIterator[ModelEvent]:
-        model = self.llama if purpose == "plan" else self.others
-        return model.stream(messages, purpose=purpose, schema=schema)
+    def request(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        model = self.llama if request.purpose == "plan" else self.others
+        return model.request(request)
 
     async def aclose(self) -> None:
         await self.llama.aclose()

@@ -36,22 +36,37 @@ def notice_html(text: str, kind: str = "info") -> str:
 
 _TABLE_STYLE = (
     "<style>"
-    ".agentkit-table { border-collapse: collapse; font-size: 12px; margin: 4px 0; }"
+    ".agentkit-table { border-collapse: collapse; font-size: 12px; margin: 4px 0;"
+    " max-width: 100%; }"
     ".agentkit-table th, .agentkit-table td { padding: 3px 8px; text-align: left !important;"
     " vertical-align: top; border-bottom: 1px solid #e5e7eb; line-height: 1.4; }"
+    ".agentkit-table td { max-width: 36em; overflow-wrap: anywhere; }"
     ".agentkit-table th { background: #f5f5f4; }"
     "</style>"
 )
+# pandas writes a cell's line break as the two characters "\n": these stand-ins pass through
+# it unchanged and become real breaks (a <br>) and tabs afterwards
+_BREAK, _TAB = "\ue000", "\ue001"
+
+
+def _breaks_kept(value: object) -> object:
+    if isinstance(value, str):
+        return value.replace("\r\n", "\n").replace("\n", _BREAK).replace("\t", _TAB)
+    return value
 
 
 def frame_html(frame: pd.DataFrame, *, empty: str = "(nothing yet)", css_class: str = "") -> str:
-    """A DataFrame as an HTML table (cells escaped), or *empty* when it has no rows."""
+    """A DataFrame as an HTML table (cells escaped, line breaks shown as breaks), or *empty*
+    when it has no rows."""
     if frame.empty:
         return f"<i>{escape(empty)}</i>"
     classes = ["agentkit-table", *([css_class] if css_class else [])]
-    return _TABLE_STYLE + frame.to_html(
-        index=False, escape=True, classes=classes, border=0, justify="left"
-    )
+    shown = frame.copy()
+    for column in shown.columns:
+        if shown[column].dtype == object or pd.api.types.is_string_dtype(shown[column]):
+            shown[column] = shown[column].map(_breaks_kept)
+    html = shown.to_html(index=False, escape=True, classes=classes, border=0, justify="left")
+    return _TABLE_STYLE + html.replace(_BREAK, "<br>").replace(_TAB, "&#9;")
 
 
 def message_html(role: str, text: str, *, css_class: str = "") -> str:

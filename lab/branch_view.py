@@ -9,7 +9,9 @@ first turn where two branches part. The plain functions here (``branch_tree``, `
 
 "Keep turns" is the fork point for both buttons: **Fork** makes a branch holding turns 1…N and
 their memory; **Replay the rest** forks there and re-sends the user's messages of turns N+1…
-under the Model / Config / prompt fields (see :func:`agentkit.replay`).
+under the Model / Config / prompt fields (see :func:`agentkit.replay`). It starts at the turn
+before the last, so the primary button replays something as the view opens (the last turn).
+The tables wrap their long cells and scroll sideways within the view, never past its edge.
 """
 
 from __future__ import annotations
@@ -238,6 +240,8 @@ class BranchView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         self.comparison_table = widgets.HTML()
         self.tree_table.add_class("agentkit-branch-tree")
         self.comparison_table.add_class("agentkit-branch-comparison")
+        for table in (self.tree_table, self.comparison_table):
+            table.layout = widgets.Layout(width="100%", overflow="auto")
         self.notice.add_class("agentkit-lab-status")
 
         self.branch_choice.observe(self._on_branch, names="value")
@@ -261,7 +265,8 @@ class BranchView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
                 self.editor,
                 widgets.HBox([self.fork_button, self.replay_button]),
                 self.notice,
-            ]
+            ],
+            layout=widgets.Layout(width="100%"),
         )
         self.add_class("agentkit-branch-view")
         self._load_template()
@@ -341,7 +346,7 @@ class BranchView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         with self._quiet():
             self.against_choice.value = against
             self.turn_choice.options = turn_options(facts)
-            self.turn_choice.value = len(facts)
+            self.turn_choice.value = max(len(facts) - 1, 0)  # the last turn is replayed
         self._show_comparison()
 
     def _show_comparison(self) -> None:

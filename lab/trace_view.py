@@ -4,8 +4,11 @@ A thin view over :class:`agentkit.telemetry.SpanRecord` values — what a turn r
 (``agent.telemetry.recorded(result.trace_id)``, ``turn_records(message_id)``), the
 same tree whether or not an OpenTelemetry exporter is configured. Rendering is plain
 functions (:func:`span_rows`, :func:`waterfall_html`, :func:`details_html`), testable without a
-kernel; the widget adds a picker for the selected span. Every name and value is escaped
-(with content capture on, attributes hold model and user text).
+kernel. In the widget each span is a row that selects it when clicked (a button for the
+name, the status, duration and time-line bar beside it) — and a picker does the same from the
+keyboard; the view takes the width it is given (at least 640 px) rather than squeezing its
+bars. Every name and value is escaped (with content capture on, attributes hold model and user
+text).
 """
 
 from __future__ import annotations
@@ -155,20 +158,56 @@ def details_html(record: SpanRecord | None) -> str:
     return "".join(parts)
 
 
+_ROW_STYLE = (
+    "<style>"
+    ".agentkit-trace-row-button { justify-content: flex-start; text-align: left; margin: 0;"
+    " font-size: 12px; background: transparent; border: 0; box-shadow: none; }"
+    ".agentkit-trace-row-button:hover { background: #eff6ff; }"
+    ".agentkit-trace-row-selected .agentkit-trace-row-button { background: #fef3c7; }"
+    ".agentkit-trace-row-selected { background: #fef3c7; }"
+    ".agentkit-trace-row-widget { border-bottom: 1px solid #e5e7eb; }"
+    "</style>"
+)
+
+
+def _bar_html(row: WaterfallRow) -> str:
+    record = row.record
+    status = "error" if record.status == "error" else "ok"
+    error = f" ({escape(record.error_type)})" if record.error_type else ""
+    colour = _colour(record) if status == "error" else "#15803d"
+    return (
+        '<div style="display: flex; align-items: center; gap: 8px; font-size: 12px">'
+        f'<span style="width: 7em; color: {colour}">{status}{error}</span>'
+        f'<span style="width: 6em; text-align: right; white-space: nowrap">'
+        f"{_duration(record)}</span>"
+        '<div style="position: relative; height: 10px; background: #f5f5f4; flex: 1">'
+        f'<div class="agentkit-trace-bar" style="position: absolute; '
+        f"left: {row.offset_pct:.2f}%; width: {row.width_pct:.2f}%; height: 100%; "
+        f'background: {_colour(record)}"></div></div></div>'
+    )
+
+
 class TraceView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
-    """A trace's spans as a waterfall; pick a span to see its attributes and events."""
+    """A trace's spans as a waterfall; click a span's row (or pick it) to see its attributes
+    and events. ``waterfall`` holds the same waterfall as one HTML table (to save or print)."""
 
     def __init__(self, spans: Sequence[SpanRecord] | None = None, *, title: str = "") -> None:
         self.spans: list[SpanRecord] = []
         self.selected: SpanRecord | None = None
         self.title = widgets.HTML()
         self.waterfall = widgets.HTML()
+        self.rows = widgets.VBox(layout=widgets.Layout(width="100%"))
+        self.rows.add_class("agentkit-trace-rows")
+        self._row_widgets: dict[str, widgets.HBox] = {}
         self.picker = widgets.Dropdown(description="span", layout={"width": "60%"})
         self.picker.add_class("agentkit-trace-picker")
         self.details = widgets.HTML()
         self._title = title
         self.picker.observe(self._picked, names="value")
-        super().__init__([self.title, self.waterfall, self.picker, self.details])
+        super().__init__(
+            [widgets.HTML(_ROW_STYLE), self.title, self.rows, self.picker, self.details],
+            layout=widgets.Layout(width="100%", min_width="640px", flex="1 1 auto"),
+        )
         self.add_class("agentkit-trace-view")
         self.show(spans or [])
 
@@ -176,22 +215,45 @@ class TraceView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         """Show another trace (the root is selected)."""
         if title is not None:
             self._title = title
-        self.spans = [row.record for row in span_rows(spans)]
+        rows = span_rows(spans)
+        self.spans = [row.record for row in rows]
         label = self._title or (f"trace {self.spans[0].trace_id}" if self.spans else "trace")
         count = len(self.spans)
         self.title.value = (
             f"<b>{escape(label)}</b> <small>({count} span{'s' if count != 1 else ''})</small>"
         )
-        depth = {row.record.span_id: row.depth for row in span_rows(self.spans)}
+        self._row_widgets = {row.record.span_id: self._row(row) for row in rows}
+        self.rows.children = tuple(self._row_widgets.values()) or (
+            widgets.HTML("<i>No spans recorded.</i>"),
+        )
         options = [
-            (f"{_INDENT * depth[s.span_id]}{s.name} · {_duration(s)}", s.span_id)
-            for s in self.spans
+            (
+                f"{_INDENT * row.depth}{row.record.name} · {_duration(row.record)}",
+                row.record.span_id,
+            )
+            for row in rows
         ]
         self.selected = None
         self.picker.options = options
         first = self.spans[0].span_id if self.spans else None
         self.picker.value = first
         self._draw()
+
+    def _row(self, row: WaterfallRow) -> widgets.HBox:
+        record = row.record
+        button = widgets.Button(
+            description=f"{_INDENT * row.depth}{record.name}",
+            tooltip=f"select {record.name}",
+            layout=widgets.Layout(width="40%"),
+        )
+        button.add_class("agentkit-trace-row-button")
+        button.on_click(lambda _: self.select(record.span_id))
+        line = widgets.HBox(
+            [button, widgets.HTML(_bar_html(row), layout=widgets.Layout(width="60%"))],
+            layout=widgets.Layout(width="100%", align_items="center"),
+        )
+        line.add_class("agentkit-trace-row-widget")
+        return line
 
     def select(self, span_id: str) -> None:
         """Select the span *span_id* (its attributes are shown, its row highlighted)."""
@@ -207,4 +269,9 @@ class TraceView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         chosen = self.picker.value
         self.selected = next((s for s in self.spans if s.span_id == chosen), None)
         self.waterfall.value = waterfall_html(self.spans, selected=chosen)
+        for span_id, line in self._row_widgets.items():
+            if span_id == chosen:
+                line.add_class("agentkit-trace-row-selected")
+            else:
+                line.remove_class("agentkit-trace-row-selected")
         self.details.value = details_html(self.selected)

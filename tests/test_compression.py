@@ -20,10 +20,19 @@ from agentkit.memory import (
     maybe_compress,
     summary_schema,
 )
+from agentkit.memory.compression import Summarize
+from agentkit.models.base import ChatModel
 from agentkit.models.scripted import ScriptedModel
+from agentkit.planning.tracer import CallTracer
+from agentkit.planning.upkeep import summarizer
 from agentkit.types import Message, ToolCallRecord
 
 CONFIG = CompressionConfig()  # N=12, T=900, K=12
+
+
+def traced(model: ChatModel) -> Summarize:
+    """The summarise call made through a call tracer of its own, as a sweep makes it."""
+    return summarizer(CallTracer.standalone(model), model)
 
 
 def _msg(role: str, text: str, *, calls: int = 0) -> Message:
@@ -64,7 +73,9 @@ def _compress(
     model: ScriptedModel,
     config: CompressionConfig = CONFIG,
 ) -> CompressionOutcome | None:
-    return asyncio.run(maybe_compress(window, state, model, config, estimate_tokens))
+    return asyncio.run(
+        maybe_compress(window, state, model, config, estimate_tokens, summarize=traced(model))
+    )
 
 
 def test_below_either_threshold_nothing_is_called() -> None:
@@ -182,7 +193,11 @@ def test_the_event_figures() -> None:
 def test_a_model_tokenizer_drives_the_threshold() -> None:
     window = _window(20, size=4)
     model = ScriptedModel({"summarize": [_summary()]})
-    outcome = asyncio.run(maybe_compress(window, TaskState(), model, CONFIG, lambda _text: 100))
+    outcome = asyncio.run(
+        maybe_compress(
+            window, TaskState(), model, CONFIG, lambda _text: 100, summarize=traced(model)
+        )
+    )
     assert outcome is not None
     assert outcome.compressed
 
@@ -255,7 +270,9 @@ def test_a_failing_tokenizer_is_reported_not_raised() -> None:
 
     window = _window(20)
     model = ScriptedModel({"summarize": [_summary()]})
-    outcome = asyncio.run(maybe_compress(window, TaskState(), model, CONFIG, broken))
+    outcome = asyncio.run(
+        maybe_compress(window, TaskState(), model, CONFIG, broken, summarize=traced(model))
+    )
     assert outcome is not None
     assert isinstance(outcome.error, ModelError)
     assert outcome.window == tuple(window)

@@ -14,19 +14,27 @@ import pytest
 from agentkit.config import CompressionConfig
 from agentkit.errors import ModelError
 from agentkit.memory import TaskState, estimate_tokens, maybe_compress
-from agentkit.memory.compression import CompressionOutcome, update_memory
+from agentkit.memory.compression import CompressionOutcome, Summarize, update_memory
 from agentkit.memory.extractive import extract_facts, latest_goal, select_facts, states_fact
 from agentkit.memory.fidelity import fact_retention
 from agentkit.memory.grounding import ground_facts, is_grounded
 from agentkit.memory.sweep import ThresholdGrid, load_scenario, sweep_compression
+from agentkit.models.base import ChatModel
 from agentkit.models.function import FunctionModel
 from agentkit.models.request import ModelRequest
+from agentkit.planning.tracer import CallTracer
+from agentkit.planning.upkeep import summarizer
 from agentkit.types import Message
 from pydantic import ValidationError
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "data" / "scenarios" / "compression"
 SHIPPED = sorted(SCENARIOS.glob("*.json"))
 K2 = {"max_messages": 4, "token_threshold": 100, "keep_recent": 2}
+
+
+def traced(model: ChatModel) -> Summarize:
+    """The summarise call made through a call tracer of its own, as a sweep makes it."""
+    return summarizer(CallTracer.standalone(model), model)
 
 
 def _summariser(summary: dict[str, Any]) -> FunctionModel:
@@ -49,7 +57,14 @@ def _compress(
     scenario = load_scenario(path)
     settings = CompressionConfig(**{**K2, "strategy": strategy, **config})
     outcome = asyncio.run(
-        maybe_compress(_window(path), scenario.task_state(), model, settings, estimate_tokens)
+        maybe_compress(
+            _window(path),
+            scenario.task_state(),
+            model,
+            settings,
+            estimate_tokens,
+            summarize=traced(model),
+        )
     )
     assert outcome is not None and outcome.compressed, outcome
     return outcome, scenario.facts
@@ -120,10 +135,11 @@ def test_hybrid_keeps_its_extractive_part_when_the_model_fails() -> None:
     outcome, facts = _compress(SHIPPED[0], "hybrid", FunctionModel(broken))
     assert outcome.warning and "down" in outcome.warning
     assert fact_retention(outcome.task_state, facts).lost == ()
+    model = FunctionModel(broken)
     model_outcome = asyncio.run(
         maybe_compress(
-            load_scenario(SHIPPED[0]).window(), TaskState(), FunctionModel(broken),
-            CompressionConfig(**K2, strategy="model"), estimate_tokens,
+            load_scenario(SHIPPED[0]).window(), TaskState(), model,
+            CompressionConfig(**K2, strategy="model"), estimate_tokens, summarize=traced(model),
         )
     )  # fmt: skip
     assert model_outcome is not None and not model_outcome.compressed  # model: nothing changes
@@ -202,12 +218,21 @@ def test_the_incremental_update_uses_the_strategy_and_grounds_the_model() -> Non
     window = [said, Message.assistant("Noted: Postgres.", message_id=said.message_id)]
     config = CompressionConfig(strategy="extractive")
     model = _summariser({"important_facts": ["uses MySQL"]})
-    folded = asyncio.run(update_memory(window, TaskState(), model, 4, config=config))
+    folded = asyncio.run(
+        update_memory(window, TaskState(), model, 4, config=config, summarize=traced(model))
+    )
     assert model.requests == [] and folded.task_state.important_facts == (
         "We must stay on Postgres",
     )
     folded = asyncio.run(
-        update_memory(window, TaskState(), model, 4, config=CompressionConfig(strategy="model"))
+        update_memory(
+            window,
+            TaskState(),
+            model,
+            4,
+            config=CompressionConfig(strategy="model"),
+            summarize=traced(model),
+        )
     )
     assert folded.ungrounded == ("uses MySQL",) and folded.task_state.important_facts == ()
 

@@ -131,3 +131,15 @@ def test_a_damaged_labels_file_is_named_with_its_line(results: Path) -> None:
     done = run_cli("labels", str(results))
     assert done.exit_code == 2
     assert f"{labels_path(results)}:2: not a label" in done.stderr
+
+
+def test_labels_follow_a_copy_of_the_table(results: Path, tmp_path: Path) -> None:
+    from agentkit.eval.labels import copy_labels
+
+    new = tmp_path / "rescored" / "new.parquet"
+    assert copy_labels(results, new) is None  # no labels yet: nothing written
+    assert not (tmp_path / "rescored").exists()
+    run = run_ids(load_results(results))[0]
+    add_label(results, run, "fail", note="n")
+    assert copy_labels(results, new) == labels_path(new)
+    assert load_labels(new) == load_labels(results)

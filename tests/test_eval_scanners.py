@@ -226,3 +226,20 @@ def test_scan_refuses_bad_input_in_one_line_and_writes_nothing(
 def test_every_built_in_scanner_is_named_and_resolvable() -> None:
     assert list(resolve_scanners()) == list(BUILTIN_SCANNERS)
     assert set(BUILTIN_SCANNERS) == {scanner for scanner, _, _ in EXPECTED.values()}
+
+
+def test_scan_without_the_agent_in_the_data_root_says_so_and_still_scans(
+    built: tuple[Path, Path], tmp_path: Path
+) -> None:
+    table, _data = built
+    copy = tmp_path / "runs.csv"
+    save_results(load_results(table), copy)
+    empty = tmp_path / "empty-root"
+    empty.mkdir()
+    result = run_cli("--data-dir", str(empty), "scan", str(copy))
+    assert result.exit_code == 0, result.stderr
+    assert "no agent 'notes-001' under" in result.stderr
+    assert "false_success: 1 finding(s) in 1 run(s)" in result.stdout
+    assert "secret_leak: no findings" in result.stdout  # no secret store to compare with
+    assert tree(empty) == set()  # nothing written in the data root
+    assert load_findings(copy)["run"].nunique() >= 2

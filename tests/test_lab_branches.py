@@ -183,7 +183,7 @@ def test_replay_from_the_widget_shows_the_branch_beside_its_source(
         assert view.model.value == "scripted:branch" and view.replay_model() is model
         assert [n.conversation_id for n in view.nodes] == [source]
         assert view.comparison.empty and "fork or replay" in view.comparison_table.value
-        assert view.turn_choice.value == 3  # all turns kept: nothing to replay yet
+        assert view.turn_choice.value == 2  # by default the last turn is replayed
         view.turn_choice.value = 1
         view.fork_title.value = "other model"
         view.replay_button.click()
@@ -205,6 +205,25 @@ def test_replay_from_the_widget_shows_the_branch_beside_its_source(
         assert "<script>" not in shown and "&lt;script&gt;" in shown
         assert view.replay_button.disabled is False
     assert digest(folder) == before  # the source is only read
+
+
+def test_replay_the_rest_with_the_views_defaults_replays_the_last_turn(
+    recorded: tuple[Path, str],
+) -> None:
+    data_dir, source = recorded
+    with Agent.open("innovator-001", data_dir=data_dir) as agent:
+        view = BranchView(agent, source, model=ScriptedModel({"chat": ["B3"]}, name="b"))
+        view.replay_button.click()  # nothing chosen: what a newcomer does first
+        table = view.last_replay
+        assert table is not None, view.notice.value
+        assert "error" not in view.notice.value and "replayed 1 turns" in view.notice.value
+        assert list(table["user"]) == ["third"] and list(table["branch_answer"]) == ["B3"]
+        assert list(view.comparison["turn"]) == [3]
+        # the new branch selected: its default is again its last turn but one
+        assert view.turn_choice.value == 2
+        # the tables scroll inside the view instead of running past its edge
+        assert view.tree_table.layout.overflow == "auto"
+        assert view.comparison_table.layout.width == "100%"
 
 
 def test_fork_from_the_widget_then_compare_siblings(recorded: tuple[Path, str]) -> None:

@@ -115,3 +115,12 @@ def test_refresh_shows_new_messages_of_the_conversation_on_screen(data_dir: Path
     assert "later reply" in browser.messages_table.value
     assert browser.turn_choice.value != first_turn  # the newest turn, its log shown
     assert "later reply" in browser.turn_log.value
+
+
+def test_line_breaks_in_messages_show_as_breaks_not_as_backslash_n(data_dir: Path) -> None:
+    chat(data_dir, "first line\nsecond line <i>x</i>")
+    browser = ConversationBrowser(data_dir)
+    browser.select("innovator-001")
+    table = browser.messages_table.value
+    assert "first line<br>second line &lt;i&gt;x&lt;/i&gt;" in table
+    assert "\\n" not in table

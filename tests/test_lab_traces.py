@@ -134,3 +134,24 @@ def test_the_widget_shows_what_a_turn_recorded(monkeypatch: pytest.MonkeyPatch) 
         "chat llama",
         "execute_tool get_time",
     ]
+
+
+def test_a_click_on_a_row_selects_its_span_and_the_view_takes_the_width() -> None:
+    view = TraceView(turn(), title="desk turn")
+    names = [line.children[0].description.strip("\u2003") for line in view.rows.children]
+    assert names == [
+        "invoke_agent desk-001",
+        "plan desk-001",
+        "chat llama",
+        "execute_tool get_time",
+    ]
+    tool_row = view.rows.children[3]
+    tool_row.children[0].click()  # a click on the row's name
+    assert view.selected is not None and view.selected.name == "execute_tool get_time"
+    assert view.picker.value == view.selected.span_id  # the picker follows
+    assert "agentkit-trace-row-selected" in tool_row._dom_classes
+    assert "agentkit-trace-row-selected" not in view.rows.children[0]._dom_classes
+    assert "gen_ai.tool.name" in view.details.value
+    assert view.layout.width == "100%" and view.layout.min_width == "640px"
+    view.show([])
+    assert "No spans" in view.rows.children[0].value

@@ -295,13 +295,10 @@ def test_cjk_estimate_exceeds_ascii_estimate_for_equal_length() -> None:
     assert estimate_tokens("こんにちは") == 5
 
 
-def test_estimator_for_prefers_the_model_tokenizer() -> None:
-    class Tokenizing:
-        def count_tokens(self, text: str) -> int:
-            return 42
-
-    assert estimator_for(Tokenizing())("anything") == 42
+def test_estimator_for_is_the_estimate_without_a_model_tokenizer() -> None:
+    # a model with its own tokenizer (llama): tests/test_model_llama.py
     assert estimator_for(ScriptedModel(["x"])) is estimate_tokens
+    assert estimator_for(object()) is estimate_tokens
 
 
 # -- repository -----------------------------------------------------------------------------

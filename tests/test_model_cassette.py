@@ -15,6 +15,7 @@ from agentkit import Agent
 from agentkit.errors import ModelError, ModelSpecError, StructuredOutputError
 from agentkit.events import AgentEvent
 from agentkit.models import ChatMessage, create_model, parse_model_spec
+from agentkit.models.base import ToolSpec
 from agentkit.models.cassette import RecordingModel, ReplayModel
 from agentkit.models.scripted import ScriptedModel
 
@@ -234,7 +235,7 @@ def test_streamed_pieces_tool_calls_errors_and_secrets_round_trip(tmp_path: Path
             cassette,
         )
         [e async for e in model.stream(asked, purpose="chat")]
-        await model.complete_with_tools(asked, tools=[], purpose="act")
+        await model.complete_with_tools(asked, tools=[ToolSpec(name="connect")], purpose="act")
         with pytest.raises(StructuredOutputError):
             await model.complete(asked, purpose="plan", schema=schema)
 
@@ -250,7 +251,9 @@ def test_streamed_pieces_tool_calls_errors_and_secrets_round_trip(tmp_path: Path
             "streamed ",
             "words",
         ]
-        done = await model.complete_with_tools(asked, tools=[], purpose="act")
+        done = await model.complete_with_tools(
+            asked, tools=[ToolSpec(name="connect")], purpose="act"
+        )
         assert done.tool_calls[0].name == "connect"
         assert done.tool_calls[0].arguments == {"api_key": "****abcd"}
         with pytest.raises(StructuredOutputError, match="required"):

@@ -89,7 +89,7 @@ def test_scoring_gives_each_continuation_tokens_logprob_whatever_the_order(
     # the same pairs backwards: each prompt now follows a different one in the context,
     # so a prefix reused wrongly from the previous pair would change the numbers
     backward = asyncio.run(model.score(list(reversed(pairs))))[::-1]
-    assert [len(lp) for lp in forward] == [model.count_tokens(text) for _, text in pairs]
+    assert [len(lp) for lp in forward] == model.count_prompt_tokens([text for _, text in pairs])
     assert all(value <= 0 for lp in forward for value in lp)
     for left, right in zip(forward, backward, strict=True):
         assert left == pytest.approx(right, abs=0.5)

@@ -656,6 +656,8 @@ def test_compression_is_an_update_memory_span(no_otel: None, reply: str) -> None
     from agentkit.config import CompressionConfig
     from agentkit.memory import TaskState, estimate_tokens, maybe_compress
     from agentkit.models.scripted import ScriptedModel
+    from agentkit.planning.tracer import CallTracer
+    from agentkit.planning.upkeep import summarizer
 
     trace = Telemetry(agent_id="a").turn(
         conversation_id="c", message_id="m", provider="scripted", model="scripted:inline"
@@ -663,10 +665,15 @@ def test_compression_is_an_update_memory_span(no_otel: None, reply: str) -> None
     model = ScriptedModel({"summarize": [reply]})
     outcome = asyncio.run(
         maybe_compress(
-            _window(20), TaskState(), model, CompressionConfig(), estimate_tokens,
+            _window(20),
+            TaskState(),
+            model,
+            CompressionConfig(),
+            estimate_tokens,
             parent=trace.root,
+            summarize=summarizer(CallTracer.standalone(model, trace=trace), model),
         )
-    )  # fmt: skip
+    )
     trace.end()
     assert outcome is not None
     _root, memory, call = trace.spans
@@ -691,10 +698,15 @@ def test_the_incremental_update_is_an_update_memory_span(no_otel: None) -> None:
     from agentkit.memory import TaskState
     from agentkit.memory.compression import update_task_state
     from agentkit.models.scripted import ScriptedModel
+    from agentkit.planning.tracer import CallTracer
+    from agentkit.planning.upkeep import summarizer
 
     trace = Telemetry(agent_id="a").turn(conversation_id="c", message_id="m")
     model = ScriptedModel({"summarize": ['{"current_goal": "g"}']})
-    state = asyncio.run(update_task_state(_window(4), TaskState(), model, 4, parent=trace.root))
+    summarize = summarizer(CallTracer.standalone(model, trace=trace), model)
+    state = asyncio.run(
+        update_task_state(_window(4), TaskState(), model, 4, parent=trace.root, summarize=summarize)
+    )
     trace.end()
     assert isinstance(state, TaskState)
     assert [r.name for r in trace.spans][1:] == ["update_memory task_state", "chat scripted:inline"]
@@ -707,10 +719,19 @@ def test_untraced_compression_makes_no_span(no_otel: None) -> None:
     from agentkit.config import CompressionConfig
     from agentkit.memory import TaskState, estimate_tokens, maybe_compress
     from agentkit.models.scripted import ScriptedModel
+    from agentkit.planning.tracer import CallTracer
+    from agentkit.planning.upkeep import summarizer
 
     model = ScriptedModel({"summarize": ['{"current_goal": "g"}']})
     outcome = asyncio.run(
-        maybe_compress(_window(20), TaskState(), model, CompressionConfig(), estimate_tokens)
+        maybe_compress(
+            _window(20),
+            TaskState(),
+            model,
+            CompressionConfig(),
+            estimate_tokens,
+            summarize=summarizer(CallTracer.standalone(model), model),
+        )
     )
     assert outcome is not None and outcome.compressed
 

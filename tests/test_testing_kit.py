@@ -435,16 +435,18 @@ def test_a_real_model_test_opts_in_by_its_marker() -> None:
 def test_scripted_signals_give_a_scripted_model_the_routers_signals_only_when_asked() -> None:
     import asyncio
 
-    from agentkit.planning.tracer import LikelihoodScorer, TextEmbedder
+    from agentkit.errors import ModelError
     from agentkit.testing import ScriptedModel, scripted_signals
 
     plain = ScriptedModel({})
-    assert not isinstance(plain, LikelihoodScorer) and not isinstance(plain, TextEmbedder)
+    assert not plain.scores and not plain.embeds
+    with pytest.raises(ModelError, match="scores no likelihoods"):
+        asyncio.run(plain.score([("Task: x", " ab")]))
     scorer = scripted_signals({}, score=lambda prompt, text: [-float(len(text))])
-    assert isinstance(scorer, LikelihoodScorer) and not isinstance(scorer, TextEmbedder)
+    assert scorer.scores and not scorer.embeds
     assert asyncio.run(scorer.score([("Task: x", " ab"), ("Task: y", " a")])) == [[-3.0], [-2.0]]
     assert scorer.pairs == [("Task: x", " ab"), ("Task: y", " a")]
     both = scripted_signals({}, score=lambda _p, _t: [0.0], embed=lambda text: [len(text), 1])
-    assert isinstance(both, TextEmbedder) and isinstance(both, LikelihoodScorer)
+    assert both.embeds and both.scores
     assert asyncio.run(both.embed(["abc"])) == [[3, 1]]
     assert both.embedded == ["abc"]

@@ -161,10 +161,10 @@ def test_meaning_picks_the_tools_the_likelihood_settles_among(env: Env) -> None:
 
 def test_the_toolsets_vectors_are_computed_once_and_again_for_a_new_tool(env: Env) -> None:
     model = _semantic(["trader", "weather"], {}, {})
-    first = asyncio.run(semantic_index(model, env.tools))
+    first = asyncio.run(semantic_index(model, env.tools, model.embed))
     count = len(model.embedded)
     assert count == sum(len(tool_texts(env.tools.get(n))) for n in env.tools.names())
-    assert asyncio.run(semantic_index(model, env.tools)) is first
+    assert asyncio.run(semantic_index(model, env.tools, model.embed)) is first
     assert len(model.embedded) == count  # cached
     env.tools.register(
         Tool(
@@ -176,7 +176,7 @@ def test_the_toolsets_vectors_are_computed_once_and_again_for_a_new_tool(env: En
             live_state=False,
         )
     )
-    again = asyncio.run(semantic_index(model, env.tools))
+    again = asyncio.run(semantic_index(model, env.tools, model.embed))
     assert "get_weather" in again.names
     assert len(model.embedded) == count + 1  # only the new tool's text
 

@@ -7,7 +7,8 @@ installed (``agentkit serve`` without ``agentkit[serve]``), naming the pip comma
 
 The application and what commands share is :mod:`agentkit.cli._app`; each module here adds a
 group of commands: :mod:`~agentkit.cli.agents`, :mod:`~agentkit.cli.conversations`,
-:mod:`~agentkit.cli.turns`, :mod:`~agentkit.cli.tools`, :mod:`~agentkit.cli.serving`.
+:mod:`~agentkit.cli.turns`, :mod:`~agentkit.cli.tools`, :mod:`~agentkit.cli.serving`,
+:mod:`~agentkit.cli.scoring`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from agentkit.cli import (  # noqa: F401
     conversations,
     db,
     labels,
+    report,
+    scoring,
     serving,
     tools,
     transfer,

@@ -10,7 +10,6 @@ written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,9 +20,6 @@ from agentkit.cli._app import JsonFlag, app, clean_errors, data_root, print_json
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from agentkit.eval.scanners import ScanContext
-    from agentkit.eval.transcript import Transcript
 
 __all__ = ["agreement_command", "label_command", "labels_command", "scan_command"]
 
@@ -100,17 +96,27 @@ def agreement_command(
         int | None,
         typer.Option("--min-runs", min=2, help="Runs labelled and judged a figure needs."),
     ] = None,
+    labels_of: Annotated[
+        Path | None,
+        typer.Option(
+            "--labels-of",
+            help="Use the labels of this results table (e.g. the one RESULTS was re-scored "
+            "from) instead of RESULTS' own.",
+        ),
+    ] = None,
 ) -> None:
     """A judge's agreement with your labels: agreement rate, Cohen's kappa with a bootstrap 95%
     interval (the seed printed), the confusion matrix and the runs where you disagree."""
     with clean_errors():
         require("eval", "agentkit agreement", "pandas")
         from agentkit.eval.agreement import MIN_LABELLED, judge_agreement
+        from agentkit.eval.labels import load_labels
         from agentkit.eval.stats import DEFAULT_SEED
 
         result = judge_agreement(
             results,
             judge,
+            labels=load_labels(labels_of) if labels_of is not None else None,
             seed=DEFAULT_SEED if seed is None else seed,
             min_runs=MIN_LABELLED if min_runs is None else min_runs,
         )
@@ -139,6 +145,7 @@ def scan_command(
         require("eval", "agentkit scan", "pandas")
         from agentkit.eval.results import load_results, save_results
         from agentkit.eval.scanners import (
+            AgentContexts,
             findings_path,
             resolve_scanners,
             save_findings,
@@ -148,8 +155,15 @@ def scan_command(
 
         chosen = resolve_scanners(scanners or None)
         frame = load_results(results)
-        contexts = _Contexts(data_root(ctx))
+        contexts = AgentContexts(data_root(ctx))
         findings = scan_results(frame, chosen, contexts)
+        for agent in contexts.missing:
+            typer.echo(
+                f"agentkit: note: no agent {agent!r} under {contexts.data_dir}: its runs are "
+                "scanned without its secret store, and with only the tools they asked consent "
+                "for as side-effecting",
+                err=True,
+            )
         if as_json:
             print_json({"findings": findings.to_dict("records")})
         else:
@@ -161,42 +175,6 @@ def scan_command(
             f"column of {results}",
             err=as_json,
         )
-
-
-class _Contexts:
-    """Each run's scan context: its agent's, read once per agent from the data root (an agent
-    that is not there: the tools its runs asked consent for, noted on stderr)."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.known: dict[str, ScanContext | None] = {}
-
-    def __call__(self, transcript: Transcript, record: Mapping[str, object]) -> ScanContext:
-        from agentkit.errors import AgentNotFoundError
-        from agentkit.eval.scanners import ScanContext, agent_scan_context
-        from agentkit.events import AskUserEvent
-
-        agent = str(record.get("agent", ""))
-        if agent not in self.known:
-            try:
-                self.known[agent] = agent_scan_context(self.data_dir, agent)
-            except AgentNotFoundError:
-                self.known[agent] = None
-                typer.echo(
-                    f"agentkit: note: no agent {agent!r} under {self.data_dir}: its runs are "
-                    "scanned without its secret store, and with only the tools they asked "
-                    "consent for as side-effecting",
-                    err=True,
-                )
-        found = self.known[agent]
-        if found is not None:
-            return found
-        asked = {
-            event.tool_name
-            for event in transcript.events()
-            if isinstance(event, AskUserEvent) and event.kind == "confirmation"
-        }
-        return ScanContext.of(asked)
 
 
 def _findings_text(findings: pd.DataFrame, scanners: list[str]) -> str:

@@ -218,6 +218,14 @@ def eval_command(
     agent: Annotated[
         str | None, typer.Option("--agent", help="BFCL: the agent items run on (bfcl-001).")
     ] = None,
+    judge_model: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-model",
+            help="Who grades the scenarios' judges (expect: judges): a model spec, or "
+            "'scripted' for each judge's script (default: the run's model).",
+        ),
+    ] = None,
     allow_errors: Annotated[
         bool,
         typer.Option(
@@ -282,6 +290,7 @@ def eval_command(
                 max_seconds=max_seconds,
                 sweep_max_tokens=sweep_max_tokens,
                 concurrency=concurrency,
+                judge_model=judge_model,
             )
         except SweepInterrupted as stopped:
             _save_interrupted(stopped, target)

@@ -45,6 +45,7 @@ from agentkit.eval.judges import (
     JudgeReply,
     load_judgements,
 )
+from agentkit.eval.judges.grading import GraderModels, JudgeCache, judge_run, judge_transcript
 from agentkit.eval.labels import Label, add_label, load_labels, with_labels
 from agentkit.eval.params import grid_points, parse_grid, parse_sets
 from agentkit.eval.point import run_point
@@ -71,7 +72,7 @@ from agentkit.eval.scenario import (
     load_scenarios,
 )
 from agentkit.eval.scorer import RunScorer, SourceColumns, SourceScore
-from agentkit.eval.scoring import judge_verdicts
+from agentkit.eval.scoring import Rescored, judge_verdicts, rescore
 from agentkit.eval.sweep import plan_runs, run_eval
 from agentkit.eval.task import SCRIPTED, PointTask
 from agentkit.eval.transcript import RunState, Transcript, UserTurn, load_transcripts
@@ -85,12 +86,15 @@ __all__ = [
     "Check",
     "Comparison",
     "Expectations",
+    "GraderModels",
     "GraderVerdict",
     "Judge",
+    "JudgeCache",
     "JudgeReply",
     "Judgement",
     "Label",
     "PointTask",
+    "Rescored",
     "RunBudget",
     "RunRow",
     "RunScorer",
@@ -110,6 +114,8 @@ __all__ = [
     "failures",
     "grid_points",
     "judge_agreement",
+    "judge_run",
+    "judge_transcript",
     "judge_verdicts",
     "load_judgements",
     "load_labels",
@@ -122,6 +128,7 @@ __all__ = [
     "plan_runs",
     "repeats",
     "report",
+    "rescore",
     "run_eval",
     "run_ids",
     "run_point",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agentkit.eval.labels import Label, load_labels
 from agentkit.eval.stats import DEFAULT_SEED, kappa_bootstrap
 
 if TYPE_CHECKING:
@@ -200,21 +201,23 @@ def judge_agreement(
     judge: str,
     *,
     table: pd.DataFrame | None = None,
+    labels: Mapping[str, Label] | None = None,
     seed: int = DEFAULT_SEED,
     resamples: int = RESAMPLES,
     min_runs: int = MIN_LABELLED,
 ) -> Agreement:
     """The agreement of the judge *judge* of the results table *results* with the labels kept
-    beside it (:func:`~agentkit.eval.labels.load_labels`). A pass/fail label is compared with
+    beside it (:func:`~agentkit.eval.labels.load_labels`; or *labels*, e.g. the labels of
+    the table this one was re-scored from). A pass/fail label is compared with
     the judge's outcome, a score with its score; a ``judge_error`` is no verdict. A judge the
     table does not have is a :class:`UsageError` naming the ones it has."""
-    from agentkit.eval.labels import load_labels
     from agentkit.eval.results import load_results
     from agentkit.eval.scoring import judge_verdicts
 
     frame = table if table is not None else load_results(results)
     judged = judge_verdicts(frame, judge)
-    labels = load_labels(results)
+    if labels is None:
+        labels = load_labels(results)
     verdicts: dict[str, Verdict | None] = {}
     for run, judgement in judged.items():
         label = labels.get(run)

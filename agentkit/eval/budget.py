@@ -25,19 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from agentkit.errors import ModelError, UsageError
-from agentkit.models.base import (
-    ChatMessage,
-    ChatModel,
-    Completion,
-    JsonSchema,
-    ModelEvent,
-    Purpose,
-    ToolSpec,
-)
+from agentkit.models.base import ChatModel, Completion, ModelEvent, ModelRequest, WrapperModel
 from agentkit.types import Usage
 
 __all__ = ["BudgetedModel", "Meter", "RunBudget", "SweepBudget"]
@@ -134,62 +126,21 @@ class Meter:
         raise ModelError(spec, f"over the run's budget ({reason})")
 
 
-class BudgetedModel(ChatModel):
+class BudgetedModel(WrapperModel):
     """*inner* behind a :class:`Meter`: every call is counted, and none starts over budget.
 
-    Everything else (``native_tools``, ``count_tokens``, ``score`` …) is *inner*'s."""
+    Scoring, embeddings and token counts are *inner*'s, not metered (:class:`WrapperModel`)."""
 
     def __init__(self, inner: ChatModel, meter: Meter) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.meter = meter
-        self.spec = inner.spec
-        self.native_tools = inner.native_tools
-        self.real_requests = inner.real_requests
 
-    def __getattr__(self, name: str) -> object:
-        if name.startswith("__") or name in ("inner", "meter"):
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> AsyncIterator[ModelEvent]:
+    async def request(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         await self.meter.before_call(self.spec)
-        async for event in self.inner.stream(messages, purpose=purpose, schema=schema):
+        async for event in self.inner.request(request):
             if isinstance(event, Completion):
                 self.meter.spend(event.usage)
             yield event
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
-        await self.meter.before_call(self.spec)
-        completion = await self.inner.complete(messages, purpose=purpose, schema=schema)
-        self.meter.spend(completion.usage)
-        return completion
-
-    async def complete_with_tools(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        tools: Sequence[ToolSpec],
-        purpose: Purpose = "act",
-    ) -> Completion:
-        await self.meter.before_call(self.spec)
-        completion = await self.inner.complete_with_tools(messages, tools=tools, purpose=purpose)
-        self.meter.spend(completion.usage)
-        return completion
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 class SweepBudget:

@@ -58,7 +58,8 @@ class Comparison:
       ``broke``: passed on A, failed on B);
     * ``deltas``: per metric, ``a_mean``, ``b_mean``, ``mean_delta`` (B - A), ``median_delta``;
     * ``pairs``: every pair, the pairing columns then ``passed_a``, ``passed_b``, ``flip``
-      ("" when both sides agree) and each metric's ``_a`` / ``_b``;
+      ("" when both sides agree), each metric's ``_a`` / ``_b``, and ``row_a`` / ``row_b``
+      (the pair's row positions in table A and B: :mod:`agentkit.eval.pairs` reads them);
     * ``unpaired``: the pairing columns, ``side`` (``A`` or ``B``) and ``outcome``.
     """
 
@@ -160,6 +161,7 @@ def compare(
     import pandas as pd
 
     left, right = _prepare(a), _prepare(b)
+    left["row"], right["row"] = range(len(left)), range(len(right))
     if on is None:
         keys, varies = _pairing(left, right)
     else:
@@ -176,7 +178,7 @@ def compare(
     ran_a = left[left["outcome"] != "not_started"]
     ran_b = right[right["outcome"] != "not_started"]
     metrics = list(DELTA_METRICS)
-    take = [*key, "passed", "outcome", *metrics]
+    take = [*key, "passed", "outcome", *metrics, "row"]
     merged = ran_a[take].merge(
         ran_b[take], on=key, how="outer", suffixes=("_a", "_b"), indicator=True
     )
@@ -246,6 +248,7 @@ def compare(
     ]
     pair_columns = [*keys, "passed_a", "passed_b", "flip"]
     pair_columns += [f"{metric}{suffix}" for metric in metrics for suffix in ("_a", "_b")]
+    pair_columns += ["row_a", "row_b"]
     return Comparison(
         labels=labels,
         on=tuple(keys),

@@ -35,6 +35,7 @@ __all__ = [
     "Label",
     "LabelValue",
     "add_label",
+    "copy_labels",
     "labels_path",
     "load_labels",
     "parse_label",
@@ -147,6 +148,19 @@ def add_label(
     with path.open("a", encoding="utf-8") as file:
         file.write(made.model_dump_json() + "\n")
     return made
+
+
+def copy_labels(results: Path | str, new: Path | str) -> Path | None:
+    """Copy the labels kept beside *results* beside the table *new* (a re-scored or exported
+    copy of it), replacing what was there; the path written, or None when *results* has no
+    labels."""
+    source, target = labels_path(results), labels_path(new)
+    if not source.is_file():
+        return None
+    if source.resolve() != target.resolve():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+    return target
 
 
 def _who() -> str:

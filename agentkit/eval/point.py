@@ -51,15 +51,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agentkit.eval.dialogue import Chat, RunError, RunLog, UserSide, dialogue_for
 from agentkit.eval.expectations import EXPECTATION_KINDS, Check, Observed, check
 from agentkit.eval.expectations import summarize_checks as verdicts
-from agentkit.eval.row import Outcome, RunRow
+from agentkit.eval.judges.grading import GraderModels, judge_checks, judge_transcript
+from agentkit.eval.judges.values import Judgement
+from agentkit.eval.row import RunRow, outcome_of
 from agentkit.eval.scorer import SourceScore
 from agentkit.eval.task import PointTask, model_label
 from agentkit.eval.transcript import RunState, Transcript
 from agentkit.eval.world import RunWorld, run_root
 from agentkit.memory.fidelity import fact_retention
+from agentkit.models.base import ChatModel
 from agentkit.models.transport import TransportCount, counting_transport
 from agentkit.telemetry import Telemetry, Trace
 from agentkit.telemetry import semconv as sc
+from agentkit.tools import SecretMask
 
 if TYPE_CHECKING:
     from agentkit.eval.pools import EndpointPools
@@ -188,17 +192,21 @@ async def _counted(world: RunWorld, transport: TransportCount) -> RunRow:
     dialogue = dialogue_for(world)
     error = error_type = ""
     final: RunState | None = None
+    judgements: tuple[Judgement, ...] = ()
     try:
-        with trace.root.activate():  # the turns' spans are the run's children
+        with trace.root.activate():  # the turns' and the judges' spans are the run's children
             world.materialise()
             chat = Chat(world, log)
             try:
                 await dialogue.run(chat)
                 final = chat.observe(log.facts.usage.calls)
             finally:
+                mask = chat.agent.tools.mask
                 await chat.aclose()
             if not world.meter.reason:  # a run stopped by its budget is not judged
                 log.checks += check(scenario.expect, Observed.of(log.facts, final), "run")
+                seen = _transcript(task, log, dialogue.user_side(), final)
+                judgements = await _judge(world, seen, mask)
     except RunError as failure:
         error, error_type = str(failure), "eval_run_error"
     except Exception as failure:  # one row per run, whatever happens
@@ -215,6 +223,7 @@ async def _counted(world: RunWorld, transport: TransportCount) -> RunRow:
         log,
         dialogue.user_side(),
         final,
+        judgements=judgements,
         error=error.replace(str(world.root), "<run>"),
         budget=world.meter.reason,
         wall_ms=wall_ms,
@@ -246,6 +255,40 @@ def _trace(task: PointTask) -> Trace:
     )
 
 
+async def _judge(
+    world: RunWorld, transcript: Transcript, mask: SecretMask
+) -> tuple[Judgement, ...]:
+    """The scenario's judges on the run (graded by each judge's model, else the task's judge
+    model, else the run's model); a grader that fails is a ``judge_error``, never raised."""
+    judges = world.scenario.expect.judges
+    if not judges:
+        return ()
+    task = world.task
+    chosen = task.judge_model if task.judge_model is not None else task.model
+    default = chosen if isinstance(chosen, str | ChatModel) else None
+    models = GraderModels(default, base_dir=world.folder)
+    # the graders' requests are counted apart: a judge's failed request is its judge_error,
+    # never the run's transport error
+    with counting_transport():
+        try:
+            return await judge_transcript(
+                judges, transcript, models, agent_dir=world.folder, mask=mask
+            )
+        finally:
+            await models.aclose()
+
+
+def _transcript(task: PointTask, log: RunLog, user: UserSide, final: RunState | None) -> Transcript:
+    """What the run showed, as its row keeps it."""
+    return Transcript(
+        run=task.run_name,
+        scenario=task.scenario.id,
+        turns=log.turns,
+        final=final,
+        user_calls=list(user.calls),
+    )
+
+
 def _score(task: PointTask, transcript: Transcript) -> tuple[SourceScore | None, str]:
     """The scenario source's score of the run (None: no scorer), and why scoring failed."""
     scorer = task.scenario.scorer
@@ -263,6 +306,7 @@ def _row(
     user: UserSide,
     final: RunState | None,
     *,
+    judgements: tuple[Judgement, ...] = (),
     error: str = "",
     budget: str = "",
     wall_ms: float = 0.0,
@@ -274,18 +318,13 @@ def _row(
     """The row of a run that logged *log* (or never started: *not_started* says why), and
     its scenario source's score."""
     scenario, facts = task.scenario, log.facts
-    transcript = Transcript(
-        run=task.run_name,
-        scenario=scenario.id,
-        turns=log.turns,
-        final=final,
-        user_calls=list(user.calls),
-    )
+    transcript = _transcript(task, log, user, final)
     score, scoring_error = _score(task, transcript)
     error = error or scoring_error
     checks = list(log.checks)
     if score is not None and score.passed is not None:
         checks.append(Check(score.kind, "run", score.passed, "" if score.passed else score.detail))
+    checks += judge_checks(judgements)
     failed = [item for item in checks if not item.passed]
     last = facts.compressions[-1] if facts.compressions else None
     retention = (
@@ -293,18 +332,10 @@ def _row(
         if final is not None and scenario.facts
         else None
     )
-    passed = not error and not failed and not budget and not_started is None
-    outcome: Outcome = (
-        "not_started"
-        if not_started is not None
-        else "error"
-        if error
-        else "budget"
-        if budget
-        else "passed"
-        if passed
-        else "failed"
+    outcome = outcome_of(
+        error=error, failed=bool(failed), budget=bool(budget), not_started=not_started is not None
     )
+    passed = outcome == "passed"
     row = RunRow(
         scenario=scenario.id,
         title=scenario.title,
@@ -362,7 +393,7 @@ def _row(
         wall_ms=round(wall_ms, 3),
         trace_id=trace_id,
         span_id=span_id,
-        judgements=(),
+        judgements=judgements,
         transcript=transcript,
     )
     return row, score
@@ -396,3 +427,6 @@ def _evaluated(trace: Trace, row: RunRow, score: SourceScore | None) -> None:
         result(score.kind, 1.0 if verdict else 0.0, "pass" if verdict else "fail", score.detail)
     if row.fact_retention is not None:
         result("fact_retention", float(row.fact_retention), None)
+    for judgement in row.judgements:
+        score_value = judgement.score if judgement.score is not None else float("nan")
+        result(f"judge_{judgement.judge}", score_value, judgement.outcome, judgement.reason)

@@ -186,7 +186,7 @@ def summarize(frame: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
     summary = grouped.agg(
         runs=("_ran", "sum"),
         passed=("passed", "sum"),
-        errors=("error", lambda s: int((s.fillna("").astype(str) != "").sum())),
+        errors=("error", lambda s: int((s.astype(object).fillna("").astype(str) != "").sum())),
         checks_failed=("checks_failed", "sum"),
         model_calls=("model_calls", "mean"),
         tokens=("output_tokens", "mean"),
@@ -302,6 +302,11 @@ def report(frame: pd.DataFrame, *, max_failures: int = 20) -> str:
         lines.append(
             f"{errors} of {ran} runs ended in an error (they were not judged)"
             + (f"; {retried} model requests were retried" if retried else "")
+        )
+    if "judge_errors" in frame and int(frame["judge_errors"].sum()):
+        lines.append(
+            f"{int(frame['judge_errors'].sum())} judge errors (a judge could not decide: "
+            "counted apart, not as failures; see the judge_<name> columns)"
         )
     unstarted = frame.loc[~_ran(frame)]
     if len(unstarted):

@@ -46,6 +46,7 @@ __all__ = [
     "JUDGE_FIGURES",
     "Outcome",
     "RunRow",
+    "outcome_of",
 ]
 
 #: a run's outcome (the ``outcome`` column)
@@ -249,6 +250,19 @@ class RunRow:
             else:
                 values[name] = _typed(cells.get(name), hints[name])
         return cls(**values)  # type: ignore[arg-type]  # each value checked by _typed
+
+
+def outcome_of(*, error: str, failed: bool, budget: bool, not_started: bool) -> Outcome:
+    """A run's outcome: ``not_started``, else ``error`` (it could not finish), else ``budget``
+    (stopped by its budget), else ``passed`` when no check failed, else ``failed``; ``passed``
+    is the one outcome whose ``passed`` column is True."""
+    if not_started:
+        return "not_started"
+    if error:
+        return "error"
+    if budget:
+        return "budget"
+    return "failed" if failed else "passed"
 
 
 @cache

@@ -66,6 +66,7 @@ __all__ = [
     "check_against_tools",
     "load_scenario",
     "load_scenarios",
+    "read_file",
 ]
 
 SCENARIO_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json")
@@ -423,7 +424,9 @@ def _unique_key_loader() -> type[Any]:
     return UniqueKeyLoader
 
 
-def _read(path: Path) -> Any:  # noqa: ANN401 - parsed YAML/JSON, validated by the caller
+def read_file(path: Path) -> Any:  # noqa: ANN401 - parsed YAML/JSON, validated by the caller
+    """The parsed YAML or JSON of *path* (a key given twice is an error); a
+    :class:`ConfigError` names the file."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -461,7 +464,7 @@ def load_scenario(path: Path | str) -> Scenario:
         raise ConfigError(
             file, "", f"is not a scenario file (expected {', '.join(SCENARIO_SUFFIXES)})"
         )
-    data = _read(file)
+    data = read_file(file)
     if not isinstance(data, dict):
         raise ConfigError(file, "", "must hold a mapping (v, id, agent, turns, …)")
     data.setdefault("id", file.stem)

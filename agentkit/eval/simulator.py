@@ -24,20 +24,16 @@ every message is the script's, in order, consent answers included; its end is ``
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
-from string import Template
 from typing import Literal, Protocol
 
 from agentkit.errors import ModelError, StructuredOutputError, UsageError
 from agentkit.eval.scenario import Scenario, SimulatedUser
-from agentkit.filecache import read_text
-from agentkit.layout import AgentPaths
 from agentkit.models.base import ChatMessage, ChatModel, SessionBackend, validate_structured
+from agentkit.planning.prompts import load_template
 from agentkit.planning.trace import CallRecord
 from agentkit.planning.tracer import CallTracer
 from agentkit.telemetry import Telemetry, provider_name
@@ -127,15 +123,9 @@ class ScriptedUser:
         return Move("done")
 
 
-@functools.cache
-def _package_template() -> str:
-    return resources.files("agentkit.eval").joinpath(f"prompts/{PROMPT_NAME}.md").read_text("utf-8")
-
-
 def simulator_prompt(user: SimulatedUser, language: str, agent_dir: Path | None = None) -> str:
     """The simulator's system prompt for *user* (the agent folder's template, if it has one)."""
-    override = read_text(AgentPaths(agent_dir).prompt(PROMPT_NAME)) if agent_dir else None
-    template = Template(override if override is not None else _package_template())
+    template = load_template(PROMPT_NAME, agent_dir, package="agentkit.eval")
     knows = "\n".join(
         f"- {key}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
         for key, value in user.knows.items()

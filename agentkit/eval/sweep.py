@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from agentkit.errors import AgentNotFoundError, UsageError
 from agentkit.eval.budget import RunBudget
 from agentkit.eval.executors import ExecutorSpec, SweepInterrupted, describe_executor, run_tasks
+from agentkit.eval.judges.grading import check_judge_models
 from agentkit.eval.params import apply_params, grid_points, merge_config, validate_config
 from agentkit.eval.results import param_columns, require_pandas, to_frame
 from agentkit.eval.row import RunRow
@@ -94,12 +95,14 @@ def plan_runs(
     repeat: int = 1,
     user_model: str | ChatModel | None = None,
     budget: RunBudget | None = None,
+    judge_model: str | ChatModel | None = None,
 ) -> list[PointTask]:
     """Every run of the sweep, checked, in order (scenario by scenario, points in grid order,
     the repeats of a point one after another)."""
     if not scenarios:
         raise UsageError("no scenarios to run")
     _check_counts(turn_timeout, retries, repeat)
+    check_judge_models([judge for item in scenarios for judge in item.expect.judges], judge_model)
     points = grid_points(sets, grid)
     if model is not None and any("model" in point for point in points):
         raise UsageError(
@@ -152,6 +155,7 @@ def plan_runs(
                         repeat=again,
                         user_model=user,
                         budget=budget or RunBudget(),
+                        judge_model=judge_model,
                     )
                 )
     return tasks
@@ -188,6 +192,7 @@ def run_eval(
     max_seconds: float | None = None,
     sweep_max_tokens: int | None = None,
     concurrency: int = 1,
+    judge_model: str | ChatModel | None = None,
 ) -> pd.DataFrame:
     """Run every scenario at every parameter point; the results table (one row per run).
 
@@ -211,12 +216,14 @@ def run_eval(
     scenario's ``user_script``). *max_tokens*, *max_model_calls*, *max_seconds*: each run's
     budget (:mod:`agentkit.eval.budget`); *sweep_max_tokens*: no run starts once the sweep has
     spent that many tokens. *concurrency*: runs going at once in each process (async).
+    *judge_model*: who grades the scenarios' judges (``expect: judges``; a spec, or
+    ``scripted`` for each judge's ``script``; default: the run's model).
     Ctrl-C raises :class:`~agentkit.eval.executors.SweepInterrupted` whose ``results`` is the
     table so far (finished runs and ``not_started`` rows), ready to save and resume.
     """
     require_pandas()  # before any run, not after the last one
     remote = executor is not None and not (isinstance(executor, str) and executor in ("", "local"))
-    shared = [item for item in (model, user_model) if item is not None]
+    shared = [item for item in (model, user_model, judge_model) if item is not None]
     if any(not isinstance(item, str) for item in shared) and (workers > 1 or remote):
         raise UsageError(
             "a model object runs in this process only (workers=1, the local executor); "
@@ -235,6 +242,7 @@ def run_eval(
         repeat=repeat,
         user_model=user_model,
         budget=RunBudget(max_tokens, max_model_calls, max_seconds),
+        judge_model=judge_model,
     )
     done = _finished_rows(previous, tasks) if previous is not None else {}
     sweep = _sweep_trace(executor, workers, len(tasks))

@@ -44,6 +44,9 @@ class PointTask:
     user_model: str | ChatModel | None = None
     #: what the run may spend
     budget: RunBudget = field(default_factory=RunBudget)
+    #: who grades the scenario's judges (a spec, ``scripted``: each judge's script, or a
+    #: model object); None: the run's model (a judge's own ``model`` wins over both)
+    judge_model: str | ChatModel | None = None
 
     @property
     def run_name(self) -> str:

@@ -24,7 +24,8 @@ Traced when the caller passes a ``parent`` span (the turn's, :mod:`agentkit.tele
 attempt that calls the model is an ``update_memory task_state`` span under it (strategy
 ``archive`` for compression, ``update`` for the incremental update; the compression's figures
 as ``agentkit.compression.*``; ``error.type`` on a model failure), with the summarise call
-as its ``chat {model}`` child.
+as its ``chat {model}`` child. The call itself is the caller's (``summarize``, made through
+its :class:`~agentkit.planning.tracer.CallTracer`): this module calls no model.
 """
 
 from __future__ import annotations
@@ -158,26 +159,16 @@ async def _summarize(
     model: ChatModel,
     mode: str,
     *,
-    memory: Span | None = None,
-    summarize: Summarize | None = None,
+    memory: Span | None,
+    summarize: Summarize,
 ) -> TaskStateSummary | ModelError:
     """The model's validated summary, or its failure (nothing raised); *memory*: the
     ``update_memory`` span the summarise call is traced under. *summarize*: the caller's way
-    of making the call (a planner turn's call tracer, which traces it itself); else
-    ``model.complete``, traced here."""
-    call = None
-    if memory is not None and summarize is None:
-        name = model.spec or type(model).__name__
-        call = memory.trace.model_call(memory, model=name, purpose="summarize")
+    of making the call, through its call tracer (``agentkit.planning.upkeep.summarizer``),
+    which times and traces it: no model call is made here."""
     sent = build_summarize_messages(messages, task_state, mode=mode)
     try:
-        if summarize is not None:
-            completion = await summarize(sent, summary_schema(), memory)
-        else:
-            completion = await model.complete(sent, purpose="summarize", schema=summary_schema())
-        if call is not None:
-            call.usage(completion.usage.input_tokens, completion.usage.output_tokens)
-            call.finish_reasons([completion.stop_reason])
+        completion = await summarize(sent, summary_schema(), memory)
         return TaskStateSummary.model_validate(completion.structured)
     except ValidationError as error:
         problem = error.errors()[0]
@@ -185,14 +176,11 @@ async def _summarize(
         failure: ModelError = StructuredOutputError(
             model.spec or type(model).__name__, f"{where}: {problem['msg']}", repr(error)
         )
-        _failed(failure, call, memory)
+        _failed(failure, memory)
         return failure
     except ModelError as error:
-        _failed(error, call, memory)
+        _failed(error, memory)
         return error
-    finally:
-        if call is not None:
-            call.end()
 
 
 async def _fold(
@@ -204,7 +192,7 @@ async def _fold(
     estimate: TokenEstimator,
     mode: str,
     memory: Span | None,
-    summarize: Summarize | None,
+    summarize: Summarize,
     scrub: Callable[[str], str] | None,
     ground_in: list[Message] | None = None,
 ) -> Folded:
@@ -250,7 +238,7 @@ async def update_memory(
     config: CompressionConfig | None = None,
     estimate: TokenEstimator | None = None,
     parent: Span | None = None,
-    summarize: Summarize | None = None,
+    summarize: Summarize,
     scrub: Callable[[str], str] | None = None,
 ) -> Folded:
     """The incremental update: fold the last *last* messages of the window into TaskState
@@ -281,7 +269,7 @@ async def update_task_state(
     last: int,
     *,
     parent: Span | None = None,
-    summarize: Summarize | None = None,
+    summarize: Summarize,
 ) -> TaskState | ModelError:
     """The seed's incremental update (strategy ``model``, :func:`update_memory`): the new
     state, or the model's failure, in which case the caller keeps the old state."""
@@ -314,7 +302,7 @@ async def maybe_compress(
     estimate: TokenEstimator,
     *,
     parent: Span | None = None,
-    summarize: Summarize | None = None,
+    summarize: Summarize,
     scrub: Callable[[str], str] | None = None,
 ) -> CompressionOutcome | None:
     """Compress *window* into *task_state* when it is over both thresholds, else None.

@@ -1,18 +1,19 @@
 """Token estimates for the compression thresholds; the estimator is pluggable.
 
 A :data:`TokenEstimator` maps a text to a token count. When the model has its own tokenizer
-(``count_tokens``, e.g. LlamaModel) that is used; otherwise :func:`estimate_tokens`, a
-CJK-aware estimate: one token per CJK character (ideographs, kana, hangul, full-width forms),
-about four characters per token for other text. A message also costs
-:data:`MESSAGE_OVERHEAD_TOKENS` for its role and framing (:func:`estimate_messages`).
+(:attr:`~agentkit.models.base.ChatModel.own_tokenizer`, e.g. LlamaModel) that is used;
+otherwise :func:`estimate_tokens`, a CJK-aware estimate: one token per CJK character
+(ideographs, kana, hangul, full-width forms), about four characters per token for other text.
+A message also costs :data:`MESSAGE_OVERHEAD_TOKENS` for its role and framing
+(:func:`estimate_messages`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Protocol, runtime_checkable
 
+from agentkit.models.base import ChatModel
 from agentkit.types import Message
 
 __all__ = [
@@ -55,15 +56,11 @@ def estimate_tokens(text: str) -> int:
     return cjk + (other + 3) // 4
 
 
-@runtime_checkable
-class _CountsTokens(Protocol):
-    def count_tokens(self, text: str) -> int: ...
-
-
 def estimator_for(model: object) -> TokenEstimator:
-    """The model's own tokenizer when it has one (``count_tokens``), else the estimate."""
-    if isinstance(model, _CountsTokens):
-        return model.count_tokens
+    """The model's own tokenizer when it has one (``own_tokenizer``), else the estimate."""
+    if isinstance(model, ChatModel) and model.own_tokenizer:
+        count = model.count_prompt_tokens
+        return lambda text: count([text])[0]
     return estimate_tokens
 
 

@@ -5,6 +5,14 @@ A ``ChatModel`` gets the whole context on every call (llama, openai, scripted). 
 (acp, claude-cli): it is sent only the new message. Both stream :data:`ModelEvent` values and
 end with exactly one :class:`Completion`.
 
+A ``ChatModel`` has one entry point, :meth:`ChatModel.request`, taking one
+:class:`ModelRequest`: streaming, a JSON schema for the reply and native tools are options of
+that value, so a wrapper (budget, cassette, a test's guard: :class:`WrapperModel`) overrides
+one method and sees every kind of call. ``stream``, ``complete`` and ``complete_with_tools``
+are final helpers that build the request. Likelihood scoring and embeddings are typed
+capabilities of the base (:attr:`ChatModel.scores`, :attr:`ChatModel.embeds`), not protocols
+found by duck typing.
+
 Every call names its ``purpose`` (chat, plan, replan, reason, respond, summarize, classify), so
 scripted replies, traces and evaluations can tell calls apart. Structured output is validated
 in one place, :func:`validate_structured`, whatever a backend claims to enforce.
@@ -14,9 +22,11 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, final
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,6 +42,7 @@ __all__ = [
     "Completion",
     "JsonSchema",
     "ModelEvent",
+    "ModelRequest",
     "PermissionRequest",
     "Purpose",
     "SessionBackend",
@@ -40,12 +51,14 @@ __all__ = [
     "ThinkingDelta",
     "ToolCallRequest",
     "ToolSpec",
+    "WrapperModel",
     "estimate_prompt_tokens",
+    "final_completion",
     "validate_structured",
 ]
 
 Purpose = Literal[
-    "chat", "plan", "replan", "reason", "respond", "summarize", "classify", "act", "route"
+    "chat", "plan", "replan", "reason", "respond", "summarize", "classify", "act", "route", "judge"
 ]
 PURPOSES: tuple[Purpose, ...] = (
     "chat",
@@ -57,6 +70,7 @@ PURPOSES: tuple[Purpose, ...] = (
     "classify",
     "act",
     "route",
+    "judge",
 )
 JsonSchema = dict[str, Any]
 
@@ -155,8 +169,105 @@ def estimate_prompt_tokens(text: str) -> int:
     return -(-len(text) // 3)
 
 
+_NO_SETTINGS: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One model call: why it is made, what is sent, and what the reply must be.
+
+    The one value :meth:`ChatModel.request` takes; the test doubles record each one they get
+    (``requests``), and a :class:`~agentkit.models.function.FunctionModel` passes it to its
+    function, so a test reads what a model was sent the same way whichever double it used.
+    """
+
+    #: why the caller asks: ``chat``, ``plan``, ``replan``, ``respond``, ``route``, ``summarize``…
+    purpose: Purpose
+    #: the messages sent, in order (each has ``role`` and ``content``)
+    messages: tuple[ChatMessage, ...]
+    #: the JSON schema the reply must follow, or None for free text
+    json_schema: JsonSchema | None = None
+    #: the tools offered for native function calling (name, description, argument schema);
+    #: only a backend with :attr:`ChatModel.native_tools` takes them
+    tools: tuple[ToolSpec, ...] = ()
+    #: the model's settings (a :class:`FunctionModel`'s ``settings``), read-only; filled in
+    #: by the double that records the request
+    settings: Mapping[str, Any] = field(default_factory=lambda: _NO_SETTINGS)
+    #: the call's number on its model, from 0 (filled in by the double that records it)
+    index: int = 0
+    #: True: the caller reads the reply's deltas as they come (a backend streams them);
+    #: False: only the final :class:`Completion` matters (a backend may send it alone)
+    stream: bool = False
+
+    @property
+    def schema(self) -> JsonSchema | None:
+        """The schema asked for (:attr:`json_schema`), or ``{"tools": […]}`` for a tool call."""
+        if self.tools:
+            return {"tools": [tool.model_dump() for tool in self.tools]}
+        return self.json_schema
+
+    @property
+    def prompt(self) -> str:
+        """The last user message's text ("" when there is none)."""
+        for message in reversed(self.messages):
+            if message.role == "user":
+                return message.content
+        return ""
+
+    @property
+    def system(self) -> str:
+        """The system message's text ("" when there is none)."""
+        return next((m.content for m in self.messages if m.role == "system"), "")
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """The names of the tools offered natively, or listed in a plan schema's ``tool_name``."""
+        if self.tools:
+            return tuple(tool.name for tool in self.tools)
+        return tuple(sorted(_enum_values(self.json_schema, "tool_name")))
+
+
+def _enum_values(schema: object, key: str) -> set[str]:
+    """Every string in an ``enum`` of a property named *key*, anywhere in *schema*."""
+    found: set[str] = set()
+    if isinstance(schema, dict):
+        for name, value in schema.items():
+            if name == key and isinstance(value, dict):
+                found.update(v for v in _enums(value) if isinstance(v, str))
+            else:
+                found |= _enum_values(value, key)
+    elif isinstance(schema, list):
+        for item in schema:
+            found |= _enum_values(item, key)
+    return found
+
+
+def _enums(schema: dict[str, Any]) -> list[object]:
+    values: list[object] = list(schema.get("enum", []))
+    if "const" in schema:
+        values.append(schema["const"])
+    for option in schema.get("anyOf", []) + schema.get("oneOf", []):
+        if isinstance(option, dict):
+            values.extend(_enums(option))
+    return values
+
+
+async def final_completion(backend: str, events: AsyncIterator[ModelEvent]) -> Completion:
+    """The :class:`Completion` that ends *events* (read to the end; the text not validated)."""
+    final: Completion | None = None
+    async for event in events:
+        if isinstance(event, Completion):
+            final = event
+    if final is None:
+        raise ModelError(backend, "the stream ended without a result")
+    return final
+
+
 class ChatModel(ABC):
-    """A stateless model: the caller sends the whole context on every call."""
+    """A stateless model: the caller sends the whole context on every call.
+
+    A backend implements :meth:`request`, the one entry point (see the module docstring);
+    everything else has a default."""
 
     #: the spec string this model was created from, e.g. ``llama`` or ``openai:gpt-4o-mini``
     spec: str = ""
@@ -169,8 +280,32 @@ class ChatModel(ABC):
     #: True for a backend that reaches a real model (llama, openai): ``agentkit.testing`` can
     #: turn those off; test doubles leave it False
     real_requests: bool = False
+    #: True when a request may offer ``tools`` (the backend's own function calling); the
+    #: planner's ``tool_loop`` asks the others for a JSON action instead
+    native_tools: bool = False
+    #: True when :meth:`score` scores continuations by likelihood (the embedded model)
+    scores: bool = False
+    #: True when :meth:`embed` turns texts into vectors (the embedded model)
+    embeds: bool = False
+    #: True when :meth:`count_prompt_tokens` is the model's own tokenizer, not an estimate
+    own_tokenizer: bool = False
 
     @abstractmethod
+    def request(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """The one entry point: the reply to *request* as events, the last a
+        :class:`Completion` (its ``structured`` unset: :meth:`complete` validates). With
+        ``tools``, the completion holds the text or the ``tool_calls`` (not yet run); a backend
+        without :attr:`native_tools` raises :class:`ModelError` (:meth:`refuse_tools`)."""
+
+    def refuse_tools(self, request: ModelRequest) -> None:
+        """Raise the :class:`ModelError` of a backend without function calling when
+        *request* offers tools."""
+        if request.tools and not self.native_tools:
+            raise ModelError(
+                self.spec or type(self).__name__, "this backend has no native function calling"
+            )
+
+    @final
     def stream(
         self,
         messages: Sequence[ChatMessage],
@@ -178,8 +313,10 @@ class ChatModel(ABC):
         purpose: Purpose,
         schema: JsonSchema | None = None,
     ) -> AsyncIterator[ModelEvent]:
-        """Stream the reply; the last event is a :class:`Completion` (``structured`` unset)."""
+        """:meth:`request` with ``stream=True``: the deltas as they come, then the completion."""
+        return self.request(ModelRequest(purpose, tuple(messages), schema, stream=True))
 
+    @final
     async def complete(
         self,
         messages: Sequence[ChatMessage],
@@ -188,20 +325,14 @@ class ChatModel(ABC):
         schema: JsonSchema | None = None,
     ) -> Completion:
         """The whole reply; with *schema*, ``structured`` holds the validated value."""
-        final: Completion | None = None
-        async for event in self.stream(messages, purpose=purpose, schema=schema):
-            if isinstance(event, Completion):
-                final = event
-        if final is None:
-            raise ModelError(self.spec or type(self).__name__, "the stream ended without a result")
+        request = ModelRequest(purpose, tuple(messages), schema)
+        completion = await final_completion(self.spec or type(self).__name__, self.request(request))
         if schema is not None:
-            structured = validate_structured(self.spec, final.text, schema)
-            final = final.model_copy(update={"structured": structured})
-        return final
+            structured = validate_structured(self.spec, completion.text, schema)
+            completion = completion.model_copy(update={"structured": structured})
+        return completion
 
-    #: True when :meth:`complete_with_tools` is the backend's own function calling
-    native_tools: bool = False
-
+    @final
     async def complete_with_tools(
         self,
         messages: Sequence[ChatMessage],
@@ -209,14 +340,18 @@ class ChatModel(ABC):
         tools: Sequence[ToolSpec],
         purpose: Purpose = "act",
     ) -> Completion:
-        """One call offering *tools*: the reply is text or ``tool_calls`` (not yet run).
+        """One call offering *tools*: the reply is text or ``tool_calls`` (not yet run)."""
+        request = ModelRequest(purpose, tuple(messages), tools=tuple(tools))
+        return await final_completion(self.spec or type(self).__name__, self.request(request))
 
-        Only backends with :attr:`native_tools` implement it; the planner's ``tool_loop``
-        falls back to a JSON action schema for the others.
-        """
-        raise ModelError(
-            self.spec or type(self).__name__, "this backend has no native function calling"
-        )
+    async def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
+        """For each ``(prompt, continuation)``, the log-probability of each continuation token
+        after the prompt (only a backend with :attr:`scores`)."""
+        raise ModelError(self.spec or type(self).__name__, "this backend scores no likelihoods")
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """A unit vector per text (only a backend with :attr:`embeds`)."""
+        raise ModelError(self.spec or type(self).__name__, "this backend has no embeddings")
 
     def count_prompt_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text as this model would count them (the base: an estimate,
@@ -225,6 +360,40 @@ class ChatModel(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release what the model holds (HTTP clients, loaded weights)."""
+
+
+class WrapperModel(ChatModel):
+    """A model in front of *inner*: the generic base of budget, recording and test guards.
+
+    It takes *inner*'s spec, window and capabilities, and forwards everything to it; a
+    wrapper overrides :meth:`request`, the one entry point, and so sees every call (streamed,
+    structured, with tools). Scoring, embeddings and token counts go to *inner* unchanged."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+        self.spec = inner.spec
+        self.context_window = inner.context_window
+        self.output_reserve = inner.output_reserve
+        self.real_requests = inner.real_requests
+        self.native_tools = inner.native_tools
+        self.scores = inner.scores
+        self.embeds = inner.embeds
+        self.own_tokenizer = inner.own_tokenizer
+
+    def request(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        return self.inner.request(request)
+
+    async def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
+        return await self.inner.score(pairs)
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.inner.embed(texts)
+
+    def count_prompt_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_prompt_tokens(texts)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 class SessionModel(ABC):

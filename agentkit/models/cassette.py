@@ -16,11 +16,11 @@ in tool arguments, structured replies, JSON reply text and schemas
 secrets before they reach a prompt, so a prompt holds none unless a user typed one.
 
 :class:`ReplayModel` answers each call from a cassette by matching its request — the canonical
-JSON of the (masked) request, every field — taking the recorded calls in file order when
-identical requests repeat. A request with no match is a :class:`~agentkit.errors.ModelError`
-naming the first difference against the nearest recorded request; there is no fallback. A
-replay reports the recorded model's spec, so a replayed run's events and tables are the
-recorded run's.
+JSON of the (masked) request, every field (a streamed and a whole reply answer each other) —
+taking the recorded calls in file order when identical requests repeat. A request with no
+match is a :class:`~agentkit.errors.ModelError` naming the first difference against the
+nearest recorded request; there is no fallback. A replay reports the recorded model's spec,
+so a replayed run's events and tables are the recorded run's.
 """
 
 from __future__ import annotations
@@ -35,17 +35,16 @@ from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from agentkit.errors import ModelError, ModelSpecError, StructuredOutputError
 from agentkit.models.base import (
-    ChatMessage,
     ChatModel,
     Completion,
-    JsonSchema,
     ModelEvent,
+    ModelRequest,
     PermissionRequest,
     Purpose,
     TextDelta,
     ThinkingDelta,
     ToolCallRequest,
-    ToolSpec,
+    WrapperModel,
 )
 from agentkit.tools.secrets import mask_secrets
 from agentkit.types import Usage
@@ -69,8 +68,11 @@ class CassetteRequest(_Value):
     tools: list[dict[str, JsonValue]] | None = None
 
     def canonical(self) -> str:
-        """The JSON a replay matches on: sorted keys, no spaces."""
-        return json.dumps(self.as_json(), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        """The JSON a replay matches on: sorted keys, no spaces; ``stream`` and ``complete``
+        match each other (whether the caller read the deltas changes no reply)."""
+        data = self.as_json()
+        data["call"] = "tools" if self.call == "tools" else "text"
+        return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
     def as_json(self) -> dict[str, JsonValue]:
         data: dict[str, JsonValue] = self.model_dump(mode="json")
@@ -124,20 +126,15 @@ def _masked_text(text: str) -> str:
     return text if masked == value else json.dumps(masked, ensure_ascii=False)
 
 
-def make_request(
-    call: CallKind,
-    messages: Sequence[ChatMessage],
-    purpose: Purpose,
-    schema: JsonSchema | None,
-    tools: Sequence[ToolSpec] | None = None,
-) -> CassetteRequest:
+def make_request(request: ModelRequest) -> CassetteRequest:
     """The masked request of one call, as recorded and as matched."""
+    call: CallKind = "tools" if request.tools else "stream" if request.stream else "complete"
     return CassetteRequest(
         call=call,
-        purpose=purpose,
-        messages=[{"role": m.role, "content": m.content} for m in messages],
-        schema_=_masked(schema),
-        tools=None if tools is None else [_masked(tool.model_dump()) for tool in tools],
+        purpose=request.purpose,
+        messages=[{"role": m.role, "content": m.content} for m in request.messages],
+        schema_=_masked(request.json_schema),
+        tools=[_masked(tool.model_dump()) for tool in request.tools] if request.tools else None,
     )
 
 
@@ -176,18 +173,12 @@ def _error_reply(error: ModelError) -> CassetteReply:
     return CassetteReply(error=failure)
 
 
-class RecordingModel(ChatModel):
+class RecordingModel(WrapperModel):
     """Runs *inner* and appends every call (request and reply, secrets masked) to *path*."""
 
     def __init__(self, inner: ChatModel, path: Path) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.path = path
-        self.spec = inner.spec
-        self.native_tools = inner.native_tools
-        self.real_requests = inner.real_requests
-        self.context_window = inner.context_window
-        self.output_reserve = inner.output_reserve
-        self.count_prompt_tokens = inner.count_prompt_tokens  # type: ignore[method-assign]
         self._lock = threading.Lock()
 
     def _append(self, request: CassetteRequest, reply: CassetteReply) -> None:
@@ -201,62 +192,19 @@ class RecordingModel(ChatModel):
         with self._lock, open(self.path, "a", encoding="utf-8") as cassette:
             cassette.write(line)  # one write per line: parallel recorders do not interleave
 
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> AsyncIterator[ModelEvent]:
-        request = make_request("stream", messages, purpose, schema)
+    async def request(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        recorded = make_request(request)
         events: list[dict[str, JsonValue]] = []
         try:
-            async for event in self.inner.stream(messages, purpose=purpose, schema=schema):
+            async for event in self.inner.request(request):
                 if isinstance(event, Completion):
-                    self._append(request, _reply(event, events))
+                    self._append(recorded, _reply(event, events))
                 else:
                     events.append(_event_json(event))
                 yield event
         except ModelError as error:
-            self._append(request, _error_reply(error))
+            self._append(recorded, _error_reply(error))
             raise
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
-        request = make_request("complete", messages, purpose, schema)
-        try:
-            completion = await self.inner.complete(messages, purpose=purpose, schema=schema)
-        except ModelError as error:
-            self._append(request, _error_reply(error))
-            raise
-        self._append(request, _reply(completion, []))
-        return completion
-
-    async def complete_with_tools(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        tools: Sequence[ToolSpec],
-        purpose: Purpose = "act",
-    ) -> Completion:
-        request = make_request("tools", messages, purpose, None, tools)
-        try:
-            completion = await self.inner.complete_with_tools(
-                messages, tools=tools, purpose=purpose
-            )
-        except ModelError as error:
-            self._append(request, _error_reply(error))
-            raise
-        self._append(request, _reply(completion, []))
-        return completion
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 Difference = tuple[str, str]
@@ -407,40 +355,12 @@ class ReplayModel(ChatModel):
             tool_calls=tuple(ToolCallRequest.model_validate(c) for c in reply.tool_calls),
         )
 
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> AsyncIterator[ModelEvent]:
-        reply = self._answer(make_request("stream", messages, purpose, schema))
+    async def request(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        reply = self._answer(make_request(request))
         self._raise(reply)
         for event in reply.events:
             yield _event_of(event)
         yield self._completion(reply)
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> Completion:
-        reply = self._answer(make_request("complete", messages, purpose, schema))
-        self._raise(reply)
-        return self._completion(reply)
-
-    async def complete_with_tools(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        tools: Sequence[ToolSpec],
-        purpose: Purpose = "act",
-    ) -> Completion:
-        reply = self._answer(make_request("tools", messages, purpose, None, tools))
-        self._raise(reply)
-        return self._completion(reply)
 
 
 def _request_of(entry: CassetteEntry) -> CassetteRequest:

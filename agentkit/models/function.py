@@ -26,7 +26,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -34,16 +35,12 @@ from pydantic import BaseModel
 
 from agentkit.errors import ModelError, ModelSpecError
 from agentkit.models.base import (
-    ChatMessage,
     ChatModel,
     Completion,
-    JsonSchema,
     ModelEvent,
-    Purpose,
     TextDelta,
     ThinkingDelta,
     ToolCallRequest,
-    ToolSpec,
 )
 from agentkit.models.request import ModelRequest, estimate_tokens, tool_calls_of
 from agentkit.types import Usage
@@ -122,32 +119,10 @@ class FunctionModel(ChatModel):
         model.spec = f"function:{target.strip()}"
         return model
 
-    def _request(
-        self,
-        messages: Sequence[ChatMessage],
-        purpose: Purpose,
-        schema: JsonSchema | None,
-        tools: Sequence[ToolSpec],
-    ) -> ModelRequest:
-        request = ModelRequest(
-            purpose=purpose,
-            messages=tuple(messages),
-            json_schema=schema,
-            tools=tuple(tools),
-            settings=self.settings,
-            index=len(self.requests),
-        )
+    async def request(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.refuse_tools(request)
+        request = replace(request, settings=self.settings, index=len(self.requests))
         self.requests.append(request)
-        return request
-
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> AsyncIterator[ModelEvent]:
-        request = self._request(messages, purpose, schema, ())
         result = await call_function(self.spec, self.function, request, wrap=self.wrap_errors)
         async for event in reply_events(
             self.spec,
@@ -157,28 +132,6 @@ class FunctionModel(ChatModel):
             wrap=self.wrap_errors,
         ):
             yield event
-
-    async def complete_with_tools(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        tools: Sequence[ToolSpec],
-        purpose: Purpose = "act",
-    ) -> Completion:
-        request = self._request(messages, purpose, None, tools)
-        result = await call_function(self.spec, self.function, request, wrap=self.wrap_errors)
-        final: Completion | None = None
-        async for event in reply_events(
-            self.spec,
-            result,
-            input_tokens=_size(request),
-            tools_offered=bool(request.tools),
-            wrap=self.wrap_errors,
-        ):
-            if isinstance(event, Completion):
-                final = event
-        assert final is not None  # reply_events always ends with one
-        return final
 
 
 async def reply_events(

@@ -28,12 +28,10 @@ from agentkit._extras import MODEL_ALTERNATIVES, require
 from agentkit.errors import ModelError, ModelSpecError
 from agentkit.models._requests import check_model_requests
 from agentkit.models.base import (
-    ChatMessage,
     ChatModel,
     Completion,
-    JsonSchema,
     ModelEvent,
-    Purpose,
+    ModelRequest,
     TextDelta,
 )
 from agentkit.models.llama_process import LlamaWorker, shared_worker
@@ -56,6 +54,9 @@ def default_gguf_path() -> Path:
 
 class LlamaModel(ChatModel):
     real_requests = True
+    scores = True
+    embeds = True
+    own_tokenizer = True
 
     def __init__(
         self,
@@ -124,12 +125,6 @@ class LlamaModel(ChatModel):
         counts: list[int] = reply["counts"]
         return counts
 
-    def count_tokens(self, text: str) -> int:
-        """The model's own token count for *text* (for compression thresholds)."""
-        reply = self.worker.call({"op": "count", "texts": [text]})
-        counts: list[int] = reply["counts"]
-        return counts[0]
-
     async def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
         """For each ``(prompt, continuation)`` (raw text, no chat template), the
         log-probability of each continuation token after the prompt: a choice among known
@@ -150,16 +145,12 @@ class LlamaModel(ChatModel):
         vectors: list[list[float]] = reply["vectors"]
         return vectors
 
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> AsyncIterator[ModelEvent]:
-        request: dict[str, Any] = {
+    async def request(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.refuse_tools(request)  # no function calling: the planner asks for JSON actions
+        schema = request.json_schema
+        sent: dict[str, Any] = {
             "op": "generate",
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
             "schema": schema,
             "max_tokens": self.structured_max_tokens if schema is not None else self.max_tokens,
             "temperature": self.temperature,
@@ -177,7 +168,7 @@ class LlamaModel(ChatModel):
                 loop.call_soon_threadsafe(queue.put_nowait, item)
 
         # begin() waits for the worker to be free (and started): off the event loop
-        started = loop.run_in_executor(None, worker.begin, request, sink)
+        started = loop.run_in_executor(None, worker.begin, sent, sink)
         try:
             request_id = await asyncio.shield(started)
         except asyncio.CancelledError:  # cancelled while queued: stop it once it is sent

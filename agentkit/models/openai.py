@@ -70,10 +70,10 @@ from agentkit.models.base import (
     Completion,
     JsonSchema,
     ModelEvent,
+    ModelRequest,
     Purpose,
     TextDelta,
     ToolCallRequest,
-    ToolSpec,
 )
 from agentkit.models.transport import PooledTransport, note_failure, note_retry, retry_delay
 from agentkit.types import Usage
@@ -90,6 +90,7 @@ class OpenAIModel(ChatModel):
     """Streams chat completions from ``{base_url}/chat/completions``; see the module docstring."""
 
     real_requests = True
+    native_tools = True
 
     def __init__(
         self,
@@ -148,18 +149,28 @@ class OpenAIModel(ChatModel):
             transport=transport,
         )
 
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> AsyncIterator[ModelEvent]:
-        body = self._body(messages)
-        if schema is None:
+    async def request(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """A streamed chat completion; with ``tools``, the ``tools`` of the Chat Completions
+        API (the model chooses: ``tool_choice: auto``); with a schema, the first structured
+        output shape the endpoint accepts."""
+        body = self._body(request.messages)
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters,
+                    },
+                }
+                for tool in request.tools
+            ]
+            body["tool_choice"] = "auto"
+        if request.json_schema is None:
             response = await self._open(body)
         else:
-            response = await self._open_structured(body, purpose, schema)
+            response = await self._open_structured(body, request.purpose, request.json_schema)
         async for event in self._read(response):
             yield event
 
@@ -189,37 +200,6 @@ class OpenAIModel(ChatModel):
         (*earlier, (_, last)) = refusals
         raise _failed(last.error(self.spec, earlier))
 
-    native_tools = True
-
-    async def complete_with_tools(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        tools: Sequence[ToolSpec],
-        purpose: Purpose = "act",
-    ) -> Completion:
-        """The ``tools`` of the Chat Completions API; the model chooses (``tool_choice: auto``)."""
-        body = self._body(messages)
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                },
-            }
-            for tool in tools
-        ]
-        body["tool_choice"] = "auto"
-        final: Completion | None = None
-        async for event in self._stream(body):
-            if isinstance(event, Completion):
-                final = event
-        if final is None:  # _events always ends with a Completion or raises
-            raise ModelError(self.spec, "the stream ended without a result")
-        return final
-
     def _body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
         return {
             "model": self.model,
@@ -227,11 +207,6 @@ class OpenAIModel(ChatModel):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-
-    async def _stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
-        response = await self._open(body)
-        async for event in self._read(response):
-            yield event
 
     async def _read(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
         try:
@@ -319,13 +294,13 @@ class OpenAIModel(ChatModel):
         usage = Usage()
         stop_reason: str | None = None
         done = False
-        lines = response.aiter_lines()
+        lines = _lines(response)
         async for line in lines:
             # blank separators, ": keep-alive" comments and event:/id: fields carry nothing here
-            if not line.startswith("data:"):
+            if not line.startswith(b"data:"):
                 continue
-            data = line.removeprefix("data:").strip()
-            if data == "[DONE]":
+            data = line[5:].strip()
+            if data == b"[DONE]":
                 done = True
                 await _drain(lines)  # to the body's end: the connection goes back to the pool
                 break
@@ -360,8 +335,8 @@ class OpenAIModel(ChatModel):
             tool_calls=tool_calls,
         )
 
-    def _parse_chunk(self, data: str) -> _Chunk:
-        quoted = repr(data[:_SNIPPET])
+    def _parse_chunk(self, data: bytes) -> _Chunk:
+        quoted = repr(data[:_SNIPPET].decode("utf-8", "replace"))
         try:
             chunk = _Chunk.model_validate_json(data)
         except ValidationError as error:
@@ -419,7 +394,19 @@ def _reconnectable(error: httpx.TransportError) -> bool:
     return isinstance(error, _RECONNECTABLE)
 
 
-async def _drain(lines: AsyncIterator[str]) -> None:
+async def _lines(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's lines, as bytes without their ending (split on the bytes: a UTF-8 character
+    is never cut in two by a newline byte, and no text decoding is spent on SSE framing)."""
+    rest = b""
+    async for piece in response.aiter_bytes():
+        *lines, rest = (rest + piece).split(b"\n")
+        for line in lines:
+            yield line.removesuffix(b"\r")
+    if rest:
+        yield rest.removesuffix(b"\r")
+
+
+async def _drain(lines: AsyncIterator[bytes]) -> None:
     """Read what is left of a stream after its ``[DONE]`` (its last blank line, the chunked
     encoding's end: usually here already), for at most :data:`_DRAIN_SECONDS`."""
     try:

@@ -5,8 +5,8 @@ mapping a purpose to its list of replies. A string reply is returned verbatim; a
 array is returned as its JSON text. A purpose whose list runs out repeats its last reply; a
 purpose with no entry, or an exhausted plain list, is a clear :class:`ModelError`.
 
-With native function calling (:meth:`ScriptedModel.complete_with_tools`, the planner's
-``tool_loop``), a reply ``{"tool_calls": [{"name": …, "arguments": {…}}, …]}`` is a request
+With native function calling (a request offering ``tools``, the planner's ``tool_loop``), a
+reply ``{"tool_calls": [{"name": …, "arguments": {…}}, …]}`` is a request
 to call those tools; any other reply is the final text.
 
 Every request is recorded in :attr:`ScriptedModel.requests`, and appended as one JSON line
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +28,11 @@ from pydantic import JsonValue, TypeAdapter, ValidationError
 from agentkit.errors import ModelError, ModelSpecError
 from agentkit.models.base import (
     PURPOSES,
-    ChatMessage,
     ChatModel,
     Completion,
-    JsonSchema,
     ModelEvent,
     Purpose,
     TextDelta,
-    ToolSpec,
 )
 from agentkit.models.request import ModelRequest, estimate_tokens, tool_calls_of
 from agentkit.types import Usage
@@ -122,43 +120,21 @@ class ScriptedModel(ChatModel):
         with open(self._log_path, "a", encoding="utf-8") as log:
             log.write(json.dumps(line, ensure_ascii=False) + "\n")
 
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: Purpose,
-        schema: JsonSchema | None = None,
-    ) -> AsyncIterator[ModelEvent]:
-        self._record(ModelRequest(purpose, tuple(messages), schema, index=len(self.requests)))
-        text = self._next_reply(purpose)
+    native_tools = True
+
+    async def request(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self._record(replace(request, index=len(self.requests)))
+        text = self._next_reply(request.purpose)
+        usage = Usage(
+            input_tokens=sum(estimate_tokens(m.content) for m in request.messages),
+            output_tokens=estimate_tokens(text),
+        )
+        calls = tool_calls_of(text) if request.tools else None
+        if calls is not None:
+            yield Completion(text="", usage=usage, stop_reason="tool_calls", tool_calls=calls)
+            return
         # Stream it in word-sized pieces, as a real model would.
         pieces = text.split(" ")
         for index, piece in enumerate(pieces):
             yield TextDelta(text=piece if index == len(pieces) - 1 else piece + " ")
-        usage = Usage(
-            input_tokens=sum(estimate_tokens(m.content) for m in messages),
-            output_tokens=estimate_tokens(text),
-        )
         yield Completion(text=text, usage=usage)
-
-    native_tools = True
-
-    async def complete_with_tools(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        tools: Sequence[ToolSpec],
-        purpose: Purpose = "act",
-    ) -> Completion:
-        self._record(
-            ModelRequest(purpose, tuple(messages), None, tuple(tools), index=len(self.requests))
-        )
-        text = self._next_reply(purpose)
-        usage = Usage(
-            input_tokens=sum(estimate_tokens(m.content) for m in messages),
-            output_tokens=estimate_tokens(text),
-        )
-        calls = tool_calls_of(text)
-        if calls is None:
-            return Completion(text=text, usage=usage)
-        return Completion(text="", usage=usage, stop_reason="tool_calls", tool_calls=calls)

@@ -2,7 +2,7 @@
 
 The router (:mod:`agentkit.planning.tool_choice`) uses a backend's likelihood scoring
 (``score``: the log-probability of a text after a prompt) and its embeddings (``embed``) when
-the backend has them, found by their presence (the protocols of :mod:`agentkit.planning.tracer`).
+the backend has them (:attr:`~agentkit.models.base.ChatModel.scores` and ``embeds``).
 A :class:`~agentkit.models.scripted.ScriptedModel` has neither, so it stands for a backend
 without them; :func:`scripted_signals` makes one that has the signals given to it (from
 callables), and records what it was asked, so a test can drive every path of the router
@@ -27,6 +27,8 @@ class ScoringScriptedModel(ScriptedModel):
     """A scripted chat model that scores likelihoods with *score* (``score`` requests are
     recorded in :attr:`pairs`)."""
 
+    scores = True
+
     def __init__(self, script: Script, *, score: Score, name: str = "inline") -> None:
         super().__init__(script, name=name)
         self._score = score
@@ -39,6 +41,8 @@ class ScoringScriptedModel(ScriptedModel):
 
 class SignalScriptedModel(ScoringScriptedModel):
     """Scoring and embeddings (``embed`` requests are recorded in :attr:`embedded`)."""
+
+    embeds = True
 
     def __init__(self, script: Script, *, score: Score, embed: Embed, name: str = "inline") -> None:
         super().__init__(script, score=score, name=name)

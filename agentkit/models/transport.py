@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 #: connections per shard of a pool (see the module docstring)
-SHARD = 8
+SHARD = 4
 #: the longest pause of the backoff schedule (seconds), as the official clients cap it
 MAX_BACKOFF = 8.0
 

@@ -3,7 +3,8 @@
 Each prompt is ``NAME.md`` (see :data:`PROMPT_NAMES`) written as a
 :class:`string.Template` (``$name`` placeholders; ``$$`` for a literal dollar sign, JSON braces
 need no escaping). The package holds the defaults; an agent overrides one by placing a file of
-the same name in ``agents/{agentId}/prompts/``.
+the same name in ``agents/{agentId}/prompts/``. The same mechanism serves the prompts of
+other packages (the evaluation's simulated user and judges): :func:`load_template`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from agentkit.errors import ConfigError
 from agentkit.filecache import read_text
 from agentkit.layout import AgentPaths
 
-__all__ = ["PROMPT_NAMES", "load_prompt", "render_prompt"]
+__all__ = ["PROMPT_NAMES", "load_prompt", "load_template", "render_prompt"]
 
 PROMPT_NAMES: tuple[str, ...] = (
     "plan",
@@ -37,18 +38,26 @@ def load_prompt(name: str, agent_dir: Path | None = None) -> Template:
     """The template *name*: ``{agent_dir}/prompts/{name}.md`` if present, else the package's."""
     if name not in PROMPT_NAMES:
         raise ConfigError(Path(f"{name}.md"), "", f"is not a planner prompt ({PROMPT_NAMES})")
+    return load_template(name, agent_dir)
+
+
+def load_template(
+    name: str, agent_dir: Path | None = None, package: str = "agentkit.planning"
+) -> Template:
+    """The template *name*: the agent folder's ``prompts/{name}.md`` if present, else
+    *package*'s ``prompts/{name}.md``."""
     if agent_dir is not None:
         override = read_text(AgentPaths(agent_dir).prompt(name))
         if override is not None:
             return _template(override)
-    return _package_template(name)
+    return _package_template(package, name)
 
 
 @functools.cache
-def _package_template(name: str) -> Template:
+def _package_template(package: str, name: str) -> Template:
     """The package's own template (it changes only with the installed package)."""
-    package = resources.files("agentkit.planning").joinpath(f"prompts/{name}.md")
-    return Template(package.read_text(encoding="utf-8"))
+    text = resources.files(package).joinpath(f"prompts/{name}.md").read_text(encoding="utf-8")
+    return Template(text)
 
 
 @functools.lru_cache(maxsize=256)

@@ -62,12 +62,11 @@ from agentkit.planning.tool_ranking import (
 )
 from agentkit.planning.tool_semantics import semantic_scores
 from agentkit.planning.trace import CallRecord
-from agentkit.planning.tracer import LikelihoodScorer, ModelCall, TextEmbedder, error_text
+from agentkit.planning.tracer import ModelCall, error_text
 from agentkit.tools import mask_secrets
 
 __all__ = [
     "NO_TOOL",
-    "LikelihoodScorer",
     "RouteCandidate",
     "RouteTrace",
     "RoutedAction",
@@ -196,7 +195,7 @@ async def choose(turn: Turn) -> RoutedAction | None:
         _trace(turn, trace)
     else:
         model = ctx.model
-        scorer = model if isinstance(model, LikelihoodScorer) else None
+        scorer = model if isinstance(model, ChatModel) and model.scores else None
         sent, schema, operation = _vote_request(turn, tied, scorer)
         trace = trace.model_copy(update={"vote_kind": "tie"})
         async with turn.calls.call("route", sent, schema, operation=operation) as call:
@@ -216,14 +215,12 @@ async def _semantic(turn: Turn) -> dict[str, float] | None:
     the ranking then goes by words alone). The request's embedding is one traced call."""
     ctx = turn.ctx
     model = ctx.model
-    if not isinstance(model, TextEmbedder):
+    if not (isinstance(model, ChatModel) and model.embeds):
         return None
     sent = [{"role": "user", "content": ctx.scrub(ctx.text)}]
     async with turn.calls.call("route", sent, None, operation="embeddings") as call:
         try:
-            scores = await semantic_scores(
-                model, turn.tools, ctx.text, lambda texts: call.embed(model, texts)
-            )
+            scores = await semantic_scores(model, turn.tools, ctx.text, call.embed)
         except (ModelError, TimeoutError, RecursionError, ValueError) as error:
             problem = error_text(error)
             trace = RouteTrace(stage="semantic", reason=f"no semantic signal: {problem}")
@@ -285,7 +282,7 @@ async def _settle(turn: Turn, offered: tuple[RouteCandidate, ...]) -> RoutedActi
     backend by a grammar-constrained choice. A failed vote is "no tool"."""
     ctx = turn.ctx
     model = ctx.model
-    scorer = model if isinstance(model, LikelihoodScorer) else None
+    scorer = model if isinstance(model, ChatModel) and model.scores else None
     pool = offered
     trace = RouteTrace(candidates=pool, vote_kind="settle")
     if scorer is not None:
@@ -311,7 +308,7 @@ async def _settle(turn: Turn, offered: tuple[RouteCandidate, ...]) -> RoutedActi
         raw, problem, choice = "", "", ""
         if scorer is not None:
             try:
-                scores = await call.score(scorer, pairs)
+                scores = await call.score(pairs)
             except (ModelError, TimeoutError, RecursionError) as error:
                 problem = error_text(error)
             else:
@@ -404,7 +401,7 @@ def _candidate(turn: Turn, item: RankedTool) -> RouteCandidate:
 
 
 def _vote_request(
-    turn: Turn, tied: tuple[RouteCandidate, ...], scorer: LikelihoodScorer | None
+    turn: Turn, tied: tuple[RouteCandidate, ...], scorer: ChatModel | None
 ) -> tuple[list[ChatMessage] | list[dict[str, str]], JsonSchema | None, str]:
     """What the vote sends: the scored texts (a scoring backend), or the route prompt under
     a schema choosing among the tied names and ``none``; and the call's operation."""
@@ -438,7 +435,7 @@ async def _vote(
     turn: Turn,
     call: ModelCall,
     *,
-    scorer: LikelihoodScorer | None,
+    scorer: ChatModel | None,
     candidates: tuple[RouteCandidate, ...],
     tied: tuple[RouteCandidate, ...],
     trace: RouteTrace,
@@ -447,7 +444,7 @@ async def _vote(
     reply, problem)``. A failed call leaves the ranking's order and says why in the trace."""
     if scorer is not None:
         try:
-            scores = await call.score(scorer, _vote_pairs(turn, tied))
+            scores = await call.score(_vote_pairs(turn, tied))
         except (ModelError, TimeoutError, RecursionError) as error:
             problem = error_text(error)
             return tied[0], "", trace.model_copy(update={"reason": problem}), "", problem

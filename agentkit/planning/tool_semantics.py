@@ -23,10 +23,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentkit.planning.tracer import TextEmbedder
+from agentkit.models.base import ChatModel
 from agentkit.tools import Tool, ToolRegistry
 
-__all__ = ["SemanticIndex", "TextEmbedder", "semantic_index", "semantic_scores", "tool_texts"]
+__all__ = ["SemanticIndex", "semantic_index", "semantic_scores", "tool_texts"]
 
 Embed = Callable[[Sequence[str]], Awaitable[list[list[float]]]]
 
@@ -84,14 +84,12 @@ _INDEXES: weakref.WeakKeyDictionary[ToolRegistry, _Indexed] = weakref.WeakKeyDic
 _LOCK = threading.Lock()
 
 
-async def _vectors(
-    model: TextEmbedder, texts: Sequence[str], embed: Embed | None = None
-) -> list[tuple[float, ...]]:
+async def _vectors(model: ChatModel, texts: Sequence[str], embed: Embed) -> list[tuple[float, ...]]:
     with _LOCK:
         known = _VECTORS.setdefault(model, {})
         missing = [text for text in dict.fromkeys(texts) if text not in known]
     if missing:
-        fresh = await (embed or model.embed)(missing)
+        fresh = await embed(missing)
         if len(fresh) != len(missing):
             raise ValueError(f"{len(fresh)} vectors for {len(missing)} texts")
         with _LOCK:
@@ -99,10 +97,9 @@ async def _vectors(
     return [known[text] for text in texts]
 
 
-async def semantic_index(
-    model: TextEmbedder, tools: ToolRegistry, embed: Embed | None = None
-) -> SemanticIndex:
-    """The toolset's index for *model*: built once, again when a tool was registered."""
+async def semantic_index(model: ChatModel, tools: ToolRegistry, embed: Embed) -> SemanticIndex:
+    """The toolset's index for *model*: built once, again when a tool was registered
+    (*embed*: how to call the model, a traced call's ``embed``)."""
     names = tools.names()
     with _LOCK:
         cached = _INDEXES.setdefault(tools, {}).get(id(model))
@@ -121,10 +118,10 @@ async def semantic_index(
 
 
 async def semantic_scores(
-    model: TextEmbedder, tools: ToolRegistry, request: str, embed: Embed | None = None
+    model: ChatModel, tools: ToolRegistry, request: str, embed: Embed
 ) -> dict[str, float]:
     """Per tool, how close *request* is in meaning to what the tool says about itself
-    (*embed*: how to call the model, e.g. through a traced call; ``model.embed`` without)."""
+    (*embed*: how to call the model, a traced call's ``embed``: the module calls no model)."""
     index = await semantic_index(model, tools, embed)
-    (vector,) = await (embed or model.embed)([" ".join(request.split())])  # not cached
+    (vector,) = await embed([" ".join(request.split())])  # not cached
     return index.scores(vector)

@@ -24,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from types import TracebackType
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 from pydantic import JsonValue
 
@@ -36,10 +37,12 @@ from agentkit.models.base import (
     Completion,
     JsonSchema,
     ModelEvent,
+    ModelRequest,
     Purpose,
     SessionBackend,
     SessionModel,
     ToolSpec,
+    final_completion,
 )
 from agentkit.planning.cancel import CancelScope
 from agentkit.planning.errors import TurnCancelledError, TurnFailedError
@@ -50,23 +53,19 @@ from agentkit.telemetry import ModelCallSpan, Span, ToolCallPart, TurnTrace
 from agentkit.tools import SecretMask
 from agentkit.types import Usage
 
-__all__ = ["CallTracer", "LikelihoodScorer", "ModelCall", "TextEmbedder", "error_text"]
+__all__ = ["CallTracer", "ModelCall", "current_call", "error_text"]
 
 T = TypeVar("T")
 
 
-@runtime_checkable
-class LikelihoodScorer(Protocol):
-    """A backend that scores continuations instead of generating (the embedded model)."""
-
-    async def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]: ...
+#: the model call in progress in this context (see :func:`current_call`)
+_CURRENT: ContextVar[ModelCall | None] = ContextVar("agentkit_model_call", default=None)
 
 
-@runtime_checkable
-class TextEmbedder(Protocol):
-    """A backend that turns texts into unit vectors (the embedded model does)."""
-
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+def current_call() -> ModelCall | None:
+    """The tracer's model call in progress here (None outside one): a model wrapper can check
+    that it is called through the tracer (the test that no model call escapes it does)."""
+    return _CURRENT.get()
 
 
 def error_text(error: BaseException) -> str:
@@ -240,6 +239,7 @@ class ModelCall:
         #: the failure of the model call, even when the caller handled it
         self._failure: BaseException | None = None
         self._started = 0.0
+        self._outer: ModelCall | None = None
 
     @property
     def model(self) -> ChatModel:
@@ -264,6 +264,8 @@ class ModelCall:
         limit = tracer.timeout(self.purpose)
         self._deadline = None if limit is None else asyncio.get_running_loop().time() + limit
         self._started = time.perf_counter()
+        self._outer = _CURRENT.get()
+        _CURRENT.set(self)
         return self
 
     async def __aexit__(
@@ -273,6 +275,8 @@ class ModelCall:
         traceback: TracebackType | None,
     ) -> None:
         latency = round((time.perf_counter() - self._started) * 1000, 3)
+        # set back, not reset: a generator's block may end in another context than it began
+        _CURRENT.set(self._outer)
         self._finish(latency, error if error is not None else self._failure)
 
     def _finish(self, latency: float, error: BaseException | None) -> None:
@@ -347,10 +351,16 @@ class ModelCall:
 
     # -- the ways to call --------------------------------------------------------------------
 
+    def _request(self, *, tools: Sequence[ToolSpec] = (), stream: bool = False) -> ModelRequest:
+        schema = None if tools else self.schema
+        return ModelRequest(
+            self.purpose, tuple(self._chat_messages()), schema, tuple(tools), stream=stream
+        )
+
     async def reply(self) -> Completion:
         """The whole reply, its text not yet validated (the caller reads it once)."""
         model = self.model
-        whole = _whole(model, self._chat_messages(), self.purpose, self.schema)
+        whole = final_completion(model.spec or type(model).__name__, model.request(self._request()))
         self.completion = await self._run(whole)
         return self.completion
 
@@ -362,7 +372,7 @@ class ModelCall:
             session, prompt, interruptible = self._session
             events = session.send(prompt)
         else:
-            events = self.model.stream(self._chat_messages(), purpose=self.purpose)
+            events = self.model.request(self._request(stream=True))
         cancel = self.tracer.cancel
         try:
             async with asyncio.timeout_at(self._deadline):
@@ -386,19 +396,19 @@ class ModelCall:
     async def with_tools(self, tools: Sequence[ToolSpec]) -> Completion:
         """One call offering *tools* natively: text or tool calls (not yet run)."""
         model = self.model
-        call = model.complete_with_tools(self._chat_messages(), tools=tools, purpose=self.purpose)
-        self.completion = await self._run(call)
+        request = self._request(tools=tools)
+        whole = final_completion(model.spec or type(model).__name__, model.request(request))
+        self.completion = await self._run(whole)
         return self.completion
 
-    async def score(
-        self, scorer: LikelihoodScorer, pairs: Sequence[tuple[str, str]]
-    ) -> list[list[float]]:
-        """Likelihood scores of *pairs* (a scoring backend: nothing is generated)."""
-        return await self._run(scorer.score(pairs))
+    async def score(self, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
+        """Likelihood scores of *pairs* (a model that :attr:`~ChatModel.scores`: nothing is
+        generated)."""
+        return await self._run(self.model.score(pairs))
 
-    async def embed(self, embedder: TextEmbedder, texts: Sequence[str]) -> list[list[float]]:
-        """Vectors of *texts* (a backend with embeddings: nothing is generated)."""
-        return await self._run(embedder.embed(texts))
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors of *texts* (a model that :attr:`~ChatModel.embeds`: nothing is generated)."""
+        return await self._run(self.model.embed(texts))
 
     async def _run(self, awaitable: Awaitable[T]) -> T:
         """*awaitable* under the stage's time, interruptible by a cancel; a failure is
@@ -421,18 +431,6 @@ class ModelCall:
 
     def _chat_messages(self) -> list[ChatMessage]:
         return [m if isinstance(m, ChatMessage) else ChatMessage(**m) for m in self.messages]  # type: ignore[arg-type]
-
-
-async def _whole(
-    model: ChatModel, messages: Sequence[ChatMessage], purpose: Purpose, schema: JsonSchema | None
-) -> Completion:
-    final: Completion | None = None
-    async for event in model.stream(messages, purpose=purpose, schema=schema):
-        if isinstance(event, Completion):
-            final = event
-    if final is None:
-        raise ModelError(model.spec or type(model).__name__, "the stream ended without a result")
-    return final
 
 
 def _no_limit(purpose: str) -> float | None:

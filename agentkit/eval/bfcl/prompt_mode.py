@@ -30,6 +30,7 @@ from agentkit.eval.bfcl.catalog import BfclItem
 from agentkit.eval.bfcl.scoring import BfclScore, score_text
 from agentkit.models.base import ChatMessage, ChatModel
 from agentkit.models.spec import create_model
+from agentkit.planning.tracer import CallTracer
 
 __all__ = ["MODE", "run_prompt_mode", "prompt_mode_row"]
 
@@ -75,36 +76,24 @@ def _label(model: str | ChatModel) -> str:
     return model if isinstance(model, str) else model.spec or type(model).__name__
 
 
-class _Usage:
-    def __init__(self) -> None:
-        self.calls = 0
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.latency_ms = 0.0
-
-
-async def _ask(model: ChatModel, messages: list[dict[str, Any]], usage: _Usage) -> str:
+async def _ask(tracer: CallTracer, messages: list[dict[str, Any]]) -> str:
     sent = [ChatMessage(role=m["role"], content=str(m["content"])) for m in messages]
-    started = time.perf_counter()
-    completion = await model.complete(sent, purpose="chat")
-    usage.latency_ms += (time.perf_counter() - started) * 1000
-    usage.calls += 1
-    usage.input_tokens += completion.usage.input_tokens
-    usage.output_tokens += completion.usage.output_tokens
+    async with tracer.call("chat", sent) as call:
+        completion = await call.reply()
     return completion.text
 
 
 async def prompt_mode_row(item: BfclItem, model: ChatModel, *, label: str = "") -> dict[str, Any]:
     """Run *item* on *model* in BFCL's prompt mode; its row."""
-    usage = _Usage()
+    tracer = CallTracer.standalone(model)  # its usage and records: the row's figures
     started = time.perf_counter()
     error = ""
     texts: list[list[str]] = []
     try:
         if item.kind == "multi_turn":
-            texts = await _multi_turn(item, model, usage)
+            texts = await _multi_turn(item, tracer)
         else:
-            texts = [[await _ask(model, _first_messages(item, item.functions), usage)]]
+            texts = [[await _ask(tracer, _first_messages(item, item.functions))]]
         score = score_text(item, texts)
     except AgentkitError as failure:
         error = f"{type(failure).__name__}: {failure}"
@@ -127,16 +116,16 @@ async def prompt_mode_row(item: BfclItem, model: ChatModel, *, label: str = "") 
         "error": error,
         "failures": "" if score.valid else f"BFCL {score.error_type}: {score.error}"[:500],
         "turns": len(texts),
-        "model_calls": usage.calls,
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
+        "model_calls": tracer.usage.calls,
+        "input_tokens": tracer.usage.input_tokens,
+        "output_tokens": tracer.usage.output_tokens,
         "answer": answer[:_ANSWER_CHARS],
         "bfcl_category": item.category,
         "bfcl_id": item.id,
         "bfcl_valid": score.valid,
         "bfcl_error_type": score.error_type,
         "bfcl_error": score.error,
-        "latency_ms": round(usage.latency_ms, 3),
+        "latency_ms": round(sum(record.latency_ms for record in tracer.records), 3),
         "wall_ms": round(wall_ms, 3),
     }
     return row
@@ -152,7 +141,7 @@ def _first_messages(item: BfclItem, functions: Sequence[dict[str, Any]]) -> list
     )
 
 
-async def _multi_turn(item: BfclItem, model: ChatModel, usage: _Usage) -> list[list[str]]:
+async def _multi_turn(item: BfclItem, tracer: CallTracer) -> list[list[str]]:
     prompts = bfcl_module("constants.default_prompts")
     executor = bfcl_module("eval_checker.multi_turn_eval.multi_turn_utils")
     decode = bfcl_module("model_handler.utils").default_decode_execute_prompting
@@ -175,7 +164,7 @@ async def _multi_turn(item: BfclItem, model: ChatModel, usage: _Usage) -> list[l
             messages.extend(said)
             steps: list[str] = []
             for _ in range(prompts.MAXIMUM_STEP_LIMIT + 1):
-                text = await _ask(model, messages, usage)
+                text = await _ask(tracer, messages)
                 steps.append(text)
                 messages.append({"role": "assistant", "content": text})
                 try:

@@ -34,6 +34,7 @@ from agentkit.eval.scanners.findings import (
 )
 from agentkit.eval.scanners.scan import (
     FINDINGS_COLUMN,
+    AgentContexts,
     agent_scan_context,
     findings_path,
     load_findings,
@@ -48,6 +49,7 @@ __all__ = [
     "BUILTIN_SCANNERS",
     "FINDINGS_COLUMN",
     "FINDING_COLUMNS",
+    "AgentContexts",
     "Finding",
     "ScanContext",
     "Scanner",

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FINDINGS_COLUMN",
+    "AgentContexts",
     "agent_scan_context",
     "findings_path",
     "load_findings",
@@ -200,3 +201,41 @@ def agent_scan_context(data_dir: Path | str, agent_id: str) -> ScanContext:
             secrets = list(registry.secrets()) if registry.secrets is not None else []
             patterns = [p for toolset in tools.toolsets for p in toolset.secret_patterns()]
     return ScanContext.of(writes, secrets, SecretMask.compile(patterns))
+
+
+class AgentContexts:
+    """Each run's scan context, for :func:`scan_results`: its agent's
+    (:func:`agent_scan_context`), read once per agent from the data root *data_dir*. For an
+    agent the data root lacks (named in :attr:`missing`), a run is scanned without a secret
+    store, with the tools it asked consent for as its side-effecting ones (a consent is only
+    asked for those)."""
+
+    def __init__(self, data_dir: Path | str) -> None:
+        self.data_dir = Path(data_dir)
+        self.missing: list[str] = []
+        self._made: dict[str, ScanContext | None] = {}
+
+    def of(self, agent: str) -> ScanContext | None:
+        """The agent's context (None: the data root has no such agent)."""
+        from agentkit.errors import AgentNotFoundError, InvalidIdError
+
+        if agent not in self._made:
+            try:
+                self._made[agent] = agent_scan_context(self.data_dir, agent)
+            except (AgentNotFoundError, InvalidIdError):
+                self._made[agent] = None
+                self.missing.append(agent)
+        return self._made[agent]
+
+    def __call__(self, transcript: Transcript, record: Mapping[str, object]) -> ScanContext:
+        from agentkit.events import AskUserEvent
+
+        found = self.of(str(record.get("agent", "")))
+        if found is not None:
+            return found
+        asked = {
+            event.tool_name
+            for event in transcript.events()
+            if isinstance(event, AskUserEvent) and event.kind == "confirmation"
+        }
+        return ScanContext.of(asked)

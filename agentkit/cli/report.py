@@ -1,0 +1,81 @@
+"""``agentkit report``: one self-contained HTML file of a results table (and its comparison)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentkit._extras import require
+from agentkit.cli._app import app, clean_errors
+from agentkit.errors import UsageError
+
+__all__ = ["report_command"]
+
+
+def _points(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) != 2 or not all(part.isdigit() for part in parts):
+        raise UsageError(f"--points takes two point numbers as A,B (e.g. 0,1), not {text!r}")
+    return int(parts[0]), int(parts[1])
+
+
+@app.command("report")
+def report_command(
+    results: Annotated[Path, typer.Argument(help="Results table (.parquet or .csv).")],
+    out: Annotated[Path, typer.Option("--out", help="The HTML file to write (report.html).")],
+    compare: Annotated[
+        Path | None,
+        typer.Option("--compare", help="Another results table: compare RESULTS (A) with it (B)."),
+    ] = None,
+    points: Annotated[
+        str | None,
+        typer.Option("--points", help="Compare two points of RESULTS instead: A,B (e.g. 0,1)."),
+    ] = None,
+    limit: Annotated[
+        int,
+        typer.Option(
+            "--limit",
+            help="Transcripts held at most (flipped runs first, then failures); the other "
+            "runs keep their row and the page says how many were left out.",
+        ),
+    ] = 300,
+    title: Annotated[
+        str, typer.Option("--title", help="The page's title.")
+    ] = "agentkit evaluation report",
+) -> None:
+    """Write one self-contained HTML report (no network: styles, script and plot inline): the
+    summary and per-tag tables, pass-rate intervals, the comparison when asked (McNemar, the
+    bootstrap interval, the pairs flips first, side by side), and every run's transcript
+    collapsed under its row, filterable by outcome and by "flipped". Judge verdicts (in the
+    table), scanner findings and labels (kept beside it) show with each run."""
+    with clean_errors():
+        require("eval", "agentkit report", "pandas", "jinja2")
+        from agentkit.eval import load_results
+        from agentkit.eval.notes import notes_beside
+        from agentkit.eval.report import write_report
+
+        if out.suffix.lower() not in (".html", ".htm"):
+            raise UsageError(f"--out takes an .html file, not {out.name!r}")
+        if compare is not None and points is not None:
+            raise UsageError("give --compare or --points, not both")
+        chosen = _points(points)
+        table = load_results(results)
+        other = load_results(compare) if compare is not None else None
+        labels = (str(results), str(compare)) if compare is not None else ("A", "B")
+        written = write_report(
+            table,
+            out,
+            compare=other,
+            compare_points=chosen,
+            labels=labels,
+            limit=limit,
+            title=title,
+            notes=notes_beside(table, results),
+            compare_notes=notes_beside(other, compare) if other is not None and compare else None,
+        )
+        size = written.stat().st_size
+        typer.echo(f"wrote {written} ({size / 1024:.0f} KiB, {len(table)} runs)")

@@ -1,0 +1,104 @@
+"""Re-scoring a stored results table without running it again: ``agentkit score``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentkit._extras import require
+from agentkit.cli._app import app, clean_errors, data_root, exporting
+from agentkit.errors import UsageError
+
+__all__ = ["score_command"]
+
+
+@app.command("score")
+def score_command(
+    ctx: typer.Context,
+    results: Annotated[Path, typer.Argument(help="The results table (.parquet or .csv).")],
+    out: Annotated[
+        Path, typer.Option("--out", help="Write the re-scored table here (.parquet or .csv).")
+    ],
+    expectations: Annotated[
+        bool,
+        typer.Option(
+            "--expectations",
+            help="Re-check the expectations (alone: keep the stored judgements as they are).",
+        ),
+    ] = False,
+    judges: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--judge",
+            help="Ask this judge again: a judge of the scenarios by name, or a YAML/JSON file "
+            "of judges for every run (repeatable; default: every judge of the scenarios).",
+        ),
+    ] = None,
+    scanners: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scan",
+            help="Run this scanner over the transcripts: a built-in name, module:function, or "
+            "'all' (repeatable); the findings go beside --out.",
+        ),
+    ] = None,
+    judge_model: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-model",
+            help="Who grades (a judge's own model wins; default: each run's model; "
+            "'scripted': each judge's script).",
+        ),
+    ] = None,
+    scenarios: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--scenarios",
+            help="The runs' scenario files or folders (default: DATA_DIR/scenarios).",
+        ),
+    ] = None,
+) -> None:
+    """Score a stored table again from its transcripts into a new table: expectations, judges
+    and scanners; no agent model is called, and a judge is asked again only where what it
+    sees (transcript, rubric, model) changed. With none of --expectations, --judge, --scan:
+    the expectations and every judge."""
+    with clean_errors(), exporting():
+        require("eval", "agentkit score", "pandas", "yaml")
+        from agentkit.eval import Judge, check_output_path, load_results, save_results
+        from agentkit.eval.scoring import load_judges, rescore
+
+        target = check_output_path(out)
+        if target.resolve() == results.resolve():
+            raise UsageError("--out is a new table: give another file than RESULTS")
+        frame = load_results(results)
+        root = data_root(ctx)
+        chosen: list[str | Judge] | None = None
+        if judges:
+            chosen = []
+            for item in judges:
+                if Path(item).suffix in (".yaml", ".yml", ".json"):
+                    chosen += load_judges(item)
+                else:
+                    chosen.append(item)
+        rescored = rescore(
+            frame,
+            list(scenarios) if scenarios else root / "scenarios",
+            judges=chosen,
+            # --expectations or --scan alone: the stored judgements are kept as they are
+            expectations_only=not judges and (expectations or bool(scanners)),
+            judge_model=judge_model,
+            # 'all' (or only names of nothing): every built-in scanner
+            scanners=None if not scanners else [name for name in scanners if name != "all"],
+            data_dir=root,
+        )
+        typer.echo(rescored.report())
+        save_results(rescored.table, target)
+        if rescored.findings is not None:
+            from agentkit.eval.scanners import save_findings
+
+            saved = save_findings(rescored.findings, target)
+            typer.echo(f"wrote {saved} ({len(rescored.findings)} findings)")
+        table = rescored.table
+        typer.echo(f"wrote {target} ({len(table)} rows, {len(table.columns)} columns)")
