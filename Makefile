@@ -62,8 +62,8 @@ docs: $(STAMP) ## Build the documentation site into site/ (mkdocs --strict, offl
 test: $(STAMP) lint typecheck docs pytest ## Set up, then lint, type checks, the docs site and every test
 
 lint: $(STAMP) ## Ruff (lint + format check)
-	$(BIN)/ruff check agentkit agentkit_desk lab tests bench
-	$(BIN)/ruff format --check agentkit agentkit_desk lab tests bench
+	$(BIN)/ruff check agentkit agentkit_desk lab tests bench docs/hooks.py
+	$(BIN)/ruff format --check agentkit agentkit_desk lab tests bench docs/hooks.py
 
 typecheck: $(STAMP) ## mypy --strict on agentkit/, agentkit_desk/ and lab/
 	$(BIN)/mypy

@@ -22,7 +22,7 @@ def _cell(text: object) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def _type(schema: dict[str, Any]) -> str:
+def _type(schema: dict[str, Any]) -> str:  # noqa: PLR0911 - one return per JSON Schema shape
     if "$ref" in schema:
         return str(schema["$ref"]).rsplit("/", 1)[-1]
     if "anyOf" in schema:
@@ -65,7 +65,8 @@ def openapi_table() -> str:
     for path, item in spec["paths"].items():
         for method, operation in item.items():
             body = operation.get("requestBody", {}).get("content", {})
-            body_schema = next(iter(body.values()), {}).get("schema", {}) if body else {}
+            media: dict[str, Any] = next(iter(body.values()), {}) if body else {}
+            body_schema: dict[str, Any] = media.get("schema", {})
             summary = operation.get("summary") or operation.get("description", "")
             codes = ", ".join(sorted(operation.get("responses", {})))
             lines.append(
@@ -128,7 +129,7 @@ def events_table() -> str:
 GENERATORS = {"openapi": openapi_table, "config": config_table, "events": events_table}
 
 
-def on_page_markdown(markdown: str, **_: Any) -> str:
+def on_page_markdown(markdown: str, **_: object) -> str:
     for name, generate in GENERATORS.items():
         marker = MARKER.format(name)
         if marker in markdown:
