@@ -77,10 +77,14 @@ pytest: $(STAMP) ## The test suite, then every notebook under nbval (on a scratc
 
 test-browser: $(STAMP) ## The real-browser tests (JupyterLab, Phoenix, the docs site + Debian chromium); refreshes docs/screenshots
 	AGENTKIT_REQUIRE_BROWSER=1 AGENTKIT_SCREENSHOT_DIR=docs/screenshots \
-		$(BIN)/pytest tests/test_browser.py tests/test_phoenix.py tests/test_docs_browser.py -p no:cacheprovider
+		$(BIN)/pytest tests/test_browser.py tests/test_report_browser.py tests/test_phoenix.py \
+		tests/test_docs_browser.py -p no:cacheprovider
 
 bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under bench/results/
 	$(BIN)/python bench/bench_store.py
+	@# the serve bench's profiler and fsync counter: installed here only, never by setup or test
+	$(BIN)/python -m pip install --quiet 'py-spy==0.4.3'
+	command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace) || true
 	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_telemetry.py
 	nice -n 10 $(BIN)/python bench/bench_eval.py
