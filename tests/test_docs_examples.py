@@ -170,6 +170,9 @@ def test_every_page_with_code_is_run() -> None:
     assert {"README.md", "docs/tutorials/first-chat.md", "docs/how-to/testing.md"} <= names
 
 
+# a page runs all its examples in one test: a sweep page runs several small sweeps, so the
+# hang guard is longer than the suite's 300 s (a bound, not a speed check)
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_example_on_the_page_runs(page: Path, workdir: Path, tmp_path: Path) -> None:
     namespace: dict[str, object] = {"__name__": "__docs_example__"}
