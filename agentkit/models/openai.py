@@ -75,14 +75,20 @@ from agentkit.models.base import (
     TextDelta,
     ToolCallRequest,
 )
-from agentkit.models.transport import PooledTransport, note_failure, note_retry, retry_delay
+from agentkit.models.transport import (
+    PooledTransport,
+    env_proxy,
+    note_failure,
+    note_retry,
+    retry_delay,
+)
 from agentkit.types import Usage
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIModel"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _MAX_RETRY_DELAY = 30.0  # seconds; a server's Retry-After is honoured up to this
-_DRAIN_SECONDS = 0.05  # how long the rest of a body after [DONE] is waited for
+_DRAIN_SECONDS = 1.0  # the longest wait for the rest of a body after [DONE] (a busy loop is slow)
 _SNIPPET = 200  # characters of a bad chunk or error body quoted in messages
 
 
@@ -123,7 +129,9 @@ class OpenAIModel(ChatModel):
         self._headers = headers
         self._url = httpx.URL(self.url)
         self._timeout = httpx.Timeout(timeout).as_dict()
-        self._transport = PooledTransport() if transport is None else transport
+        self._transport = (
+            PooledTransport(proxy=env_proxy(self.url)) if transport is None else transport
+        )
 
     @classmethod
     def from_env(
