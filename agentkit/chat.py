@@ -137,9 +137,10 @@ class _ChatTurn:
     async def run(self) -> AsyncIterator[AgentEvent]:
         ctx = self.ctx
         entry = await self._live_entry()
-        history = [] if entry is not None else ctx.store.recent(ctx.key, HISTORY_LIMIT)
+        history = [] if entry is not None else await ctx.store.arecent(ctx.key, HISTORY_LIMIT)
         scenario: Scenario = "B" if entry is not None else ("C" if history else "A")
-        ctx.store.append(ctx.key, ctx.question, status="running")  # durable before the model
+        # durable before the model (in a store thread: other turns go on meanwhile)
+        await ctx.store.aappend(ctx.key, ctx.question, status="running")
         self.trace = ctx.start_trace(scenario)
         tracer = CallTracer.of(ctx, self.trace)
         try:
@@ -182,7 +183,7 @@ class _ChatTurn:
             return
         except asyncio.CancelledError:
             await session.cancel()
-            self._commit(reply, tracer.usage, "idle")
+            await self._commit(reply, tracer.usage, "idle")
             raise
         except StoreError:  # the store went away (writing the call's trace): its error, not
             raise  # the model's (the edge says so: HTTP 503 / store_unavailable)
@@ -204,7 +205,7 @@ class _ChatTurn:
             return
         entry.message_count += 1
         cancelled = reply.final.stop_reason == "cancelled"
-        self._commit(reply, tracer.usage, "idle" if cancelled else "completed")
+        await self._commit(reply, tracer.usage, "idle" if cancelled else "completed")
         yield self._result("cancelled" if cancelled else "completed", reply.text, tracer.usage)
 
     async def _reply(
@@ -337,7 +338,7 @@ class _ChatTurn:
         await self.pool.drop(key.agent_id, key.conversation_id)
         return None
 
-    def _commit(self, reply: _Reply, usage: Usage, status: ConversationStatus) -> None:
+    async def _commit(self, reply: _Reply, usage: Usage, status: ConversationStatus) -> None:
         """The reply, the final status and the turn's checkpoint: one durable commit."""
         ctx = self.ctx
         key, store = ctx.key, ctx.store
@@ -351,9 +352,9 @@ class _ChatTurn:
             answer = Message.assistant(
                 reply.text, message_id=ctx.message_id, tool_calls=tuple(reply.calls), usage=usage
             )
-            meta = store.append(key, answer, status=status, checkpoint=checkpoint)
+            meta = await store.aappend(key, answer, status=status, checkpoint=checkpoint)
         else:
-            meta = store.set_status(key, status, checkpoint=checkpoint)
+            meta = await store.aset_status(key, status, checkpoint=checkpoint)
         entry = self.pool.peek(key.agent_id, key.conversation_id)
         if entry is not None:  # what the session has seen, for the next turn's check
             entry.store_messages = meta.stats.message_count
@@ -367,7 +368,7 @@ class _ChatTurn:
         partial = "".join(reply.pieces)
         note = f"{error}\n(partial reply: {partial})" if partial else str(error)
         self.ctx.note("ERROR", note)
-        self.ctx.store.set_status(self.ctx.key, "failed")
+        await self.ctx.store.aset_status(self.ctx.key, "failed")
         yield self._result("failed", partial, tracer.usage)
 
 

@@ -147,6 +147,10 @@ class PlannerConfig(_Config):
     router_signals: tuple[Literal["lexical", "semantic", "settle"], ...] = Field(
         default=("lexical", "semantic", "settle"), min_length=1
     )
+    #: which calls must have grounded required arguments before they are proposed
+    #: (:mod:`agentkit.planning.grounding`): ``side_effect`` (those that need consent) or
+    #: ``all`` (every call: a world whose state-changing tools run without consent)
+    grounding: Literal["side_effect", "all"] = "side_effect"
     #: seconds a pending approval stays valid (None: no limit); an expired one is rejected
     approval_ttl_seconds: float | None = Field(default=None, gt=0)
     #: what changes when the agent runs on the embedded model (see EmbeddedModelPlanner)

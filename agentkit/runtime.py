@@ -128,15 +128,21 @@ class AgentRuntime:
         while True:
             stack = AsyncExitStack()
             try:
-                lock = self.store.hold(key, timeout=0)  # another process's turn: busy at once
                 running = await stack.enter_async_context(
-                    self.pool.turn(key.agent_id, key.conversation_id, lock)
+                    self.pool.turn(key.agent_id, key.conversation_id)
                 )
+                # another process's turn: busy at once; taken in a store thread (the lease
+                # is the turn's, see ConversationStore.ahold)
+                await stack.enter_async_context(self.store.ahold(key, timeout=0))
             except ConversationBusyError:
+                await stack.aclose()
                 if time.monotonic() >= deadline:
                     raise
                 await asyncio.sleep(_RETRY_SECONDS)
                 continue
+            except BaseException:
+                await stack.aclose()
+                raise
             break
         async with stack:
             yield running

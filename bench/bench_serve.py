@@ -30,6 +30,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -53,6 +54,9 @@ CLIENTS = int(os.environ.get("BENCH_SERVE_CLIENTS", "50"))
 ROUNDS = int(os.environ.get("BENCH_SERVE_ROUNDS", "3"))
 WINDOW = float(os.environ.get("BENCH_SERVE_WINDOW", "8"))
 WARMUP = 2.0
+#: another checkout's root (e.g. ``git worktree add /tmp/before <commit>``): its server is
+#: measured too, interleaved with this one's, on the file store
+BASELINE = os.environ.get("BENCH_SERVE_BASELINE", "")
 SLOW_MODULE = """
 import asyncio
 
@@ -66,17 +70,28 @@ async def reply(request):
 class Replica:
     """One ``agentkit serve`` process (its log in a file)."""
 
-    def __init__(self, data_dir: Path, model: str, store: str | None, env: dict[str, str]):
+    def __init__(
+        self,
+        data_dir: Path,
+        model: str,
+        store: str | None,
+        env: dict[str, str],
+        code: str | None = None,
+    ):
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         agentkit = str(Path(sys.executable).with_name("agentkit"))
         command = [agentkit, "--data-dir", str(data_dir), "serve", "--port", str(self.port),
                    "--model", model, *(["--store", store] if store else [])]  # fmt: skip
         self.log = (data_dir.parent / f"serve-{self.port}.log").open("ab")
+        environment = {**os.environ, **env}
+        if code is not None:  # another checkout's agentkit (the baseline), first on the path
+            path = [code, env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))]
+            environment["PYTHONPATH"] = os.pathsep.join(filter(None, path))
         self.process = subprocess.Popen(
-            command, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=self.log
+            command, env=environment, stdout=subprocess.DEVNULL, stderr=self.log
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # a loaded machine takes its time to import
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(f"agentkit serve exited ({self.log.name})")
@@ -86,6 +101,7 @@ class Replica:
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
+                self.process.kill()
                 raise RuntimeError("agentkit serve did not start")
             time.sleep(0.1)
 
@@ -138,6 +154,8 @@ class Setup:
     client_cpu: list[float] = field(default_factory=list)
     postgres: PostgresServer | None = None
     errors: int = 0
+    #: clients → fsync calls per turn by file kind (strace)
+    fsyncs: dict[int, dict[str, float]] = field(default_factory=dict)
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -160,9 +178,33 @@ async def one_turn(client: httpx.AsyncClient, conversation: str, text: str) -> b
         return result is not None and result.get("status") == "completed"
 
 
-async def run_window(setup: Setup) -> None:
-    """CLIENTS clients, each on its conversation, for WARMUP + WINDOW seconds; what the
-    WINDOW measured."""
+class Attached:
+    """A tool attached to the server processes for the measured window (strace, py-spy)."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.command = command
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGINT)  # both write what they have, and detach
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+async def run_window(
+    setup: Setup, clients_n: int = CLIENTS, attached: Attached | None = None
+) -> int:
+    """*clients_n* clients, each on its conversation, for WARMUP + WINDOW seconds; what the
+    WINDOW measured (*attached* runs during it); the turns it counted."""
     latencies: list[float] = []
     counted = 0
     errors = 0
@@ -174,7 +216,7 @@ async def run_window(setup: Setup) -> None:
             timeout=120,
             limits=httpx.Limits(max_connections=2),
         )
-        for i in range(CLIENTS)
+        for i in range(clients_n)
     ]
 
     async def client_loop(index: int) -> None:
@@ -193,12 +235,16 @@ async def run_window(setup: Setup) -> None:
 
     async def cpu_window() -> tuple[float, float, float]:
         await asyncio.sleep(max(0.0, begin - time.perf_counter()))
+        if attached is not None:
+            attached.start()
         before = (
             sum(cpu_seconds(r.process.pid) for r in setup.replicas),
             postgres_cpu(setup.postgres),
             time.process_time(),
         )
         await asyncio.sleep(max(0.0, end - time.perf_counter()))
+        if attached is not None:
+            await asyncio.to_thread(attached.stop)
         return (
             sum(cpu_seconds(r.process.pid) for r in setup.replicas) - before[0],
             postgres_cpu(setup.postgres) - before[1],
@@ -207,7 +253,7 @@ async def run_window(setup: Setup) -> None:
 
     window = asyncio.create_task(cpu_window())
     try:
-        await asyncio.gather(*(client_loop(i) for i in range(CLIENTS)))
+        await asyncio.gather(*(client_loop(i) for i in range(clients_n)))
         measured = await window
     finally:
         for client in clients:
@@ -220,6 +266,7 @@ async def run_window(setup: Setup) -> None:
     setup.p50.append(percentile(latencies, 0.5) if latencies else float("nan"))
     setup.p95.append(percentile(latencies, 0.95) if latencies else float("nan"))
     setup.errors += errors
+    return counted
 
 
 def prepare(setup: Setup) -> None:
@@ -259,9 +306,27 @@ def bench(
             postgres=server,
         ),
     ]
+    if BASELINE:  # the same server from another checkout (before a change), interleaved
+        old_dir = scratch_agents(base, f"{kind}-baseline")
+        setups.append(Setup("file, baseline", [Replica(old_dir, model, None, env, BASELINE)]))
     try:
         for setup in setups:
             prepare(setup)
+        if kind == "scripted" and shutil.which("strace"):
+            for setup in [s for s in setups if s.name.startswith("file")]:
+                for clients_n in (1, CLIENTS):
+                    counts = fsyncs_per_turn(setup, clients_n)
+                    setup.fsyncs[clients_n] = counts
+                    print(
+                        f"  [{kind}] {setup.name:<22} {clients_n:3d} clients: fsyncs per turn "
+                        f"journal {counts['journal']:.2f}  sqlite {counts['sqlite']:.3f}  "
+                        f"other {counts['other']:.2f}  ({counts['turns']:.0f} turns, strace)",
+                        flush=True,
+                    )
+        if kind == "scripted":
+            print(f"  [{kind}] profile of {setups[0].name}, {CLIENTS} clients:")
+            for line in profile(setups[0]):
+                print(f"    {line}", flush=True)
         for round_ in range(ROUNDS):
             order = setups if round_ % 2 == 0 else setups[::-1]  # interleaved, both ways
             for setup in order:
@@ -278,6 +343,67 @@ def bench(
             for replica in setup.replicas:
                 replica.stop()
     return setups
+
+
+def fsyncs_per_turn(setup: Setup, clients_n: int) -> dict[str, float]:
+    """One window with *clients_n* clients under ``strace -f`` (seccomp-filtered: only
+    fsync and fdatasync stop the server), each call sorted by the file it flushed: the
+    conversation journals, the SQLite config database (WAL), anything else."""
+    out = Path(tempfile.mkstemp(suffix=".strace")[1])
+    pid = setup.replicas[0].process.pid
+    command = ["strace", "-f", "--seccomp-bpf", "-y", "-qq", "-e", "trace=fsync,fdatasync",
+               "-o", str(out), "-p", str(pid)]  # fmt: skip
+    turns = asyncio.run(run_window(setup, clients_n, Attached(command)))
+    kinds = {"journal": 0, "sqlite": 0, "other": 0}
+    for line in out.read_text().splitlines():
+        if "fsync(" not in line and "fdatasync(" not in line:
+            continue
+        if "journal.log" in line:
+            kinds["journal"] += 1
+        elif ".db" in line:
+            kinds["sqlite"] += 1
+        else:
+            kinds["other"] += 1
+    out.unlink()
+    per_turn = {kind: count / max(turns, 1) for kind, count in kinds.items()}
+    per_turn["turns"] = float(turns)
+    return per_turn
+
+
+def profile(setup: Setup) -> list[str]:
+    """Where the server's event loop spends a window of 50 clients (py-spy, when installed:
+    ``make bench`` installs it): the top frames of its main thread, self and inclusive."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        return ["(py-spy is not installed: no profile)"]
+    out = Path(tempfile.mkstemp(suffix=".spy")[1])
+    pid = setup.replicas[0].process.pid
+    command = [spy, "record", "-p", str(pid), "-r", "200", "-f", "raw", "-o", str(out),
+               "--idle", "-d", str(int(WINDOW) + 5)]  # fmt: skip
+    asyncio.run(run_window(setup, CLIENTS, Attached(command)))
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    for line in out.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        if not count.isdigit() or "Thread._bootstrap" in frames[0]:  # the main thread only
+            continue
+        total += int(count)
+        own[frames[-1]] = own.get(frames[-1], 0) + int(count)
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + int(count)
+    out.unlink()
+    if not total:
+        return ["(no samples)"]
+    lines = ["self (main thread, idle included: select = waiting for work):"]
+    for frame, count in sorted(own.items(), key=lambda item: -item[1])[:15]:
+        lines.append(f"  {100 * count / total:5.1f}%  {frame}")
+    lines.append("inclusive (agentkit frames):")
+    ours = [(f, c) for f, c in inclusive.items() if "agentkit/" in f]
+    for frame, count in sorted(ours, key=lambda item: -item[1])[:20]:
+        lines.append(f"  {100 * count / total:5.1f}%  {frame}")
+    return lines
 
 
 def durable(server: PostgresServer) -> PostgresServer:
@@ -330,7 +456,17 @@ def main() -> None:
             rows += [(f"{slug}_pg_cpu_ms_per_turn", cpu[1])]
             rows += [(f"{slug}_turns_per_s", tps), (f"{slug}_p50_ms", p50)]
             rows += [(f"{slug}_p95_ms", p95), (f"{slug}_errors", float(setup.errors))]
-        file_tps, one_tps, two_tps = (statistics.median(s.turns_per_s) for s in setups)
+        for setup in setups:
+            slug = f"{kind}_{setup.name.replace(', ', '_').replace(' ', '_')}"
+            for clients_n, counts in setup.fsyncs.items():
+                for what in ("journal", "sqlite", "other"):
+                    rows += [(f"{slug}_{clients_n}_clients_{what}_fsyncs_per_turn", counts[what])]
+        if BASELINE and len(setups) > 3:
+            before = statistics.median(setups[3].turns_per_s)
+            after = statistics.median(setups[0].turns_per_s)
+            print(f"  {kind:<10} ratio: file, this code / baseline = {after / before:.2f}")
+            rows += [(f"{kind}_file_over_baseline", after / before)]
+        file_tps, one_tps, two_tps = (statistics.median(s.turns_per_s) for s in setups[:3])
         print(
             f"  {kind:<10} ratios: postgres 1 replica / file = {one_tps / file_tps:.2f}, "
             f"2 replicas / 1 replica = {two_tps / one_tps:.2f}"

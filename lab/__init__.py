@@ -21,6 +21,8 @@ from lab.compression_lab import CompressionLab
 from lab.conversation_browser import ConversationBrowser
 from lab.plan_view import PlanView
 from lab.prompt_lab import PromptLab
+from lab.run_browser import RunBrowser
+from lab.side_by_side import SideBySide
 from lab.task_state_editor import TaskStateEditor
 from lab.trace_view import TraceView
 
@@ -31,6 +33,8 @@ __all__ = [
     "ConversationBrowser",
     "PlanView",
     "PromptLab",
+    "RunBrowser",
+    "SideBySide",
     "TaskStateEditor",
     "TraceView",
 ]

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import ipywidgets as widgets
 from agentkit.errors import UsageError
-from agentkit.eval import Transcript, load_results, load_transcripts
+from agentkit.eval import Transcript, load_results, load_transcripts, run_ids
 from agentkit.eval.labels import Label, LabelValue, add_label, load_labels
-from agentkit.eval.results import run_ids
 from agentkit.events import (
     AskUserEvent,
     ErrorEvent,

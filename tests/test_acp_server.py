@@ -328,7 +328,9 @@ def test_secrets_are_masked_in_tool_calls_and_permission_requests(
         async with serve(data_dir, "desk-001", "--model", model) as served:
             await initialized(served)
             sid = await served.new_session(tmp_path)
-            response = await served.prompt(sid, "add my okx account")
+            key, secret = secrets["api_key"], secrets["secret_key"]
+            said = f"add my okx account alt: key {key} secret {secret}"
+            response = await served.prompt(sid, said)
             assert response.stop_reason == "end_turn"
             [(tool_call, _options)] = served.client.permission_requests
             assert tool_call.raw_input["api_key"] == "****1111"

@@ -24,7 +24,7 @@ from agentkit.eval import Expectations, Scenario, Turn, run_eval
 from agentkit.eval.results import report
 from agentkit.models.base import ChatMessage
 from agentkit.models.openai import OpenAIModel
-from agentkit.models.transport import counting_transport
+from agentkit.models.transport import counting_transport, env_proxy
 
 from .conftest import run_cli
 from .fakes.openai_server import Reply
@@ -201,3 +201,15 @@ def test_max_retries_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("AGENTKIT_OPENAI_MAX_RETRIES", "many")
     with pytest.raises(ModelSpecError, match="AGENTKIT_OPENAI_MAX_RETRIES is not a number"):
         OpenAIModel.from_env("m")
+
+
+def test_the_pool_takes_the_proxy_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    assert env_proxy("https://api.example.com/v1") is None
+    monkeypatch.setenv("HTTPS_PROXY", "proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    assert env_proxy("https://api.example.com/v1") == "http://proxy.internal:3128"
+    assert env_proxy("http://api.example.com/v1") is None  # no HTTP_PROXY, no ALL_PROXY
+    assert env_proxy("https://127.0.0.1:8080/v1") is None  # NO_PROXY

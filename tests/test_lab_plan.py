@@ -139,7 +139,7 @@ def test_answer_then_approve_runs_the_tool_and_never_shows_a_secret(
     desk: tuple[Agent, ScriptedModel], data_dir: Path
 ) -> None:
     agent, _ = desk
-    conversation = agent.send("connect my binance account").conversation_id
+    conversation = agent.send("connect my binance account main").conversation_id
     view = PlanView(agent, conversation)
     assert view.pending is not None and view.pending.kind == "question"
     assert view.pending_box.children == (view.question, view.answer_row)
@@ -171,7 +171,7 @@ def test_reject_sends_no_and_nothing_is_run(
     desk: tuple[Agent, ScriptedModel], data_dir: Path
 ) -> None:
     agent, _ = desk
-    conversation = agent.send("connect my binance account").conversation_id
+    conversation = agent.send("connect my binance account main").conversation_id
     agent.send(f"key {API_KEY} secret {SECRET_KEY}", conversation)
     view = PlanView(agent, conversation)
     assert view.pending is not None and view.pending.kind == "confirmation"
@@ -186,7 +186,7 @@ def test_reject_sends_no_and_nothing_is_run(
 
 def test_an_empty_answer_is_refused(desk: tuple[Agent, ScriptedModel]) -> None:
     agent, model = desk
-    conversation = agent.send("connect my binance account").conversation_id
+    conversation = agent.send("connect my binance account main").conversation_id
     view = PlanView(agent, conversation)
     calls = len(model.requests)
     view.answer_box.value = "  "
@@ -199,7 +199,7 @@ def test_an_empty_answer_is_refused(desk: tuple[Agent, ScriptedModel]) -> None:
 
 def test_a_stale_consent_button_sends_nothing(desk: tuple[Agent, ScriptedModel]) -> None:
     agent, model = desk
-    conversation = agent.send("connect my binance account").conversation_id
+    conversation = agent.send("connect my binance account main").conversation_id
     agent.send(f"key {API_KEY} secret {SECRET_KEY}", conversation)
     view = PlanView(agent, conversation)  # shows the consent request
     assert view.pending is not None and view.pending.kind == "confirmation"
@@ -219,7 +219,7 @@ def test_in_a_chat_panel_the_answer_goes_through_the_chat(
     agent, _ = desk
     panel = ChatPanel(agent)
     assert panel.plan_view is not None
-    first = panel.submit("connect my binance account")
+    first = panel.submit("connect my binance account main")
     assert first is not None
     first.result(timeout=60)
     view = panel.plan_view

@@ -106,7 +106,7 @@ def test_a_question_answered_then_consent_given_runs_the_call(followed: Followed
             }
         ]
     }
-    events = followed.send("Gamma", replaced)
+    events = followed.send("Gamma, on ex-1 with model-1", replaced)
     assert next(e for e in events if isinstance(e, AskUserEvent)).step_id == "t1"
     pending = followed.fold.state.pending_approval if followed.fold.state else None
     assert pending is not None and pending.tool_name == "create_trader"
@@ -119,7 +119,7 @@ def test_a_question_answered_then_consent_given_runs_the_call(followed: Followed
 def test_a_consent_refused_or_withdrawn_runs_nothing(followed: Followed, text: str) -> None:
     plan = {"goal": "a trader", "steps": [step("t1", "tool", tool_name="create_trader")]}
     plan["steps"][0]["tool_args"] = TRADER
-    followed.send("create trader Gamma", {"plan": [plan]})
+    followed.send("create trader Gamma on ex-1 with model-1", {"plan": [plan]})
     later = {
         "plan": [{"goal": "traders", "steps": [step("s1", "tool", tool_name="list_traders")]}],
         "replan": [{"action": "finish", "reason": "Listed."}],
@@ -134,7 +134,7 @@ def test_a_consent_refused_or_withdrawn_runs_nothing(followed: Followed, text: s
 def test_a_failing_call_is_replanned_to_an_answer(followed: Followed) -> None:
     plan = {"goal": "a trader", "steps": [step("t1", "tool", tool_name="create_trader")]}
     plan["steps"][0]["tool_args"] = {**TRADER, "exchange_id": "ex-9"}  # no such account
-    followed.send("create trader Gamma", {"plan": [plan]})
+    followed.send("create trader Gamma on ex-9 with model-1", {"plan": [plan]})
     finish = {"replan": [{"action": "finish", "reason": "No such account."}], "respond": ["No."]}
     followed.send("yes", finish)
     state = followed.fold.state
@@ -177,7 +177,7 @@ def test_the_tool_loops_steps_come_from_its_calls(followed: Followed) -> None:
     reads = {"act": [calls(("list_traders", {})), calls(("list_traders", {}))], "respond": ["No."]}
     followed.send("traders?", reads, config=TOOL_LOOP)
     write = {"act": [calls(("create_trader", TRADER))]}
-    followed.send("create trader Gamma", write, config=TOOL_LOOP)
+    followed.send("create trader Gamma on ex-1 with model-1", write, config=TOOL_LOOP)
     assert followed.fold.state is not None and followed.fold.state.status == "waiting_confirmation"
     events = followed.send("yes", {"act": ["Gamma is ready."]}, config=TOOL_LOOP)
     assert isinstance(events[-1], ResultEvent) and events[-1].text == "Gamma is ready."
@@ -205,7 +205,7 @@ SECRET_KEY = "SKEY-9876543210wxyz"
 
 def test_keys_typed_in_an_answer_are_scrubbed_once_a_plan_uses_them(followed: Followed) -> None:
     ask = {"plan": [{"goal": "an account", "steps": [step("q1", "ask_user", instruction="Keys?")]}]}
-    followed.send("connect my binance account", ask)
+    followed.send("connect my binance account main", ask)
     account = {"exchange": "binance", "account_name": "main"}
     connect = step("t1", "tool", tool_name="create_exchange_config")
     connect["tool_args"] = {**account, "api_key": API_KEY, "secret_key": SECRET_KEY}
@@ -237,7 +237,7 @@ def test_a_key_known_to_the_fold_is_scrubbed_from_later_answers_too(followed: Fo
         "secret_key": SECRET_KEY,
     }
     plan = {"goal": "an account", "steps": [step("q1", "ask_user", instruction="Keys?")]}
-    followed.send("connect my binance account", {"plan": [plan]})
+    followed.send("connect my binance account main", {"plan": [plan]})
     check = step("q2", "ask_user", instruction="Is that the key of the main account?")
     replan = {"action": "replace_remaining", "steps": [check, connect]}
     followed.send(f"key {API_KEY} secret {SECRET_KEY}", {"replan": [replan]})

@@ -223,11 +223,11 @@ def test_answering_in_a_plan_view_reads_the_pause_once_not_per_event(data_dir: P
     ) as agent:
         count_execution_states(agent, reads)
         first = agent.send("create a trader").conversation_id
-        own = reads.during(lambda: agent.send("Gamma", first))
+        own = reads.during(lambda: agent.send("Gamma on ex-1 with model-1", first))
         second = agent.send("create a trader").conversation_id
         view = PlanView(agent, second)
         assert view.pending is not None and view.pending.kind == "question"
-        view.answer_box.value = "Gamma"
+        view.answer_box.value = "Gamma on ex-1 with model-1"
         events: list[Any] = []
 
         def answer() -> None:

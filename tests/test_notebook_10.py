@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 import papermill
-from agentkit.eval import load_results
+from agentkit.eval import judge_agreement, load_results
 from agentkit.eval.labels import load_labels
 from agentkit.eval.scanners import load_findings
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
-def test_10_labels_runs_and_scans_them(tmp_path: Path) -> None:
+def test_10_labels_judges_and_scans_runs(tmp_path: Path) -> None:
     out = tmp_path / "out"
     summary_path = tmp_path / "summary.json"
     papermill.execute_notebook(
@@ -44,3 +44,19 @@ def test_10_labels_runs_and_scans_them(tmp_path: Path) -> None:
     ]
     assert summary["finding_counts"]["notes_claims_delete_en"] == 2
     assert sum(summary["finding_counts"].values()) == 2
+    # the judges' verdicts are in the table, and the agreement the notebook shows is the
+    # library's on the files it left: the judge that sees the tool calls agrees with every
+    # label, the one that sees the answer only believes the false success
+    for name, shown in summary["judges"].items():
+        found = judge_agreement(table, name)
+        assert shown == {
+            "runs": found.runs, "rate": found.rate, "kappa": found.kappa, "low": found.low,
+            "high": found.high, "seed": found.seed,
+            "disagreements": [item.run for item in found.disagreements],
+        }  # fmt: skip
+        assert summary["judge_columns"][name] == results[f"judge_{name}"].astype(str).tolist()
+    assert summary["judges"]["with_tools"]["kappa"] == 1.0
+    assert summary["judges"]["with_tools"]["disagreements"] == []
+    assert set(failed) <= set(summary["judges"]["answer_only"]["disagreements"])
+    assert summary["judges"]["answer_only"]["kappa"] < 0.5
+    assert "too few for an agreement figure" in summary["few_labels"]

@@ -160,7 +160,7 @@ def test_plan_notebook_pauses_for_an_answer_then_for_consent(
         tmp_path,
         agent_id="desk-001",
         model=model,
-        answer=f"key {API_KEY} secret {SECRET_KEY}",
+        answer=f"account main, key {API_KEY} secret {SECRET_KEY}",
         approve=approve,
     )
     stages = summary["stages"]

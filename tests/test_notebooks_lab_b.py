@@ -103,6 +103,11 @@ def test_05_runs_the_evaluation_sweep_and_the_fidelity_probe(tmp_path: Path) -> 
     assert {row["scenario"] for row in summary["failed"]} == set(
         expected.loc[~expected["passed"], "scenario"]
     )
+    # it ends with the run browser (on the failed runs, when some failed) and the first two
+    # points side by side (one pair per scenario)
+    failed_rows = [i for i, passed in enumerate(expected["passed"]) if not passed]
+    assert summary["browser_rows"] == (failed_rows or list(range(len(expected))))
+    assert summary["pairs"] == expected["scenario"].nunique()
     names = sorted(path.stem for path in SCENARIOS.glob("*.json"))
     assert summary["fidelity"] == {
         name: {"4": kept(SCENARIOS / f"{name}.json", SUMMARY)} for name in names

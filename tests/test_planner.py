@@ -267,7 +267,7 @@ def test_confirmed_side_effect_runs_exactly_once(env: Env) -> None:
     seed_desk(env.workspace)
     plan = {"goal": "g", "steps": [step("c1", "tool", tool_name="set_preference",
                                         tool_args={"key": "lang", "value": "zh"})]}  # fmt: skip
-    run(env.turn("remember I like Chinese", {"plan": [plan]}))
+    run(env.turn("remember I like Chinese: set lang to zh", {"plan": [plan]}))
     assert env.db.preferences() == {}
     events = run(env.turn("确认", {"replan": [CONTINUE]}))
     assert env.db.preferences() == {"lang": "zh"}
@@ -447,7 +447,8 @@ def test_plan_event_masks_secrets(env: Env) -> None:
     plan = {"goal": "g", "steps": [step("x", "tool", tool_name="create_exchange_config",
             tool_args={"exchange": "okx", "account_name": "a", "api_key": "AK-VERY-SECRET-1",
                        "secret_key": "SK-VERY-SECRET-2"})]}  # fmt: skip
-    events = run(env.turn("add my okx account", {"plan": [plan]}))
+    said = "add my okx account a, key AK-VERY-SECRET-1 secret SK-VERY-SECRET-2"
+    events = run(env.turn(said, {"plan": [plan]}))
     dumped = json.dumps([e.to_json_dict() for e in events])
     assert "AK-VERY-SECRET-1" not in dumped and "SK-VERY-SECRET-2" not in dumped
     assert of(events, PlanEvent) and of(events, AskUserEvent)[0].kind == "confirmation"

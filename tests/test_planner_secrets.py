@@ -61,7 +61,7 @@ def stored_values(env: Env) -> str:
 
 
 def test_secrets_stay_out_of_the_execution_state_and_the_tool_gets_them(env: Env) -> None:
-    run(env.turn("connect my okx account", ASK))
+    run(env.turn("connect my okx account main", ASK))
     events = run(env.turn(f"key {API_KEY} secret {SECRET_KEY}", CREATE))
     assert of(events, AskUserEvent)[0].kind == "confirmation"
     text = stored_values(env)
@@ -97,7 +97,8 @@ def test_clear_forgets_pending_secrets(env: Env) -> None:
 
 def test_consent_after_a_restart_uses_the_stored_secrets(data_dir: Path) -> None:
     with Agent.open("desk-001", data_dir=data_dir, model=ScriptedModel(PLAN)) as agent:
-        conversation = agent.send("add my okx account").conversation_id
+        said = f"add my okx account main: key {API_KEY} secret {SECRET_KEY}"
+        conversation = agent.send(said).conversation_id
     with SqliteConfigStore(data_dir / "agentkit.db") as kv:
         state = MemoryRepository(kv).load_execution_state("desk-001", conversation)
         assert state is not None and API_KEY not in state.value.model_dump_json()

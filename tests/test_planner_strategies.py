@@ -141,7 +141,7 @@ def test_next_step_side_effect_waits_for_consent_then_continues_the_batch(env: E
         tool_args={"name": "Beta", "exchange_id": "ex-1", "model_id": "model-1"},
     )
     first = {"plan": [{"goal": "g", "steps": [create, step("r1", "respond")]}]}
-    events = run(env.turn("create trader Beta", first, config=NEXT_STEP))
+    events = run(env.turn("create trader Beta on ex-1 with model-1", first, config=NEXT_STEP))
     assert of(events, AskUserEvent)[0].kind == "confirmation"
     assert env.db.traders() == []
     turn = env.turn("yes", {"respond": ["Beta is ready."]}, config=NEXT_STEP)
@@ -185,7 +185,11 @@ def test_tool_loop_side_effect_needs_consent_across_turns(env: Env) -> None:
     seed_desk(env.workspace)
     args = {"name": "Gamma", "exchange_id": "ex-1", "model_id": "model-1"}
     events = run(
-        env.turn("create trader Gamma", {"act": [calls(("create_trader", args))]}, config=TOOL_LOOP)
+        env.turn(
+            "create trader Gamma on ex-1 with model-1",
+            {"act": [calls(("create_trader", args))]},
+            config=TOOL_LOOP,
+        )
     )
     consent = of(events, AskUserEvent)[0]
     assert consent.kind == "confirmation" and consent.tool_name == "create_trader"
@@ -202,7 +206,7 @@ def test_tool_loop_refusal_runs_nothing(env: Env) -> None:
     seed_desk(env.workspace)
     run(
         env.turn(
-            "delete trader",
+            "delete trader tr-1",
             {"act": [calls(("delete_trader", {"trader_id": "tr-1"}))]},
             config=TOOL_LOOP,
         )

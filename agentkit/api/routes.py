@@ -41,7 +41,7 @@ from agentkit.api.schemas import (
 from agentkit.api.turns import TurnTask, TurnTasks
 from agentkit.errors import AgentkitError, ConversationNotFoundError
 from agentkit.events import AgentEvent, SessionEvent
-from agentkit.store import ConversationKey
+from agentkit.store import ConversationKey, off_loop
 from agentkit.types import ConversationMeta
 
 __all__ = ["SseResponse", "router"]
@@ -216,7 +216,7 @@ async def agent_info(agent_id: AgentId, served: Served) -> AgentInfo:
         engine=config.engine,
         model=config.model,
         prompt_files=[path.name for path in agent.folder.prompt_files()],
-        conversation_count=len(agent.list_conversations()),
+        conversation_count=len(await off_loop(agent.list_conversations)),
         config=config.model_dump(mode="json"),
     )
 
@@ -230,7 +230,7 @@ async def agent_info(agent_id: AgentId, served: Served) -> AgentInfo:
 async def list_conversations(agent_id: AgentId, served: Served) -> ConversationList:
     """The agent's conversations, most recently updated first."""
     agent = await served.get(agent_id)
-    return ConversationList(conversations=agent.list_conversations())
+    return ConversationList(conversations=await off_loop(agent.list_conversations))
 
 
 @router.post(
@@ -251,7 +251,7 @@ async def create_conversation(
     """Start an empty conversation (the body and its title are optional)."""
     agent = await served.get(agent_id)
     request = body or CreateConversationRequest()
-    return agent.create_conversation(request.title)
+    return await off_loop(agent.create_conversation, request.title)  # durable: off the loop
 
 
 @router.get(
@@ -265,7 +265,7 @@ async def get_conversation(
 ) -> ConversationDetail:
     """A conversation's metadata and every message, oldest first."""
     agent = await served.get(agent_id)
-    conversation = agent.get_conversation(conversation_id)
+    conversation = await off_loop(agent.get_conversation, conversation_id)
     return ConversationDetail(meta=conversation.meta, messages=list(conversation.messages))
 
 
@@ -321,7 +321,7 @@ async def cancel_turn(
 ) -> CancelResult:
     """Ask the conversation's running turn to stop; its partial reply is kept."""
     agent = await served.get(agent_id)
-    if not agent.store.exists(ConversationKey(agent.id, conversation_id)):
+    if not await off_loop(agent.store.exists, ConversationKey(agent.id, conversation_id)):
         raise ConversationNotFoundError(agent.id, conversation_id)
     result = {"agent_id": agent.id, "conversation_id": conversation_id}
     key = ConversationKey(agent.id, conversation_id)

@@ -3,19 +3,35 @@
 The app is built before the socket is bound, so a refused configuration (a non-loopback host
 without a token, a malformed token) fails with a :class:`~agentkit.errors.UsageError` and
 nothing listening.
+
+``workers=N`` runs N server processes on one port: uvicorn binds the socket once and each
+worker process accepts on it (pre-forked; the kernel hands each connection to one of them),
+each building its own app from the same settings (:func:`worker_app`). Every route works
+across them only when what a turn shares lives in the store: on PostgreSQL the writer lock,
+the fencing epoch, the turn events (``Last-Event-ID``) and cancels reach every process, as
+they reach every replica. On the file store a turn's events and cancels stay in the process
+that runs it, so several workers are refused there with the reason.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import uvicorn
+from fastapi import FastAPI
 
 from agentkit.api.app import DEFAULT_PORT, create_app
+from agentkit.errors import UsageError
 from agentkit.models.base import ChatModel, SessionBackend
+from agentkit.store.choice import FILES, resolve_store_spec
 
-__all__ = ["serve"]
+__all__ = ["WORKER_ENV", "serve", "worker_app"]
+
+#: the settings a worker process builds its app from (JSON, set by :func:`serve`)
+WORKER_ENV = "AGENTKIT_SERVE_WORKER"
 
 
 def serve(
@@ -30,8 +46,13 @@ def serve(
     log_level: str = "info",
     announce: Callable[[str], None] | None = None,
     store: str | None = None,
+    workers: int = 1,
 ) -> None:
-    """Serve until interrupted (Ctrl-C or SIGTERM); running turns finish before exit."""
+    """Serve until interrupted (Ctrl-C or SIGTERM); running turns finish before exit.
+    *workers* > 1: that many processes on the port (PostgreSQL only, see the module
+    docstring)."""
+    if workers < 1:
+        raise UsageError(f"--workers is at least 1, not {workers}")
     app = create_app(
         data_dir,
         model=model,
@@ -46,6 +67,20 @@ def serve(
         shown = f"[{host}]" if ":" in host else host
         auth = "a bearer token is required" if token else "no token: loopback clients only"
         announce(f"agentkit: serving {app.state.served.data_dir} on http://{shown}:{port} ({auth})")
+    if workers > 1:
+        _serve_workers(
+            app,
+            workers,
+            model=model,
+            store=store,
+            host=host,
+            port=port,
+            token=token,
+            allowed_hosts=allowed_hosts,
+            cors_origins=cors_origins,
+            log_level=log_level,
+        )
+        return
     config = uvicorn.Config(
         app,
         host=host,
@@ -56,3 +91,68 @@ def serve(
         timeout_graceful_shutdown=30,
     )
     uvicorn.Server(config).run()
+
+
+def _serve_workers(
+    app: FastAPI,
+    workers: int,
+    *,
+    model: ChatModel | SessionBackend | str | None,
+    store: str | None,
+    host: str,
+    port: int,
+    token: str | None,
+    allowed_hosts: Iterable[str] | None,
+    cors_origins: Iterable[str],
+    log_level: str,
+) -> None:
+    """*workers* processes on one socket, each building its app from :data:`WORKER_ENV`
+    (the app built here only checked the settings)."""
+    spec = resolve_store_spec(store)
+    if spec == FILES:
+        raise UsageError(
+            "--workers N needs a shared store (--store postgresql://…): on the file store a "
+            "turn's events (Last-Event-ID) and cancels stay in the process that runs it"
+        )
+    if model is not None and not isinstance(model, str):
+        raise UsageError("--workers N takes the model as a spec string, not an object")
+    settings = {
+        "data_dir": str(app.state.served.data_dir),
+        "model": model,
+        "token": token,
+        "host": host,
+        "port": port,
+        "allowed_hosts": None if allowed_hosts is None else list(allowed_hosts),
+        "cors_origins": list(cors_origins),
+        "store": spec,
+    }
+    os.environ[WORKER_ENV] = json.dumps(settings)
+    uvicorn.run(
+        "agentkit.api.server:worker_app",
+        factory=True,
+        workers=workers,
+        host=host,
+        port=port,
+        log_level=log_level,
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=30,
+    )
+
+
+def worker_app() -> FastAPI:
+    """The app of one worker process of ``agentkit serve --workers N`` (uvicorn's factory)."""
+    raw = os.environ.get(WORKER_ENV)
+    if not raw:
+        raise UsageError(f"{WORKER_ENV} is not set: this factory serves `agentkit serve` workers")
+    settings = json.loads(raw)
+    return create_app(
+        settings["data_dir"],
+        model=settings["model"],
+        token=settings["token"],
+        host=settings["host"],
+        port=settings["port"],
+        allowed_hosts=settings["allowed_hosts"],
+        cors_origins=settings["cors_origins"],
+        store=settings["store"],
+    )

@@ -55,6 +55,14 @@ def serve_command(
         ),
     ] = None,
     store: StoreOption = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Server processes on the port (more than one needs --store postgresql://…).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the agents over HTTP: the /api/agent/… routes, chat as server-sent events."""
     with clean_errors(), exporting():
@@ -69,6 +77,7 @@ def serve_command(
             allowed_hosts=allow_host,
             announce=lambda line: typer.echo(line, err=True),
             store=store,
+            workers=workers,
         )
 
 

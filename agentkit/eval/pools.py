@@ -16,7 +16,7 @@ from types import TracebackType
 
 from agentkit.models.base import ChatModel
 from agentkit.models.openai import DEFAULT_BASE_URL, OpenAIModel
-from agentkit.models.transport import PooledTransport
+from agentkit.models.transport import PooledTransport, env_proxy
 
 __all__ = ["EndpointPools"]
 
@@ -39,7 +39,8 @@ class EndpointPools:
         key = (base_url, os.environ.get("OPENAI_API_KEY") or "")
         pool = self._pools.get(key)
         if pool is None:
-            pool = self._pools[key] = PooledTransport(self.connections)
+            proxy = env_proxy(base_url)
+            pool = self._pools[key] = PooledTransport(self.connections, proxy=proxy)
         return OpenAIModel.from_env(model, transport=pool.share())
 
     def __len__(self) -> int:

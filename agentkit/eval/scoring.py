@@ -339,9 +339,10 @@ def _rescored(row: RunRow, scenario: Scenario, judgements: tuple[Judgement, ...]
         if kind in EXPECTATION_KINDS
     }
     error = row.error
-    if scenario.scorer is not None and row.outcome != "not_started":
+    scorer = scenario.scorer
+    if scorer is not None and row.outcome != "not_started":
         try:
-            score = scenario.scorer.score(row.transcript)
+            score = scorer.score(row.transcript)
         except Exception as failure:  # as a run: the row keeps the scorer's failure
             error = error or f"the scorer failed: {type(failure).__name__}: {failure}"
         else:

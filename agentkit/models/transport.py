@@ -11,7 +11,8 @@ the backend has them whoever creates it:
   :class:`PooledTransport` is shards of up to :data:`SHARD` connections; a request goes to the
   shard with the fewest requests in flight, and a new shard is opened only when every shard
   is full. One TLS context is made per process (loading the CA store costs ~20 ms), not one
-  per model.
+  per model; a proxy the environment names is used as ``httpx.AsyncClient`` would
+  (:func:`env_proxy`).
 * **the retry schedule** (:func:`retry_delay`): as the official OpenAI and Anthropic clients
   do: ``Retry-After`` (or ``retry-after-ms``) when the server sends it, else
   ``min(backoff * 2**attempt, 8 s)`` shortened by up to 25 % at random (jitter, so that many
@@ -32,11 +33,13 @@ from __future__ import annotations
 import contextlib
 import random
 import ssl
+import urllib.request
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from types import TracebackType
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -47,13 +50,14 @@ __all__ = [
     "SharedTransport",
     "TransportCount",
     "counting_transport",
+    "env_proxy",
     "note_failure",
     "note_retry",
     "retry_delay",
 ]
 
 #: connections per shard of a pool (see the module docstring)
-SHARD = 8
+SHARD = 4
 #: the longest pause of the backoff schedule (seconds), as the official clients cap it
 MAX_BACKOFF = 8.0
 
@@ -69,9 +73,9 @@ class _Shard:
 
     __slots__ = ("in_flight", "transport")
 
-    def __init__(self, connections: int, verify: ssl.SSLContext | bool) -> None:
+    def __init__(self, connections: int, verify: ssl.SSLContext | bool, proxy: str | None) -> None:
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-        self.transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits)
+        self.transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits, proxy=proxy)
         self.in_flight = 0
 
 
@@ -103,8 +107,15 @@ class PooledTransport(httpx.AsyncBaseTransport):
     :meth:`share` hands a model a view that does not close the pool, for pools that outlive
     the models using them (a sweep's runs on one event loop)."""
 
-    def __init__(self, connections: int = 100, *, verify: ssl.SSLContext | bool = True) -> None:
+    def __init__(
+        self,
+        connections: int = 100,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        proxy: str | None = None,
+    ) -> None:
         self.connections = max(1, connections)
+        self.proxy = proxy
         self._verify = _tls() if verify is True else verify
         self._shards: list[_Shard] = []
         self._closed = False
@@ -118,7 +129,7 @@ class PooledTransport(httpx.AsyncBaseTransport):
         best = min(self._shards, key=_load, default=None)
         opened = len(self._shards) * SHARD
         if (best is None or best.in_flight >= SHARD) and opened < self.connections:
-            best = _Shard(min(SHARD, self.connections - opened), self._verify)
+            best = _Shard(min(SHARD, self.connections - opened), self._verify, self.proxy)
             self._shards.append(best)
         assert best is not None
         return best
@@ -157,6 +168,17 @@ class PooledTransport(httpx.AsyncBaseTransport):
         traceback: TracebackType | None = None,
     ) -> None:
         await self.aclose()
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for *url* (``HTTPS_PROXY``, ``HTTP_PROXY``,
+    ``ALL_PROXY``, minus ``NO_PROXY``), as an ``httpx.AsyncClient`` would use; None: direct."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies()
+    chosen = proxies.get(parts.scheme) or proxies.get("all")
+    if not chosen or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return chosen if "://" in chosen else f"http://{chosen}"
 
 
 def _load(shard: _Shard) -> int:

@@ -160,13 +160,18 @@ class FlowRecorder:
     def replace_args(
         self, state: ExecutionState, step_id: str, args: dict[str, Any]
     ) -> ExecutionState:
-        """*state* with step *step_id*'s arguments replaced by *args* (an approved edit): the
-        stored copy masked, the real values kept beside it as for a planned step."""
+        """*state* with step *step_id*'s arguments replaced by *args* (an approved edit, a call
+        filled from an answer): the stored copy masked, the real values kept beside it as for
+        a planned step."""
         masked = self.mask.json(dict(args))
         if masked != args:
-            self.raw_args = {**self.raw_args, step_id: dict(args)}
+            raw = {**self.raw_args, step_id: dict(args)}
         else:
-            self.raw_args = {k: v for k, v in self.raw_args.items() if k != step_id}
+            raw = {k: v for k, v in self.raw_args.items() if k != step_id}
+        if raw != self.raw_args:  # kept for a later turn too (a consent given after this one)
+            key = self.key
+            self.memory.save_step_secrets(key.agent_id, key.conversation_id, raw, durable=False)
+            self.raw_args = raw
         steps = tuple(
             step.model_copy(update={"tool_args": masked}) if step.id == step_id else step
             for step in state.steps

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from agentkit.events import AgentEvent, PlanningEvent
 from agentkit.memory import ExecutionState, Observation, PendingApproval
-from agentkit.planning import approvals, context, intents, replies
+from agentkit.planning import approvals, context, grounding, intents, replies
 from agentkit.planning.approvals import Decision
 from agentkit.planning.graph import End, Stage, Turn
 from agentkit.planning.plan import PlanFormatError, parse_classify
@@ -191,6 +191,10 @@ class Answered(Stage):
         step_id = resumed.current_step_id
         if step_id:
             resumed = resumed.mark_step_done(step_id, cut(reply, 200))
+        if waiting is not None and waiting.intent == grounding.INTENT:
+            turn.flow.save(resumed)  # asked for a call's arguments: back to that call
+            yield Execute()
+            return
         turn.flow.save(turn.strategy.answered(resumed))
         # the answer may change what comes next (e.g. fill a tool's arguments)
         yield turn.strategy.resume(turn, step_id) or Execute()

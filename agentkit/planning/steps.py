@@ -30,7 +30,7 @@ from agentkit.events import (
 )
 from agentkit.memory import ExecutionState, Observation, PlanStep, Waiting
 from agentkit.models.base import ChatMessage, TextDelta
-from agentkit.planning import context, reads, replies
+from agentkit.planning import context, grounding, reads, replies
 from agentkit.planning.approvals import new_approval
 from agentkit.planning.consent import consent_question, conversation_language
 from agentkit.planning.errors import TurnCancelledError
@@ -157,18 +157,24 @@ class Finish(Stage):
 @dataclass(frozen=True, slots=True)
 class ToolStep(Stage):
     """A tool step of the plan: run, or (a side effect) a consent request first — or, in a
-    turn whose request asks for nothing to change, dropped."""
+    turn whose request asks for nothing to change, dropped; a question first when a required
+    argument is not grounded (:mod:`agentkit.planning.grounding`)."""
 
     step: PlanStep
 
     async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Stage]:
         step, tools = self.step, turn.tools
         tool = tools.get(step.tool_name) if step.tool_name in tools else None
+        if tool is not None and tool.side_effect and reads.drop_writes(turn):
+            yield DropWrite(step)  # a read's turn: never proposed as a consent
+            return
+        if tool is not None and grounding.applies(turn, tool):
+            step, checked = grounding.ground_step(turn, step, tool)
+            if checked.missing:  # an argument nobody gave: a question, not a guess
+                yield grounding.AskArguments(step, checked.missing)
+                return
         if tool is not None and tool.side_effect:
-            if reads.drop_writes(turn):  # a read's turn: never proposed as a consent
-                yield DropWrite(step)
-            else:
-                yield AskConsent(step)  # whatever requires_confirmation says
+            yield AskConsent(step)  # whatever requires_confirmation says
             return
         yield RunTool(step)
 

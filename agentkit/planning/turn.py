@@ -47,6 +47,7 @@ from agentkit.planning.state import (
 from agentkit.planning.strategies import get_strategy
 from agentkit.planning.tool_budget import counts_locally, fit_tools
 from agentkit.planning.tracer import CallTracer
+from agentkit.store import off_loop
 from agentkit.store.records import ResetRecord, window_start
 from agentkit.types import Message, utc_now
 
@@ -72,7 +73,7 @@ async def drive(ctx: TurnContext) -> AsyncIterator[AgentEvent]:
         approvals.check(flow.state, ctx.decision, ctx.tools, key.conversation_id)
     scenario: Literal["A", "C"] = "C" if intake.history else "A"
     question = ctx.question
-    store.append(key, question, status="running")  # durable before any model call
+    await store.aappend(key, question, status="running")  # durable before any model call
     injected = f"planner {PLANNER_VERSION}: system prompt + memory layers"
     store.annotate(key, ctx.message_id, "SESSION", f"scenario {scenario}: {injected}")
     yield SessionEvent(
@@ -93,7 +94,7 @@ async def drive(ctx: TurnContext) -> AsyncIterator[AgentEvent]:
             yield item
     assert finished is not None
     answer, status = finished.end.answer, finished.end.status  # the one place it is set
-    reply = _persist(turn, answer, status)
+    reply = await off_loop(_persist, turn, answer, status)  # in a store thread
     if status == "completed" and not _fast_path(ctx.text):
         added = (question,) if reply is None else (question, reply)
         if not upkeep.queue(ctx, intake, turn.trace, added):  # no background: in the turn

@@ -6,6 +6,7 @@ this package never needs psycopg: ``agentkit.store.postgres.PostgresConversation
 stores a ``--store`` spec names."""
 
 from agentkit.store._checkpoint import TurnCheckpoint
+from agentkit.store._offload import off_loop
 from agentkit.store.base import (
     ConversationKey,
     ConversationStore,
@@ -34,4 +35,5 @@ __all__ = [
     "TurnCheckpoint",
     "VerifyReport",
     "VersionConflictError",
+    "off_loop",
 ]

@@ -1,7 +1,7 @@
 """What a writer knows of a conversation while it holds the conversation's lock.
 
 Why: a turn commits twice, and each commit appends to ``journal.log``, the turn's
-``messages.log`` and ``history.json`` and rewrites ``meta.json`` in place. While this thread
+``messages.log`` and ``history.json`` and rewrites ``meta.json`` in place. While a turn
 holds the writer lock no other writer can change the folder, so the state it last wrote or
 checked there is still the folder's (no stat needed) and the files it opened stay the files
 (no path walk per write). Both are dropped together — the descriptors closed — when the lock
@@ -26,7 +26,7 @@ _IN_PLACE = os.O_RDWR | os.O_CLOEXEC
 
 
 class HeldFolder:
-    """The folder *directory* as this thread holds it: :attr:`state` and its open files."""
+    """The folder *directory* as a turn holds it: :attr:`state` and its open files."""
 
     __slots__ = ("_fds", "_sizes", "_turn", "directory", "state")
 

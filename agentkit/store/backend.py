@@ -32,16 +32,28 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Literal, Self
 
 from agentkit.errors import StoreError, UsageError
+from agentkit.store._process import pid
 from agentkit.store._records import JournalRecord, MessageRecord, Views
 from agentkit.store.values import CallRecordSink, ConversationKey, Problem, StaleWriterError
 from agentkit.types import ConversationMeta, Message
 
-__all__ = ["JournalBackend", "Lease", "LeaseMovedError", "RecordKind", "Scanned"]
+__all__ = [
+    "JournalBackend",
+    "Lease",
+    "LeaseMovedError",
+    "RecordKind",
+    "Scanned",
+    "enter_lease",
+    "held_lease",
+    "leave_lease",
+]
 
 RecordKind = Literal["created", "message", "status", "annotation", "checkpoint", "forked", "record"]
 """The ``kind`` of a journal record (:mod:`agentkit.store._records`)."""
@@ -61,9 +73,14 @@ class Lease:
     and the number of its records (the ``seq`` of the last), as acquired and then moved along
     by every :meth:`JournalBackend.append`. ``epoch`` tells this lease from the conversation's
     earlier and later ones (the fencing token); ``held`` turns False when it is released.
+
+    A lease belongs to the turn that took it, not to a thread: the conversation layer
+    registers it in the turn's context (:func:`enter_lease`), so the turn's writes find it
+    from whichever thread runs them (a copy of the context goes with each), and another
+    turn on the same thread does not (:func:`held_lease`).
     """
 
-    __slots__ = ("epoch", "held", "key", "meta", "records")
+    __slots__ = ("epoch", "held", "key", "meta", "pid", "records")
 
     def __init__(
         self, key: ConversationKey, meta: ConversationMeta, records: int, epoch: int
@@ -73,6 +90,7 @@ class Lease:
         self.records = records
         self.epoch = epoch
         self.held = True
+        self.pid = pid()  # a lease inherited across fork() is not the child's
 
     def moved(self, meta: ConversationMeta, count: int) -> None:
         """*count* records were appended, and the conversation's metadata is now *meta*."""
@@ -89,6 +107,35 @@ class Lease:
         if not isinstance(lease, cls):
             raise UsageError(f"not a lease of this backend ({cls.__name__}): {lease!r}")
         return lease
+
+
+#: the leases the running turn holds (its context's): (id of the backend, key) → lease.
+#: Never mutated: entering or leaving one sets a new mapping, so a context copied from the
+#: turn (a thread running one of its writes, a task it started) sees the leases as they were.
+_LEASES: ContextVar[Mapping[tuple[int, ConversationKey], Lease]] = ContextVar(
+    "agentkit_leases", default=MappingProxyType({})
+)
+
+
+def held_lease(backend: object, key: ConversationKey) -> Lease | None:
+    """The lease of *backend* on *key* that the calling turn holds (None: it holds none)."""
+    lease = _LEASES.get().get((id(backend), key))
+    if lease is None or not lease.held or lease.pid != pid():
+        return None
+    return lease
+
+
+def enter_lease(backend: object, lease: Lease) -> None:
+    """*lease* of *backend* is the calling turn's from now on (this context and its copies)."""
+    _LEASES.set({**_LEASES.get(), (id(backend), lease.key): lease})
+
+
+def leave_lease(backend: object, lease: Lease) -> None:
+    """*lease* is no longer the calling turn's (a no-op in a context that never had it)."""
+    current = _LEASES.get()
+    slot = (id(backend), lease.key)
+    if current.get(slot) is lease:
+        _LEASES.set({k: v for k, v in current.items() if k != slot})
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +168,7 @@ class JournalBackend(ABC):
 
         Raises :class:`~agentkit.errors.ConversationBusyError` when another writer holds it
         past *wait*, :class:`~agentkit.errors.ConversationNotFoundError` when there is no
-        such conversation. *brief*: the lease serves one operation of this thread (a backend
+        such conversation. *brief*: the lease serves one operation of the caller (a backend
         may grant it more cheaply than a turn's: PostgreSQL, one transaction)."""
 
     @abstractmethod

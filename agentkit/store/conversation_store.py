@@ -4,11 +4,14 @@ Why: files, memory and PostgreSQL keep records differently, but what a conversat
 records numbered 1…n whose fold is its metadata, history and turn logs — is one thing, so it
 is written once, here, over :class:`~agentkit.store.backend.JournalBackend`:
 
-* **One writer, re-entrant per thread.** :meth:`ConversationStore.hold` takes the backend's
+* **One writer, re-entrant per turn.** :meth:`ConversationStore.hold` takes the backend's
   writer lease for a turn; every write inside it reuses it, and a write outside a turn takes
   a brief one for itself. Notes (:meth:`~ConversationStore.annotate`) made under a lease are
   not written at once: they ride along with the next commit, or are written when the lease
-  is let go.
+  is let go. The hold is the turn's — kept in its context (a ``ContextVar``), not in a
+  thread — so a turn's writes can run in a store thread (:meth:`~ConversationStore.aappend`,
+  :func:`~agentkit.store._offload.off_loop`) and still find it, while another turn on the
+  same event loop never mistakes it for its own.
 * **Records are numbered and folded here**: a commit continues from the lease's metadata and
   record count (:meth:`Views.resume <agentkit.store._records.Views.resume>`), numbers its
   records, fills in a turn's checkpoint as the conversation stands after them, and hands the
@@ -25,16 +28,18 @@ is written once, here, over :class:`~agentkit.store.backend.JournalBackend`:
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager, suppress
+from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Final, get_args
 
 from agentkit.errors import ConversationBusyError, ConversationNotFoundError, StoreError, UsageError
 from agentkit.ids import check_id
 from agentkit.store._checkpoint import TurnCheckpoint
+from agentkit.store._offload import off_loop
 from agentkit.store._process import pid
 from agentkit.store._records import (
     LABEL_PATTERN,
@@ -49,7 +54,14 @@ from agentkit.store._records import (
     fold,
     render_turn,
 )
-from agentkit.store.backend import JournalBackend, Lease, LeaseMovedError, RecordKind
+from agentkit.store.backend import (
+    JournalBackend,
+    Lease,
+    LeaseMovedError,
+    RecordKind,
+    enter_lease,
+    leave_lease,
+)
 from agentkit.store.forks import checkpoints_of, fork_records
 from agentkit.store.records import ConversationRecord
 from agentkit.store.values import (
@@ -99,14 +111,20 @@ def _note(message_id: str, label: str, text: str, at: datetime) -> Draft:
 
 
 class _Hold:
-    """A lease this thread holds, and the notes made under it, not yet written."""
+    """A lease the running turn holds, and the notes made under it, not yet written."""
 
-    __slots__ = ("lease", "pending", "pid")
+    __slots__ = ("lease", "pending")
 
     def __init__(self, lease: Lease) -> None:
         self.lease = lease
         self.pending: list[Draft] = []
-        self.pid = pid()
+
+
+#: the holds of the running turn (its context's): (id of the store, key) → hold; replaced,
+#: never mutated, as :data:`agentkit.store.backend._LEASES` is
+_HOLDS: ContextVar[Mapping[tuple[int, ConversationKey], _Hold]] = ContextVar(
+    "agentkit_holds", default=MappingProxyType({})
+)
 
 
 class ConversationStore:
@@ -120,7 +138,6 @@ class ConversationStore:
 
     def __init__(self, backend: JournalBackend) -> None:
         self.backend = backend
-        self._local = threading.local()
 
     @property
     def lock_timeout(self) -> float:
@@ -134,21 +151,82 @@ class ConversationStore:
     # ------------------------------------------------------------------ the writer lease
 
     def _held(self, key: ConversationKey) -> _Hold | None:
-        """This thread's hold on *key* (not one inherited across ``fork``)."""
-        holds: dict[ConversationKey, _Hold] | None = getattr(self._local, "holds", None)
-        if not holds:
+        """The running turn's hold on *key* (not one it let go, nor one inherited across
+        ``fork``): the turn's context says, whichever thread runs the call."""
+        hold = _HOLDS.get().get((id(self), key))
+        if hold is None or not hold.lease.held or hold.lease.pid != pid():
             return None
-        hold = holds.get(key)
-        return hold if hold is not None and hold.pid == pid() else None
+        return hold
+
+    def _enter(self, lease: Lease) -> _Hold:
+        hold = _Hold(lease)
+        _HOLDS.set({**_HOLDS.get(), (id(self), lease.key): hold})
+        enter_lease(self.backend, lease)
+        return hold
+
+    def _leave(self, hold: _Hold) -> None:
+        leave_lease(self.backend, hold.lease)
+        current = _HOLDS.get()
+        slot = (id(self), hold.lease.key)
+        if current.get(slot) is hold:
+            _HOLDS.set({k: v for k, v in current.items() if k != slot})
 
     @contextmanager
     def hold(self, key: ConversationKey, timeout: float | None = None) -> Iterator[None]:
         """Hold the conversation's writer lease across several writes (a turn; re-entrant).
 
-        A turn found cut short before it (its status left ``running``) is marked failed with
-        this holder's first commit (see the module docstring)."""
+        The hold is the running turn's (its context's, see :class:`Lease`), not the
+        thread's: the turn's writes run wherever they are sent (:meth:`aappend` in a
+        thread) and find it there. A turn found cut short before it (its status left
+        ``running``) is marked failed with this holder's first commit (see the module
+        docstring)."""
         with self._hold(key, timeout, brief=False, settle=True):
             yield
+
+    @asynccontextmanager
+    async def ahold(
+        self, key: ConversationKey, timeout: float | None = None
+    ) -> AsyncIterator[None]:
+        """:meth:`hold` for a coroutine: the lease is taken and let go in a thread
+        (:func:`~agentkit.store._offload.off_loop`), so a store that waits for the disk or
+        the network (PostgreSQL: a round trip) never stops the event loop."""
+        if self._held(key) is not None:
+            yield
+            return
+        wait = self.backend.lock_timeout if timeout is None else timeout
+        lease = await off_loop(self.backend.acquire, key, wait, brief=False)
+        try:
+            hold = self._enter(lease)
+        except BaseException:
+            await off_loop(self.backend.release, lease, failed=True)
+            raise
+        failed = True
+        try:
+            if lease.meta.status == "running":
+                await off_loop(self._settle, hold)
+            yield
+            failed = False
+        finally:
+            try:
+                await off_loop(self._let_go, hold, failed)
+            finally:
+                self._leave(hold)
+
+    def _let_go(self, hold: _Hold, failed: bool) -> None:
+        """The notes still pending under *hold* written, then its lease released."""
+        try:
+            if hold.pending:  # notes made under the lease, not yet written
+                with suppress(StoreError, ConversationNotFoundError):
+                    self._write_pending(hold)
+        finally:
+            self.backend.release(hold.lease, failed=failed)
+
+    def _write_pending(self, hold: _Hold) -> None:
+        batch, hold.pending = hold.pending, []
+        try:
+            self._append(hold.lease, batch, None, durable=False)
+        except LeaseMovedError:
+            self._append(hold.lease, batch, None, durable=False)
 
     @contextmanager
     def _hold(
@@ -159,7 +237,7 @@ class ConversationStore:
         brief: bool = True,
         settle: bool = True,
     ) -> Iterator[_Hold]:
-        """This thread's hold on *key*, taken for the block if it has none. *settle*: a
+        """The running turn's hold on *key*, taken for the block if it has none. *settle*: a
         turn found cut short is marked failed (not by a delete, nor a repair)."""
         held = self._held(key)
         if held is not None:
@@ -167,11 +245,7 @@ class ConversationStore:
             return
         wait = self.backend.lock_timeout if timeout is None else timeout
         lease = self.backend.acquire(key, wait, brief=brief)
-        hold = _Hold(lease)
-        holds: dict[ConversationKey, _Hold] | None = getattr(self._local, "holds", None)
-        if holds is None:
-            holds = self._local.holds = {}
-        holds[key] = hold
+        hold = self._enter(lease)
         failed = True
         try:
             if settle and lease.meta.status == "running":
@@ -180,16 +254,13 @@ class ConversationStore:
             failed = False
         finally:
             try:
-                if hold.pending:  # notes made under the lease, not yet written
-                    with suppress(StoreError, ConversationNotFoundError):
-                        self._commit(key, (), durable=False)
+                self._let_go(hold, failed)
             finally:
-                holds.pop(key, None)
-                self.backend.release(lease, failed=failed)
+                self._leave(hold)
 
     @contextmanager
     def _reading(self, key: ConversationKey, wait: float) -> Iterator[None]:
-        """Writers kept out of *key* for a read that must see it whole (this thread's own
+        """Writers kept out of *key* for a read that must see it whole (the turn's own
         hold, if it has one)."""
         if self._held(key) is not None:
             yield
@@ -293,6 +364,28 @@ class ConversationStore:
             records.append(_status(status, utc_now()))
         return self._commit(key, records, checkpoint=checkpoint)
 
+    async def aappend(
+        self,
+        key: ConversationKey,
+        message: Message,
+        *,
+        status: ConversationStatus | None = None,
+        checkpoint: TurnCheckpoint | None = None,
+    ) -> ConversationMeta:
+        """:meth:`append` in a store thread: the event loop serves other turns while this
+        one's write waits for the disk; acknowledged (returned) once durable, as ever."""
+        return await off_loop(self.append, key, message, status=status, checkpoint=checkpoint)
+
+    async def aset_status(
+        self,
+        key: ConversationKey,
+        status: ConversationStatus,
+        *,
+        checkpoint: TurnCheckpoint | None = None,
+    ) -> ConversationMeta:
+        """:meth:`set_status` in a store thread (see :meth:`aappend`)."""
+        return await off_loop(self.set_status, key, status, checkpoint=checkpoint)
+
     def set_status(
         self,
         key: ConversationKey,
@@ -306,7 +399,7 @@ class ConversationStore:
     def annotate(self, key: ConversationKey, message_id: str, label: str, text: str) -> None:
         """Add a ``[LABEL]`` block to the turn's ``messages.log`` (not part of the history).
 
-        Not a durability point: inside a turn (this thread holds the lease) the note is
+        Not a durability point: inside a turn (it holds the lease) the note is
         written with the turn's next commit, or when the turn lets go, whichever comes first;
         otherwise at once, without waiting for the disk (a crash before the next durable
         commit may lose it; it never loses a message)."""
@@ -372,12 +465,16 @@ class ConversationStore:
             return []
         return self.backend.recent(key, limit)
 
+    async def arecent(self, key: ConversationKey, limit: int) -> list[Message]:
+        """:meth:`recent` in a store thread (a PostgreSQL read is a round trip)."""
+        return await off_loop(self.recent, key, limit)
+
     def turn_log(self, key: ConversationKey, message_id: str) -> str:
         """The text of the turn's ``messages.log``."""
         check_id(message_id, "message")
         hold = self._held(key)
         if hold is not None and hold.pending:
-            self._commit(key, (), durable=False)  # this thread's notes, not yet written
+            self._commit(key, (), durable=False)  # the turn's notes, not yet written
         records = self.backend.read(key, turn=message_id)
         if not records:
             raise UsageError(f"conversation {key} has no turn {message_id!r}")

@@ -37,7 +37,7 @@ Why it is built this way (figures in reference/reliability.md):
 * ``history.json`` stays a valid JSON array: one entry per line, and an append rewrites only
   the closing ``\\n]\\n``. Appending costs O(1) however long the history is; the last N
   messages are read backwards from the journal's end.
-* While a thread holds a conversation's lock it trusts the state it last wrote there and
+* While a turn holds a conversation's lock it trusts the state it last wrote there and
   writes through the files it opened once (:mod:`._held`), closed when it lets go.
 * One writer per conversation across threads and processes (:mod:`._locks`). Creation goes
   through a temp directory renamed into place; deletion renames to a tombstone first.
@@ -97,7 +97,14 @@ from agentkit.store._views import (
     scan_journal,
     tail_records,
 )
-from agentkit.store.backend import JournalBackend, Lease, LeaseMovedError, RecordKind, Scanned
+from agentkit.store.backend import (
+    JournalBackend,
+    Lease,
+    LeaseMovedError,
+    RecordKind,
+    Scanned,
+    held_lease,
+)
 from agentkit.store.conversation_store import ConversationStore
 from agentkit.store.values import CallRecordSink, ConversationKey, Problem
 from agentkit.types import ConversationMeta, Message
@@ -114,15 +121,13 @@ def _leftover(name: str) -> bool:
 
 
 class _FileLease(Lease):
-    """The ``flock`` this thread holds on a conversation's lock file."""
+    """The ``flock`` a turn holds on a conversation's lock file: the descriptor holding it."""
 
-    __slots__ = ("deleted", "lock")
+    __slots__ = ("deleted", "fd")
 
-    def __init__(
-        self, key: ConversationKey, state: FolderState, epoch: int, lock: ConversationLock
-    ) -> None:
+    def __init__(self, key: ConversationKey, state: FolderState, epoch: int, fd: int) -> None:
         super().__init__(key, state.meta, state.checkpoint.journal_records, epoch)
-        self.lock = lock
+        self.fd = fd
         self.deleted = False
 
 
@@ -137,7 +142,7 @@ class FileJournal(JournalBackend):
         self._suspect: set[Path] = set()  # conversations whose last write failed with an I/O error
         self._states = FolderStates()  # so a turn's writes do not re-read meta.json
         self._dirs: dict[ConversationKey, Path] = {}  # resolved and checked once per key
-        # Each conversation whose lock this thread holds: its state as written or checked
+        # Each conversation whose lock a turn holds: its state as written or checked
         # there and the files open for writing (agentkit.store._held); dropped at release.
         self._held: dict[ConversationKey, HeldFolder] = {}
         self._epochs: dict[ConversationKey, int] = {}  # leases granted in this process
@@ -195,18 +200,19 @@ class FileJournal(JournalBackend):
 
     def acquire(self, key: ConversationKey, wait: float, *, brief: bool = False) -> Lease:
         self._existing_dir(key)  # never create a lock file for a conversation that is not there
-        lock = self._locks.get(key)
-        if not lock.acquire(max(wait, 0)):
+        fd = self._locks.get(key).acquire(max(wait, 0))
+        if fd is None:
             raise ConversationBusyError(key.agent_id, key.conversation_id, wait)
         try:
             self._existing_dir(key)  # it may have been deleted while we waited
+            self._let_go(key)  # what an earlier holder kept is not to be trusted: read again
             state = self._writable_state(key)
         except BaseException:
             self._let_go(key)
-            lock.release()
+            ConversationLock.release(fd)
             raise
         epoch = self._epochs[key] = self._epochs.get(key, 0) + 1
-        return _FileLease(key, state, epoch, lock)
+        return _FileLease(key, state, epoch, fd)
 
     def release(self, lease: Lease, *, failed: bool = False) -> None:
         own = _FileLease.own(lease)
@@ -216,7 +222,7 @@ class FileJournal(JournalBackend):
         try:
             self._let_go(own.key)
         finally:
-            own.lock.release()
+            ConversationLock.release(own.fd)
         if own.deleted:
             self._locks.drop(own.key)
 
@@ -225,21 +231,21 @@ class FileJournal(JournalBackend):
         """The lock alone: no recovery (verify reports what a crash left; a read under it
         recovers what it must, as a write would)."""
         self._existing_dir(key)
-        lock = self._locks.get(key)
-        if lock.held():  # this thread's lease: its state stays
+        if held_lease(self, key) is not None:  # the calling turn's lease: its state stays
             yield
             return
-        if not lock.acquire(max(wait, 0)):
+        fd = self._locks.get(key).acquire(max(wait, 0))
+        if fd is None:
             raise ConversationBusyError(key.agent_id, key.conversation_id, wait)
         try:
             self._existing_dir(key)  # it may have been deleted while we waited
             yield
         finally:
             self._let_go(key)
-            lock.release()
+            ConversationLock.release(fd)
 
     def _let_go(self, key: ConversationKey) -> None:
-        """Forget what this thread knew of *key* under its lock, and close its files."""
+        """Forget what the holder knew of *key* under its lock, and close its files."""
         held = self._held.pop(key, None)
         if held is not None:
             held.close()
@@ -270,7 +276,7 @@ class FileJournal(JournalBackend):
 
     def _snapshot(self, key: ConversationKey) -> FolderState:
         """The last checkpointed state, for readers; repairs it when nobody is writing."""
-        if self._locks.held(key):
+        if held_lease(self, key) is not None:
             return self._writable_state(key)
         directory = self._existing_dir(key)
         state, clean = self._states.read_checked(directory)
@@ -281,8 +287,8 @@ class FileJournal(JournalBackend):
             state, clean = self._states.read_checked(directory)
         if state is not None and clean:
             return state
-        lock = self._locks.get(key)
-        if not lock.acquire(0 if state is not None else self.lock_timeout):
+        fd = self._locks.get(key).acquire(0 if state is not None else self.lock_timeout)
+        if fd is None:
             if state is None:
                 raise ConversationBusyError(key.agent_id, key.conversation_id, self.lock_timeout)
             return state  # a writer is mid-write: its record is not acknowledged yet
@@ -291,7 +297,7 @@ class FileJournal(JournalBackend):
             return self._writable_state(key)
         finally:
             self._let_go(key)
-            lock.release()
+            ConversationLock.release(fd)
 
     # ------------------------------------------------------------------ recovery
 
