@@ -30,6 +30,10 @@ from agentkit.eval.scanners import (
 from .conftest import SAMPLE_AGENTS, run_cli, tree
 from .test_eval_runs import SCENARIOS
 
+# the module's fixtures run sweeps (every shipped scenario, the six built ones) inside whichever
+# test first needs them on a worker: slow on a loaded 2-core box, never stuck
+pytestmark = pytest.mark.timeout(900)
+
 BUILT = Path(__file__).parent / "fixtures" / "scanner_runs"
 #: the built scenario, the scanner that must flag it, and where (turn, event type)
 EXPECTED = {
