@@ -77,7 +77,7 @@ pytest: $(STAMP) ## The test suite, then every notebook under nbval (on a scratc
 
 test-browser: $(STAMP) ## The real-browser tests (JupyterLab, Phoenix + Debian chromium); refreshes docs/screenshots
 	AGENTKIT_REQUIRE_BROWSER=1 AGENTKIT_SCREENSHOT_DIR=docs/screenshots \
-		$(BIN)/pytest tests/test_browser.py tests/test_phoenix.py -p no:cacheprovider
+		$(BIN)/pytest tests/test_browser.py tests/test_report_browser.py tests/test_phoenix.py -p no:cacheprovider
 
 bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under bench/results/
 	$(BIN)/python bench/bench_store.py

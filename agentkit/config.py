@@ -147,6 +147,10 @@ class PlannerConfig(_Config):
     router_signals: tuple[Literal["lexical", "semantic", "settle"], ...] = Field(
         default=("lexical", "semantic", "settle"), min_length=1
     )
+    #: where the router's semantic signal gets its vectors: ``model`` (the agent's own model,
+    #: where it gives embeddings) or ``wordllama`` (a sentence embedder shipped in its wheel;
+    #: the ``router`` extra) — :mod:`agentkit.planning.tool_semantics`
+    router_embedder: Literal["model", "wordllama"] = "model"
     #: which calls must have grounded required arguments before they are proposed
     #: (:mod:`agentkit.planning.grounding`): ``side_effect`` (those that need consent) or
     #: ``all`` (every call: a world whose state-changing tools run without consent)

@@ -61,7 +61,7 @@ from agentkit.planning.tool_ranking import (
     asks_to_read,
     rank_tools,
 )
-from agentkit.planning.tool_semantics import semantic_scores
+from agentkit.planning.tool_semantics import semantic_scores, wordllama_embedder
 from agentkit.planning.tracer import ModelCall, error_text
 from agentkit.tools import mask_secrets
 
@@ -215,6 +215,11 @@ async def _semantic(turn: Turn) -> dict[str, float] | None:
     the ranking then goes by words alone). The request's embedding is one traced call."""
     ctx = turn.ctx
     model = ctx.model
+    if ctx.config.router_embedder == "wordllama":  # a table lookup, no model call
+        embedder = wordllama_embedder()
+        scores = await semantic_scores(embedder, turn.tools, ctx.text, embedder.embed)
+        _trace(turn, RouteTrace(stage="semantic", reason="semantic signal (wordllama)"))
+        return scores
     if not (isinstance(model, ChatModel) and model.embeds):
         return None
     sent = [{"role": "user", "content": ctx.scrub(ctx.text)}]

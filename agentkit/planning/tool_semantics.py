@@ -12,6 +12,12 @@ cosines sit between 0.8 and 1.0 for any pair; centring leaves what tells the too
 The tools' vectors are computed once per toolset and model and cached (a tool added to the
 registry is embedded at its first ranking); a request costs one embedding. A backend without
 embeddings gives no semantic signal, and the router ranks by words alone.
+
+With ``planner.router_embedder: "wordllama"`` the vectors come instead from a sentence
+embedder whose weights ship inside its wheel (:class:`WordLlamaEmbedder`: WordLlama's
+``l2_supercat`` static token embeddings, 256 dimensions, MIT; the ``router`` extra): made for
+sentence similarity, cheap (no model call), the same for every chat model. Nothing is
+downloaded: the embedder is built from the files in the installed package, or refuses.
 """
 
 from __future__ import annotations
@@ -23,7 +29,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentkit.models.base import ChatModel
 from agentkit.tools import Tool, ToolRegistry
 
 __all__ = ["SemanticIndex", "semantic_index", "semantic_scores", "tool_texts"]
@@ -84,7 +89,7 @@ _INDEXES: weakref.WeakKeyDictionary[ToolRegistry, _Indexed] = weakref.WeakKeyDic
 _LOCK = threading.Lock()
 
 
-async def _vectors(model: ChatModel, texts: Sequence[str], embed: Embed) -> list[tuple[float, ...]]:
+async def _vectors(model: object, texts: Sequence[str], embed: Embed) -> list[tuple[float, ...]]:
     with _LOCK:
         known = _VECTORS.setdefault(model, {})
         missing = [text for text in dict.fromkeys(texts) if text not in known]
@@ -97,7 +102,7 @@ async def _vectors(model: ChatModel, texts: Sequence[str], embed: Embed) -> list
     return [known[text] for text in texts]
 
 
-async def semantic_index(model: ChatModel, tools: ToolRegistry, embed: Embed) -> SemanticIndex:
+async def semantic_index(model: object, tools: ToolRegistry, embed: Embed) -> SemanticIndex:
     """The toolset's index for *model*: built once, again when a tool was registered
     (*embed*: how to call the model, a traced call's ``embed``)."""
     names = tools.names()
@@ -118,10 +123,62 @@ async def semantic_index(model: ChatModel, tools: ToolRegistry, embed: Embed) ->
 
 
 async def semantic_scores(
-    model: ChatModel, tools: ToolRegistry, request: str, embed: Embed
+    model: object, tools: ToolRegistry, request: str, embed: Embed
 ) -> dict[str, float]:
     """Per tool, how close *request* is in meaning to what the tool says about itself
     (*embed*: how to call the model, a traced call's ``embed``: the module calls no model)."""
     index = await semantic_index(model, tools, embed)
     (vector,) = await embed([" ".join(request.split())])  # not cached
     return index.scores(vector)
+
+
+class WordLlamaEmbedder:
+    """Sentence vectors from WordLlama's static embeddings, loaded from the files its
+    wheel ships (its own loader looks for the tokenizer in a folder the wheel does not have,
+    then downloads it: not here)."""
+
+    spec = "wordllama:l2_supercat_256"
+
+    def __init__(self) -> None:
+        try:
+            import wordllama
+            from safetensors import safe_open
+            from wordllama import WordLlama
+            from wordllama.inference import WordLlamaInference
+        except ImportError as error:  # pragma: no cover - the extra is installed in CI
+            from agentkit.errors import UsageError
+
+            raise UsageError(
+                "planner.router_embedder 'wordllama' needs the router extra: "
+                "pip install 'agentkit[router]'"
+            ) from error
+        from pathlib import Path
+
+        root = Path(wordllama.__file__).parent
+        tokenizer = WordLlama.load_tokenizer(
+            root / "tokenizers" / "l2_supercat_tokenizer_config.json"
+        )
+        with safe_open(str(root / "weights" / "l2_supercat_256.safetensors"), "np") as weights:
+            table = weights.get_tensor("embedding.weight")
+        self._model = WordLlamaInference(table, tokenizer, binary=False)
+
+    def vectors(self, texts: Sequence[str]) -> list[list[float]]:
+        """The texts' vectors (synchronous: a table lookup and a mean)."""
+        if not texts:
+            return []
+        matrix = self._model.embed(list(texts), norm=True)
+        return [[float(x) for x in row] for row in matrix]
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.vectors(texts)
+
+
+_WORDLLAMA: list[WordLlamaEmbedder] = []
+
+
+def wordllama_embedder() -> WordLlamaEmbedder:
+    """The process's WordLlama embedder, loaded at its first use (~3 s, 16 MB)."""
+    with _LOCK:
+        if not _WORDLLAMA:
+            _WORDLLAMA.append(WordLlamaEmbedder())
+        return _WORDLLAMA[0]
