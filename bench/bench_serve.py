@@ -53,7 +53,7 @@ AGENT = "innovator-001"
 CLIENTS = int(os.environ.get("BENCH_SERVE_CLIENTS", "50"))
 ROUNDS = int(os.environ.get("BENCH_SERVE_ROUNDS", "3"))
 WINDOW = float(os.environ.get("BENCH_SERVE_WINDOW", "8"))
-WARMUP = 2.0
+WARMUP = float(os.environ.get("BENCH_SERVE_WARMUP", "2"))  # longer on a loaded machine
 #: another checkout's root (e.g. ``git worktree add /tmp/before <commit>``): its server is
 #: measured too, interleaved with this one's, on the file store
 BASELINE = os.environ.get("BENCH_SERVE_BASELINE", "")
