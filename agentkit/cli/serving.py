@@ -260,11 +260,13 @@ def eval_command(
             load_results,
             parse_grid,
             parse_sets,
-            report,
             run_eval,
             save_results,
         )
-        from agentkit.eval.results import run_errors
+
+        # the function, not the agentkit.eval.report package (importing that package rebinds
+        # the name agentkit.eval.report to it in every module of the process)
+        from agentkit.eval.results import report, run_errors
 
         target = check_output_path(out) if out is not None else None
         suites = [str(path) for path in scenarios if str(path).startswith("bfcl:")]
