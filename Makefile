@@ -62,8 +62,8 @@ docs: $(STAMP) ## Build the documentation site into site/ (mkdocs --strict, offl
 test: $(STAMP) lint typecheck docs pytest ## Set up, then lint, type checks, the docs site and every test
 
 lint: $(STAMP) ## Ruff (lint + format check)
-	$(BIN)/ruff check agentkit agentkit_desk lab tests bench
-	$(BIN)/ruff format --check agentkit agentkit_desk lab tests bench
+	$(BIN)/ruff check agentkit agentkit_desk lab tests bench docs/hooks.py
+	$(BIN)/ruff format --check agentkit agentkit_desk lab tests bench docs/hooks.py
 
 typecheck: $(STAMP) ## mypy --strict on agentkit/, agentkit_desk/ and lab/
 	$(BIN)/mypy
@@ -75,9 +75,10 @@ pytest: $(STAMP) ## The test suite, then every notebook under nbval (on a scratc
 	AGENTKIT_DATA_DIR=$$scratch $(BIN)/pytest --nbval-lax notebooks -p no:cacheprovider -q; \
 	status=$$?; rm -rf $$scratch; exit $$status
 
-test-browser: $(STAMP) ## The real-browser tests (JupyterLab, Phoenix + Debian chromium); refreshes docs/screenshots
+test-browser: $(STAMP) ## The real-browser tests (JupyterLab, Phoenix, the docs site + Debian chromium); refreshes docs/screenshots
 	AGENTKIT_REQUIRE_BROWSER=1 AGENTKIT_SCREENSHOT_DIR=docs/screenshots \
-		$(BIN)/pytest tests/test_browser.py tests/test_phoenix.py -p no:cacheprovider
+		$(BIN)/pytest tests/test_browser.py tests/test_report_browser.py tests/test_phoenix.py \
+		tests/test_docs_browser.py -p no:cacheprovider
 
 bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under bench/results/
 	$(BIN)/python bench/bench_store.py

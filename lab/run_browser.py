@@ -186,14 +186,14 @@ class RunBrowser(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         self.label_choice = choice("label", [_UNLABELLED, *labels])
         self.table = widgets.HTML()
         self.table.add_class("agentkit-run-table")
-        self.table.layout = widgets.Layout(max_height="320px", overflow="auto", width="100%")
-        self.picker = widgets.Select(description="run", rows=8, style=wide)
+        self.table.layout = widgets.Layout(max_height="240px", overflow="auto", width="100%")
+        self.picker = widgets.Select(description="run", rows=6, style=wide)
         self.picker.layout.width = "100%"
         self.picker.add_class("agentkit-run-picker")
         self.picker.observe(self._on_pick, names="value")
         self.transcript = widgets.HTML()
         self.transcript.add_class("agentkit-run-transcript")
-        self.transcript.layout.width = "100%"
+        self.transcript.layout = widgets.Layout(width="100%", max_height="560px", overflow="auto")
         self.spans_note = widgets.HTML()
         self.spans_button = widgets.Button(description="Show spans", icon="stream")
         self.spans_button.on_click(lambda _: self.show_spans())

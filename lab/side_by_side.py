@@ -74,7 +74,7 @@ class SideBySide(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         self.sides = widgets.HTML(frame_html(result.sides, css_class="agentkit-side-sides"))
         self.flips_only = widgets.Checkbox(value=flips_only, description="flips only")
         self.flips_only.observe(lambda _: self.refresh(), names="value")
-        self.picker = widgets.Select(description="pair", rows=8)
+        self.picker = widgets.Select(description="pair", rows=6)
         self.picker.layout.width = "100%"
         self.picker.add_class("agentkit-side-picker")
         self.picker.observe(self._on_pick, names="value")
@@ -88,7 +88,7 @@ class SideBySide(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
             )
         self.transcripts = widgets.HTML()
         self.transcripts.add_class("agentkit-side-transcripts")
-        self.transcripts.layout.width = "100%"
+        self.transcripts.layout = widgets.Layout(width="100%", max_height="640px", overflow="auto")
         super().__init__(
             [
                 self.headline,

@@ -143,3 +143,16 @@ def test_labels_follow_a_copy_of_the_table(results: Path, tmp_path: Path) -> Non
     add_label(results, run, "fail", note="n")
     assert copy_labels(results, new) == labels_path(new)
     assert load_labels(new) == load_labels(results)
+
+
+def test_score_carries_the_labels_to_its_new_table(
+    results: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    run = run_ids(load_results(results))[0]
+    add_label(results, run, "fail", note="kept across the re-score", who="ann")
+    new = tmp_path / "new.parquet"
+    done = run_cli("--data-dir", str(data_dir), "score", str(results), "--expectations",
+                   "--scenarios", str(FIRST), "--out", str(new))  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    assert f"wrote {labels_path(new)} (the labels of {results})" in done.stdout
+    assert load_labels(new) == load_labels(results)

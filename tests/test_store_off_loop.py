@@ -52,7 +52,8 @@ class GatedJournal(FileJournal):
         *,
         durable: bool,
     ) -> None:
-        self.threads.add(threading.current_thread().name)
+        if durable:  # where the durable writes run: never on the event loop's thread
+            self.threads.add(threading.current_thread().name)
         if durable and lease.key.conversation_id == self.gated:
             self.entered.set()
             if not self.gate.wait(NEVER):

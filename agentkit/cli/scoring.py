@@ -102,3 +102,8 @@ def score_command(
             typer.echo(f"wrote {saved} ({len(rescored.findings)} findings)")
         table = rescored.table
         typer.echo(f"wrote {target} ({len(table)} rows, {len(table.columns)} columns)")
+        from agentkit.eval.labels import copy_labels
+
+        labels = copy_labels(results, target)  # agreement on NEW reads RESULTS' labels
+        if labels is not None:
+            typer.echo(f"wrote {labels} (the labels of {results})")

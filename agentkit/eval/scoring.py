@@ -50,6 +50,7 @@ from agentkit.eval.judges.values import Judge, Judgement
 from agentkit.eval.point import run_sync
 from agentkit.eval.results import param_columns, require_pandas, run_ids, to_frame
 from agentkit.eval.row import RunRow, outcome_of
+from agentkit.eval.scanners import AgentContexts
 from agentkit.eval.scenario import Scenario, load_scenarios, read_file
 from agentkit.eval.transcript import Transcript, load_transcripts
 from agentkit.models.base import ChatModel
@@ -60,8 +61,6 @@ from agentkit.workspace import resolve_data_dir
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from agentkit.eval.scanners import ScanContext
 
 __all__ = ["Rescored", "judge_verdicts", "load_judges", "rescore", "scenario_checks"]
 
@@ -203,7 +202,7 @@ def rescore(
     ]
     cache = JudgeCache.of(stored)
     records: list[CallRecord] = []
-    contexts = _Contexts(root)
+    contexts = AgentContexts(root)
     new_judgements = run_sync(_judge_all(rows, asked, cache, judge_model, contexts, records))
     made: list[RunRow] = []
     for row, judgements in zip(rows, new_judgements, strict=True):
@@ -261,12 +260,12 @@ async def _judge_all(  # noqa: PLR0917 - the re-score's parts
     asked: Mapping[str, tuple[Judge, ...]],
     cache: JudgeCache,
     judge_model: str | ChatModel | None,
-    contexts: _Contexts,
+    contexts: AgentContexts,
     records: list[CallRecord],
 ) -> list[tuple[Judgement, ...]]:
     """Each row's judgements (asked again where chosen, else as stored); *records* gets a
     record per grader call made."""
-    root = contexts.root
+    root = contexts.data_dir
     pools: dict[tuple[str, str], GraderModels] = {}
     result: list[tuple[Judgement, ...]] = []
     sweep = Telemetry().workflow("agentkit.score", attributes={"agentkit.eval.runs": len(rows)})
@@ -289,7 +288,7 @@ async def _judge_all(  # noqa: PLR0917 - the re-score's parts
                     models,
                     cache=cache,
                     agent_dir=_agent_dir(root, row),
-                    mask=contexts.mask(row.agent),
+                    mask=_mask(contexts, row.agent),
                     records=records,
                 )
                 renewed = {judgement.judge for judgement in fresh}
@@ -307,27 +306,14 @@ def _agent_dir(root: Path, row: RunRow) -> Path | None:
     return folder if folder.is_dir() else None
 
 
-class _Contexts:
-    """Each agent's scan context (its side-effecting tools, secrets and secret patterns, as
-    the data root holds it: :func:`~agentkit.eval.scanners.agent_scan_context`), made once;
-    its secrets also mask what a judge is sent. An agent the data root lacks has none."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._made: dict[str, ScanContext] = {}
-
-    def of(self, agent: str) -> ScanContext:
-        from agentkit.eval.scanners import ScanContext, agent_scan_context
-
-        if agent not in self._made:
-            has = bool(agent) and (self.root / "agents" / agent).is_dir()
-            self._made[agent] = agent_scan_context(self.root, agent) if has else ScanContext()
-        return self._made[agent]
-
-    def mask(self, agent: str) -> SecretMask:
-        context = self.of(agent)
-        secrets = context.secrets
-        return SecretMask(known=lambda: secrets, patterns=context.secret_patterns)
+def _mask(contexts: AgentContexts, agent: str) -> SecretMask:
+    """What a judge of the agent's runs is sent is masked of its secrets (its secret store,
+    its toolsets' secret patterns); an agent the data root lacks has none."""
+    context = contexts.of(agent) if agent else None
+    if context is None:
+        return SecretMask()
+    secrets = context.secrets
+    return SecretMask(known=lambda: secrets, patterns=context.secret_patterns)
 
 
 def _rescored(row: RunRow, scenario: Scenario, judgements: tuple[Judgement, ...]) -> RunRow:
@@ -372,16 +358,13 @@ def _rescored(row: RunRow, scenario: Scenario, judgements: tuple[Judgement, ...]
 
 
 def _scan(
-    table: pd.DataFrame, scanners: Sequence[str], contexts: _Contexts
+    table: pd.DataFrame, scanners: Sequence[str], contexts: AgentContexts
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The scanners' findings over *table*, and the table with its ``findings`` counts (the
-    scanners are :mod:`agentkit.eval.scanners`')."""
+    scanners are :mod:`agentkit.eval.scanners`'; each run's context its agent's)."""
     from agentkit.eval.scanners import scan_results, with_finding_counts
 
-    def context(transcript: Transcript, record: Mapping[str, object]) -> ScanContext:
-        return contexts.of(str(record.get("agent", "")))
-
-    findings = scan_results(table, list(scanners) or None, context)
+    findings = scan_results(table, list(scanners) or None, contexts)
     return with_finding_counts(table, findings), findings
 
 

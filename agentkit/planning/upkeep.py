@@ -47,6 +47,7 @@ from agentkit.models.base import ChatMessage, ChatModel, Completion, JsonSchema,
 from agentkit.planning.cancel import CancelScope
 from agentkit.planning.state import Intake, TurnContext
 from agentkit.planning.tracer import CallTracer
+from agentkit.store import off_loop
 from agentkit.store.records import CompressionRecord
 from agentkit.telemetry import Span, TurnTrace
 from agentkit.types import Message, utc_now
@@ -190,7 +191,8 @@ async def upkeep(
 ) -> CompressionEvent | None:
     """:func:`prepare` then :func:`commit`, in the turn (a turn no Agent runs; its calls
     count in the turn's usage); the ``compression`` event if the window was compressed."""
-    return commit(ctx, intake, await prepare(ctx, intake, calls, turn_messages))
+    prepared = await prepare(ctx, intake, calls, turn_messages)
+    return await off_loop(commit, ctx, intake, prepared)  # durable writes: in a store thread
 
 
 def needed(ctx: TurnContext, intake: Intake, turn_messages: Sequence[Message]) -> bool:
@@ -225,7 +227,8 @@ def queue(
 
     async def work() -> CompressionEvent | None:
         try:
-            event = commit(ctx, intake, await prepare(ctx, intake, calls, turn_messages))
+            prepared = await prepare(ctx, intake, calls, turn_messages)
+            event = await off_loop(commit, ctx, intake, prepared)  # in a store thread
         finally:
             calls.close()
         return None if event is None else event.model_copy(update={"usage": calls.usage})

@@ -159,6 +159,10 @@ class JournalBackend(ABC):
     """
 
     lock_timeout: float
+    #: every call is a round trip to a server (PostgreSQL): a coroutine sends even its reads
+    #: and its lease to a store thread; a local backend (files, memory) answers those from
+    #: the page cache or memory at once, and only its durable writes leave the event loop
+    remote: bool = False
 
     # -- the writer lease ----------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final, get_args
+from typing import Final, ParamSpec, TypeVar, get_args
 
 from agentkit.errors import ConversationBusyError, ConversationNotFoundError, StoreError, UsageError
 from agentkit.ids import check_id
@@ -90,6 +90,8 @@ Draft = Callable[[int], JournalRecord]
 are checked when the draft is made, so a bad one never reaches a commit)."""
 
 _STATUSES: Final = frozenset(get_args(ConversationStatus))
+P = ParamSpec("P")
+T = TypeVar("T")
 _LABEL: Final = re.compile(LABEL_PATTERN)
 
 
@@ -187,18 +189,19 @@ class ConversationStore:
     async def ahold(
         self, key: ConversationKey, timeout: float | None = None
     ) -> AsyncIterator[None]:
-        """:meth:`hold` for a coroutine: the lease is taken and let go in a thread
-        (:func:`~agentkit.store._offload.off_loop`), so a store that waits for the disk or
-        the network (PostgreSQL: a round trip) never stops the event loop."""
+        """:meth:`hold` for a coroutine: on a remote backend (PostgreSQL: a round trip) the
+        lease is taken and let go in a store thread
+        (:func:`~agentkit.store._offload.off_loop`), so it never stops the event loop; a
+        local one's (a ``flock``) is taken at once."""
         if self._held(key) is not None:
             yield
             return
         wait = self.backend.lock_timeout if timeout is None else timeout
-        lease = await off_loop(self.backend.acquire, key, wait, brief=False)
+        lease = await self._away(self.backend.acquire, key, wait, brief=False)
         try:
             hold = self._enter(lease)
         except BaseException:
-            await off_loop(self.backend.release, lease, failed=True)
+            await self._away(self.backend.release, lease, failed=True)
             raise
         failed = True
         try:
@@ -208,9 +211,16 @@ class ConversationStore:
             failed = False
         finally:
             try:
-                await off_loop(self._let_go, hold, failed)
+                await self._away(self._let_go, hold, failed)
             finally:
                 self._leave(hold)
+
+    async def _away(self, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """*call* in a store thread when the backend is remote (a round trip); a local one's
+        lease and reads (a lock, the page cache) are answered at once, on the loop."""
+        if self.backend.remote:
+            return await off_loop(call, *args, **kwargs)
+        return call(*args, **kwargs)
 
     def _let_go(self, hold: _Hold, failed: bool) -> None:
         """The notes still pending under *hold* written, then its lease released."""
@@ -466,8 +476,8 @@ class ConversationStore:
         return self.backend.recent(key, limit)
 
     async def arecent(self, key: ConversationKey, limit: int) -> list[Message]:
-        """:meth:`recent` in a store thread (a PostgreSQL read is a round trip)."""
-        return await off_loop(self.recent, key, limit)
+        """:meth:`recent`, in a store thread when the backend is remote (a round trip)."""
+        return await self._away(self.recent, key, limit)
 
     def turn_log(self, key: ConversationKey, message_id: str) -> str:
         """The text of the turn's ``messages.log``."""

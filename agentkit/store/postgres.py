@@ -150,6 +150,8 @@ def _read_query(kinds: frozenset[RecordKind] | None, turn: bool, last: bool) -> 
 class PostgresJournal(JournalBackend):
     """Conversations' records in the PostgreSQL database *db* (see the module docstring)."""
 
+    remote = True
+
     def __init__(self, db: PostgresDatabase, *, lock_timeout: float = 10.0) -> None:
         self.db = db
         self.lock_timeout = lock_timeout

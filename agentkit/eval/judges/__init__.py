@@ -8,7 +8,13 @@
 
 In a scenario file the same values go under ``expect: judges:``. Modules:
 :mod:`~agentkit.eval.judges.values` (the judge, a grader's reply, the judgement),
-:mod:`~agentkit.eval.judges.table` (where judgements are kept: the results table).
+:mod:`~agentkit.eval.judges.table` (where judgements are kept: the results table),
+:mod:`~agentkit.eval.judges.grading` (asking the graders through the call tracer, the vote,
+the cache; ``judge_run`` and ``judge_transcript`` are exported by :mod:`agentkit.eval`).
+Re-scoring a stored table is :mod:`agentkit.eval.scoring` (``agentkit score``).
+
+This package's own ``__init__`` imports the values and the table only: the scenario schema
+imports :class:`Judge`, and grading reads expectations, which read the scenario schema.
 """
 
 from __future__ import annotations
