@@ -17,6 +17,11 @@ if TYPE_CHECKING:
         Agent,
         TurnResult,
     )
+    from agentkit.agent_folder import (
+        AgentFolder,
+        list_agent_ids,
+        resolve_data_dir,
+    )
     from agentkit.config import (
         AgentConfig,
         CompressionConfig,
@@ -87,11 +92,6 @@ if TYPE_CHECKING:
         Message,
         ToolCallRecord,
     )
-    from agentkit.workspace import (
-        AgentFolder,
-        list_agent_ids,
-        resolve_data_dir,
-    )
 
 __version__ = "0.1.0"
 
@@ -100,7 +100,7 @@ _HOMES: dict[str, str] = {
     "Agent": "agentkit.agent",
     "AgentConfig": "agentkit.config",
     "AgentEvent": "agentkit.events",
-    "AgentFolder": "agentkit.workspace",
+    "AgentFolder": "agentkit.agent_folder",
     "AgentNotFoundError": "agentkit.errors",
     "AgentkitError": "agentkit.errors",
     "ChatModel": "agentkit.models",
@@ -144,11 +144,11 @@ _HOMES: dict[str, str] = {
     "VersionConflictError": "agentkit.store",
     "Versioned": "agentkit.memory",
     "create_model": "agentkit.models",
-    "list_agent_ids": "agentkit.workspace",
+    "list_agent_ids": "agentkit.agent_folder",
     "new_conversation_id": "agentkit.ids",
     "new_message_id": "agentkit.ids",
     "replay": "agentkit.replays",
-    "resolve_data_dir": "agentkit.workspace",
+    "resolve_data_dir": "agentkit.agent_folder",
     "tool": "agentkit.tools",
 }
 

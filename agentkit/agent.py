@@ -1,7 +1,7 @@
 """``Agent``: an agent folder plus its conversations (seed 16.4, in Python names).
 
 The Agent wires collaborators together; it does not store or render anything itself. It builds
-the agent's :class:`~agentkit.engine.AgentRuntime` once (store, session pool and running turns,
+the agent's :class:`~agentkit.runtime.AgentRuntime` once (store, session pool and running turns,
 memory, traces, tools, model), admits each turn (one per conversation, across processes) and
 hands it to the engine its config names (:data:`ENGINES`). The store is injected
 (``Agent.open(..., store=InMemoryConversationStore())`` in tests), and the data root is an
@@ -17,10 +17,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from agentkit.agent_folder import AgentFolder, resolve_data_dir
 from agentkit.branches import fork_conversation
 from agentkit.chat import ChatEngine
 from agentkit.config import AgentConfig
-from agentkit.engine import AgentRuntime, Engine
 from agentkit.errors import (
     ApprovalNotFoundError,
     ConversationBusyError,
@@ -44,9 +44,10 @@ from agentkit.models._requests import check_model_requests
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning import PlannerEngine, approvals
 from agentkit.planning.approvals import Decision
+from agentkit.planning.call_records import CallRecord
 from agentkit.planning.replay import TraceNotFoundError, load_call_records
 from agentkit.planning.state import TurnContext
-from agentkit.planning.trace import CallRecord
+from agentkit.runtime import AgentRuntime, Engine
 from agentkit.sessions import SessionPool
 from agentkit.store import ConfigStore, ConversationKey, ConversationStore
 from agentkit.store.choice import open_stores
@@ -55,7 +56,6 @@ from agentkit.telemetry import Telemetry
 from agentkit.titles import conversation_title
 from agentkit.tools import ToolRegistry
 from agentkit.types import Conversation, ConversationMeta, Message
-from agentkit.workspace import AgentFolder, resolve_data_dir
 
 __all__ = ["ENGINES", "Agent", "TurnResult"]
 
@@ -202,9 +202,9 @@ class Agent:
         """The agent's tools (loaded once, when the agent is opened)."""
         return self.runtime.tools
 
-    def trace_dir(self, conversation_id: str) -> Path | None:
+    def call_records_dir(self, conversation_id: str) -> Path | None:
         """Where each turn's ``calls.jsonl`` of the conversation is (None: no files kept)."""
-        return self.runtime.traces(self._key(check_id(conversation_id, "conversation")))
+        return self.runtime.call_records_dir(self._key(check_id(conversation_id, "conversation")))
 
     def _key(self, conversation_id: str) -> ConversationKey:
         return ConversationKey(self.id, conversation_id)

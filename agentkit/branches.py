@@ -31,7 +31,7 @@ from agentkit.store.forks import Prepare
 from agentkit.types import ConversationMeta
 
 if TYPE_CHECKING:
-    from agentkit.engine import AgentRuntime
+    from agentkit.runtime import AgentRuntime
 
 __all__ = ["fork_conversation", "record_turn_checkpoint"]
 

@@ -142,19 +142,19 @@ class _ChatTurn:
         # durable before the model (in a store thread: other turns go on meanwhile)
         await ctx.store.aappend(ctx.key, ctx.question, status="running")
         self.trace = ctx.start_trace(scenario)
-        calls = CallTracer.of(ctx, self.trace)
+        tracer = CallTracer.of(ctx, self.trace)
         try:
-            async for event in self._turn(entry, history, scenario, calls):
+            async for event in self._turn(entry, history, scenario, tracer):
                 yield event
         finally:
-            calls.close()
+            tracer.close()
 
     async def _turn(
         self,
         entry: PoolEntry | None,
         history: list[Message],
         scenario: Scenario,
-        calls: CallTracer,
+        tracer: CallTracer,
     ) -> AsyncIterator[AgentEvent]:
         ctx = self.ctx
         key = ctx.key
@@ -164,7 +164,7 @@ class _ChatTurn:
                 opened = await self._open(scenario)
             except ModelError as error:
                 yield self._session_event(scenario, "nothing: no session could be opened", 0)
-                async for event in self._fail(error, reply, calls):
+                async for event in self._fail(error, reply, tracer):
                     yield event
                 return
             entry = await self.pool.put(key.agent_id, key.conversation_id, opened)
@@ -174,16 +174,16 @@ class _ChatTurn:
         ctx.store.annotate(key, ctx.message_id, "SESSION", f"scenario {scenario}: {injected}")
         yield self._session_event(scenario, injected, summarised)
         try:
-            async for event in self._reply(session, prompt, reply, calls, stopped):
+            async for event in self._reply(session, prompt, reply, tracer, stopped):
                 yield event
         except ModelError as error:
             await self.pool.drop(key.agent_id, key.conversation_id)
-            async for event in self._fail(error, reply, calls):
+            async for event in self._fail(error, reply, tracer):
                 yield event
             return
         except asyncio.CancelledError:
             await session.cancel()
-            await self._commit(reply, calls.usage, "idle")
+            await self._commit(reply, tracer.usage, "idle")
             raise
         except StoreError:  # the store went away (writing the call's trace): its error, not
             raise  # the model's (the edge says so: HTTP 503 / store_unavailable)
@@ -195,25 +195,25 @@ class _ChatTurn:
                 f"the model backend failed unexpectedly ({type(error).__name__}); "
                 "the details are in the turn log",
             )
-            async for event in self._fail(crashed, reply, calls):
+            async for event in self._fail(crashed, reply, tracer):
                 yield event
             return
         if reply.final is None:
             missing = ModelError(ctx.model.spec, "the reply ended without a result")
-            async for event in self._fail(missing, reply, calls):
+            async for event in self._fail(missing, reply, tracer):
                 yield event
             return
         entry.message_count += 1
         cancelled = reply.final.stop_reason == "cancelled"
-        await self._commit(reply, calls.usage, "idle" if cancelled else "completed")
-        yield self._result("cancelled" if cancelled else "completed", reply.text, calls.usage)
+        await self._commit(reply, tracer.usage, "idle" if cancelled else "completed")
+        yield self._result("cancelled" if cancelled else "completed", reply.text, tracer.usage)
 
     async def _reply(
         self,
         session: SessionModel,
         prompt: str,
         reply: _Reply,
-        calls: CallTracer,
+        tracer: CallTracer,
         stopped: bool,
     ) -> AsyncIterator[AgentEvent]:
         """The one model call: *prompt* to *session*, its events as the turn's (masked)."""
@@ -222,7 +222,7 @@ class _ChatTurn:
             return
         interruptible = isinstance(session, TranscriptSession)
         sent = self._sent(session, prompt)
-        async with calls.session(session, prompt, sent, interruptible) as call:
+        async with tracer.session(session, prompt, sent, interruptible) as call:
             try:
                 async for model_event in call.stream():
                     agent_event = reply.take(model_event)
@@ -360,7 +360,7 @@ class _ChatTurn:
             entry.store_messages = meta.stats.message_count
 
     async def _fail(
-        self, error: ModelError, reply: _Reply, calls: CallTracer
+        self, error: ModelError, reply: _Reply, tracer: CallTracer
     ) -> AsyncIterator[AgentEvent]:
         yield ErrorEvent(
             message=self.ctx.scrub(str(error)), code="model_error", retryable=error.retryable
@@ -369,11 +369,11 @@ class _ChatTurn:
         note = f"{error}\n(partial reply: {partial})" if partial else str(error)
         self.ctx.note("ERROR", note)
         await self.ctx.store.aset_status(self.ctx.key, "failed")
-        yield self._result("failed", partial, calls.usage)
+        yield self._result("failed", partial, tracer.usage)
 
 
 class ChatEngine:
-    """Engine ``chat`` (:class:`agentkit.engine.Engine`): the conversation goes to the agent's
+    """Engine ``chat`` (:class:`agentkit.runtime.Engine`): the conversation goes to the agent's
     model as a session from the pool, with the seed's three context scenarios."""
 
     def run_turn(self, ctx: TurnContext) -> AsyncIterator[AgentEvent]:

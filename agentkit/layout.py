@@ -13,7 +13,7 @@
             journal.log                         the source of truth (see agentkit.store.files)
             meta.json  history.json             views of the journal
             {messageId}/messages.log            the turn log
-            {messageId}/calls.jsonl             every model call of a planner turn (its trace)
+            {messageId}/calls.jsonl             every model call of a turn (its call records)
 
 Every other module asks this one for a path instead of joining names itself, so the layout is
 written down once. Ids are checked (a full match of the id rule) before a path is built; the

@@ -226,7 +226,7 @@ def replay(
         settings = _settings(sets)
         with tempfile.TemporaryDirectory(prefix="agentkit-replay-") as scratch:
             root = _branch_folder(source, Path(scratch), settings, prompts or {})
-            from agentkit.workspace import AgentFolder
+            from agentkit.agent_folder import AgentFolder
 
             folder = AgentFolder.load(root, source.id)
             base = source.store.meta(key).title

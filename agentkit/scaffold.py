@@ -16,9 +16,9 @@ import json
 from pathlib import Path
 from typing import Literal
 
+from agentkit.agent_folder import AGENT_SUBDIRS
 from agentkit.errors import UsageError
 from agentkit.layout import DataLayout
-from agentkit.workspace import AGENT_SUBDIRS
 
 __all__ = ["init_agent"]
 

@@ -151,7 +151,7 @@ def store_turn(store: FileConversationStore, index: int) -> None:
         store.last_checkpoint(KEY)
         for label in ("SESSION", "PLAN", "STEP"):
             store.annotate(KEY, turn, label, "some text " * 8)
-        sink = store.open_trace(KEY, turn)
+        sink = store.open_call_records(KEY, turn)
         sink.append('{"purpose":"plan","ms":1.0}')
         sink.append('{"purpose":"answer","ms":1.0}')
         sink.close()

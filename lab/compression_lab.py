@@ -21,11 +21,11 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 from agentkit import Agent, ChatModel, create_model
+from agentkit.agent_folder import resolve_data_dir
 from agentkit.errors import AgentkitError, ConversationNotFoundError, UsageError
 from agentkit.loop import BackgroundLoop
 from agentkit.memory.strategies import STRATEGIES
 from agentkit.memory.sweep import SweepRow, ThresholdGrid, sweep_compression
-from agentkit.workspace import resolve_data_dir
 from matplotlib.figure import Figure
 
 from lab.sweep_view import (

@@ -27,7 +27,7 @@ __all__ = [
     "plan_lines",
     "plans_side_by_side",
     "replay_frame",
-    "trace_dir",
+    "call_records_dir",
 ]
 
 _REPLY_CHARS = 160
@@ -38,11 +38,11 @@ def _cut(text: str, limit: int = _REPLY_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def trace_dir(agent: Agent, conversation_id: str) -> Path:
+def call_records_dir(agent: Agent, conversation_id: str) -> Path:
     """The conversation's folder, where each turn's ``calls.jsonl`` lives."""
-    folder = agent.trace_dir(conversation_id)
+    folder = agent.call_records_dir(conversation_id)
     if folder is None:
-        raise UsageError("this agent's store keeps no files, so it has no call traces")
+        raise UsageError("this agent's store keeps no files, so it keeps no call records on disk")
     return folder
 
 

@@ -15,7 +15,7 @@ from agentkit import (
     Message,
     resolve_data_dir,
 )
-from agentkit.workspace import PROMPT_FILES, list_agent_ids
+from agentkit.agent_folder import PROMPT_FILES, list_agent_ids
 
 from .conftest import SAMPLE_AGENTS
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from agentkit.agent_folder import AgentFolder
 from agentkit.config import load_agent_config
 from agentkit.errors import StoreError
 from agentkit.tools import (
@@ -19,7 +20,6 @@ from agentkit.tools import (
     UnknownToolError,
     run_tool,
 )
-from agentkit.workspace import AgentFolder
 from agentkit_desk import DeskDatabase, DeskToolset, desk_tools, open_desk, run_desk_tool
 
 from tests.conftest import SAMPLE_AGENTS, tree

@@ -131,7 +131,7 @@ def test_an_agent_builds_its_runtime_once_and_shares_the_pools_registry(data_dir
         assert agent.runtime is runtime and agent.tools is tools
         assert agent.runtime.turns is agent.pool.turns and len(agent.pool.turns) == 0
         assert agent.model is model
-        trace = agent.trace_dir(first.conversation_id)
+        trace = agent.call_records_dir(first.conversation_id)
         assert trace is not None
         assert (trace / first.session.message_id / "calls.jsonl").is_file()
 

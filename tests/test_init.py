@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from agentkit import Agent
-from agentkit.workspace import PROMPT_FILES
+from agentkit.agent_folder import PROMPT_FILES
 
 from .conftest import run_cli
 

@@ -105,8 +105,8 @@ def test_a_conversation_is_created_whole_and_read_back_by_kind_turn_and_end(
         r.message.content for r in records if isinstance(r, MessageRecord)
     ]
     assert backend.recent(KEY, 3) == [r.message for r in records[4::2]]
-    assert backend.trace(KEY, "msg-a") == ['{"purpose": "plan"}', '{"n": 2}']
-    assert backend.trace(KEY, "msg-b") == []
+    assert backend.call_records(KEY, "msg-a") == ['{"purpose": "plan"}', '{"n": 2}']
+    assert backend.call_records(KEY, "msg-b") == []
     assert [m.conversation_id for m in backend.listing("agent-1")] == ["conv-1"]
     assert backend.listing("agent-2") == []
     assert backend.keys(None) == [KEY]
@@ -123,7 +123,7 @@ def test_a_create_is_all_or_nothing_and_never_over_an_existing_conversation(
     with pytest.raises(RuntimeError, match="prepare failed"):
         backend.create(KEY, records, fold(records).meta, {"msg-a": ["{}"]}, fail)
     assert not backend.exists(KEY)
-    for read in (backend.meta, backend.read, lambda key: backend.trace(key, "msg-a")):
+    for read in (backend.meta, backend.read, lambda key: backend.call_records(key, "msg-a")):
         with pytest.raises(ConversationNotFoundError):
             read(KEY)
     _create(backend, records[:2])
@@ -198,7 +198,7 @@ def test_one_writer_at_a_time_and_a_lease_no_longer_held_never_writes(
 def test_a_delete_removes_the_records_and_the_traces(backend: JournalBackend) -> None:
     records = _journal()
     _create(backend, records)
-    backend.open_trace(KEY, "msg-a").append('{"a": 1}')
+    backend.open_call_records(KEY, "msg-a").append('{"a": 1}')
     other = ConversationKey("agent-1", "conv-2")
     backend.create(other, [_created(other)], fold([_created(other)]).meta, {})
     lease = backend.acquire(KEY, 1.0)
@@ -208,22 +208,22 @@ def test_a_delete_removes_the_records_and_the_traces(backend: JournalBackend) ->
         backend.release(lease)
     assert not backend.exists(KEY)
     assert backend.keys("agent-1") == [other]
-    for read in (backend.meta, backend.read, lambda key: backend.trace(key, "msg-a")):
+    for read in (backend.meta, backend.read, lambda key: backend.call_records(key, "msg-a")):
         with pytest.raises(ConversationNotFoundError):
             read(KEY)
     _create(backend, records[:1])  # the name is free again, with nothing of the old one
-    assert backend.trace(KEY, "msg-a") == []
+    assert backend.call_records(KEY, "msg-a") == []
     assert backend.read(KEY) == records[:1]
 
 
 def test_traces_are_whole_lines_per_turn(backend: JournalBackend) -> None:
     _create(backend, _journal())
-    sink = backend.open_trace(KEY, "msg-b")
+    sink = backend.open_call_records(KEY, "msg-b")
     sink.append('{"i": 1}')
     sink.close()
-    backend.open_trace(KEY, "msg-b").append('{"i": 2, "text": "多字节"}')
+    backend.open_call_records(KEY, "msg-b").append('{"i": 2, "text": "多字节"}')
     with pytest.raises(ValueError, match="newline"):
-        backend.open_trace(KEY, "msg-b").append('{"a":\n1}')
-    assert backend.trace(KEY, "msg-b") == ['{"i": 1}', '{"i": 2, "text": "多字节"}']
+        backend.open_call_records(KEY, "msg-b").append('{"a":\n1}')
+    assert backend.call_records(KEY, "msg-b") == ['{"i": 1}', '{"i": 2, "text": "多字节"}']
     with pytest.raises(ConversationNotFoundError):
-        backend.trace(ConversationKey("agent-1", "nope"), "msg-b")
+        backend.call_records(ConversationKey("agent-1", "nope"), "msg-b")

@@ -27,7 +27,7 @@ from agentkit.eval.judges.grading import judge_messages, vote
 from agentkit.eval.transcript import RunState
 from agentkit.events import ResultEvent, ToolCallEvent, ToolResultEvent
 from agentkit.memory import TaskState
-from agentkit.planning.trace import CallRecord
+from agentkit.planning.call_records import CallRecord
 from agentkit.testing import FunctionModel, ModelRequest
 from pydantic import ValidationError
 

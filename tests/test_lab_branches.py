@@ -327,9 +327,13 @@ def test_an_edited_plan_prompt_reaches_the_branch_only(data_dir: Path) -> None:
         table = view.replay()
         branch = table.attrs["branch"]
         assert list(view.comparison["branch_answer"]) == ["TWO"]
-        traces = "".join(p.read_text() for p in agent.trace_dir(branch).glob("*/calls.jsonl"))
+        traces = "".join(
+            p.read_text() for p in agent.call_records_dir(branch).glob("*/calls.jsonl")
+        )
         assert traces.count("EDITED PLAN PROMPT.") == 1  # the replayed turn's plan call
-        sources = "".join(p.read_text() for p in agent.trace_dir(source).glob("*/calls.jsonl"))
+        sources = "".join(
+            p.read_text() for p in agent.call_records_dir(source).glob("*/calls.jsonl")
+        )
         assert "EDITED PLAN PROMPT." not in sources
     assert not (data_dir / "agents" / "desk-001" / "prompts" / "plan.md").exists()
 

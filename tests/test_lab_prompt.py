@@ -10,6 +10,7 @@ from string import Template
 import pytest
 from agentkit import Agent, FunctionModel, InvalidIdError, ModelRequest, ScriptedModel
 from agentkit.planning import replay
+from agentkit.planning.call_records import CallRecord
 from agentkit.planning.prompts import load_prompt, render_prompt
 from agentkit.planning.replay import (
     PromptTemplateError,
@@ -20,7 +21,6 @@ from agentkit.planning.replay import (
     save_prompt_override,
     template_values,
 )
-from agentkit.planning.trace import CallRecord
 from agentkit.store import ConversationKey
 from agentkit.tools import agent_tools
 from lab import PromptLab

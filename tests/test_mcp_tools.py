@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 from agentkit import Agent, ConfigError, ScriptedModel
+from agentkit.agent_folder import AgentFolder
 from agentkit.events import AgentEvent, AskUserEvent, ToolResultEvent
 from agentkit.tools import AgentTools, ToolArgumentsError
 from agentkit.tools.mcp import McpToolset, _has_exited
-from agentkit.workspace import AgentFolder
 
 pytest.importorskip("mcp")
 

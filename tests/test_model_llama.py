@@ -139,9 +139,9 @@ def test_agentkit_send_runs_a_desk_turn_on_the_embedded_model(data_dir: Path) ->
     """desk-local-001 (strategy tool_loop): the turn completes and every action the model
     wrote validates against the action schema (a grammar constrains llama to it)."""
     import jsonschema
+    from agentkit.agent_folder import AgentFolder
     from agentkit.planning import act_schema
     from agentkit.tools import agent_tools
-    from agentkit.workspace import AgentFolder
 
     done = subprocess.run(
         [

@@ -45,6 +45,9 @@ ALLOWED = (
 #: secret mask's stream, an ExecutionState's ``complete``, a run scorer, a telemetry trace
 NOT_MODELS = re.compile(r"^(call|self\.mask|ctx\.mask|(.+\.)?scorer|trace|state(\..+)?)$")
 SESSIONS = re.compile(r"session", re.IGNORECASE)
+#: single places that read no language model: WordLlama's static embedding table (a lookup
+#: and a mean, the router's local embedder option)
+NO_MODEL_PLACES = frozenset({"agentkit/planning/tool_semantics.py self._model.embed"})
 #: a method of these read without a call is a model's handed on (an untraced call later)
 MODELS = re.compile(r"model|inner|backend", re.IGNORECASE)
 
@@ -96,7 +99,11 @@ def test_no_module_calls_a_model_outside_the_tracer() -> None:
         relative = path.relative_to(REPO).as_posix()
         if relative.startswith(ALLOWED):
             continue
-        found += untraced(path.read_text(encoding="utf-8"), relative)
+        found += [
+            place
+            for place in untraced(path.read_text(encoding="utf-8"), relative)
+            if f"{relative} {place.split(' ', 1)[1]}" not in NO_MODEL_PLACES
+        ]
     assert found == [], "model calls outside agentkit/planning/tracer.py:\n" + "\n".join(found)
 
 

@@ -129,7 +129,7 @@ def test_the_route_decision_is_written_to_the_turns_trace(env: Env) -> None:
     script = {"replan": [{"action": "finish"}], "respond": ["No traders yet."]}
     turn = env.turn("list my traders", script, config=ROUTER)
     events = run(turn)
-    traced = turn.store.trace(turn.key, events[-1].message_id)  # calls.jsonl on a file store
+    traced = turn.store.call_records(turn.key, events[-1].message_id)  # calls.jsonl on a file store
     lines = [json.loads(line) for line in traced]
     assert lines[0]["purpose"] == "route"
     assert lines[0]["route"]["decided"] == "list_traders"

@@ -86,11 +86,11 @@ def test_a_fork_is_the_prefix_with_its_records_and_traces_and_leaves_the_source(
     store.create(KEY, "t")
     first = _finished(store, 1)
     store.add_record(KEY, _compression(first, 1))
-    sink = store.open_trace(KEY, first)
+    sink = store.open_call_records(KEY, first)
     sink.append(json.dumps({"purpose": "plan", "raw": "{}"}))
     sink.close()
     second = _finished(store, 2)
-    store.open_trace(KEY, second).append('{"purpose": "answer"}')
+    store.open_call_records(KEY, second).append('{"purpose": "answer"}')
     before = list(store.messages(KEY))
 
     meta = store.fork(KEY, FORK, title="what if", at=first)
@@ -104,8 +104,8 @@ def test_a_fork_is_the_prefix_with_its_records_and_traces_and_leaves_the_source(
     later = store.fork(KEY, ConversationKey("agent-1", "fork-2"), title="later", at=second)
     assert store.records(ConversationKey("agent-1", "fork-2")) == store.records(KEY)
     assert later.stats.message_count == 4
-    assert store.trace(FORK, first) == [json.dumps({"purpose": "plan", "raw": "{}"})]
-    assert store.trace(FORK, second) == []
+    assert store.call_records(FORK, first) == [json.dumps({"purpose": "plan", "raw": "{}"})]
+    assert store.call_records(FORK, second) == []
     assert list(store.messages(KEY)) == before  # the source is only read
     assert store.turn_log(FORK, first) == store.turn_log(KEY, first)
 
@@ -201,28 +201,28 @@ def test_traces_keep_whole_lines_per_turn_in_order(store: ConversationStore) -> 
     store.create(KEY, "t")
     mid = _finished(store, 1)
     other = _finished(store, 2)
-    assert store.trace(KEY, mid) == []
-    sink = store.open_trace(KEY, mid)
+    assert store.call_records(KEY, mid) == []
+    sink = store.open_call_records(KEY, mid)
     lines = [json.dumps({"i": i, "text": "多字节 ✓"}, ensure_ascii=False) for i in range(5)]
     for line in lines[:3]:
         sink.append(line)
     sink.close()
-    again = store.open_trace(KEY, mid)  # a later record opens it again
+    again = store.open_call_records(KEY, mid)  # a later record opens it again
     for line in lines[3:]:
         again.append(line)
     again.close()
-    store.open_trace(KEY, other).append('{"other": true}')
-    assert store.trace(KEY, mid) == lines
-    assert store.trace(KEY, other) == ['{"other": true}']
+    store.open_call_records(KEY, other).append('{"other": true}')
+    assert store.call_records(KEY, mid) == lines
+    assert store.call_records(KEY, other) == ['{"other": true}']
     with pytest.raises(ValueError, match="newline"):
-        store.open_trace(KEY, mid).append('{"a":\n1}')
-    assert store.trace(KEY, mid) == lines
+        store.open_call_records(KEY, mid).append('{"a":\n1}')
+    assert store.call_records(KEY, mid) == lines
     with pytest.raises(InvalidIdError):
-        store.open_trace(KEY, "../escape")
+        store.open_call_records(KEY, "../escape")
     with pytest.raises(InvalidIdError):
-        store.trace(KEY, "../escape")
+        store.call_records(KEY, "../escape")
     with pytest.raises(ConversationNotFoundError):
-        store.trace(ConversationKey("agent-1", "nope"), mid)
+        store.call_records(ConversationKey("agent-1", "nope"), mid)
 
 
 def test_deleting_a_conversation_deletes_its_records_and_traces(
@@ -231,11 +231,11 @@ def test_deleting_a_conversation_deletes_its_records_and_traces(
     store.create(KEY, "t")
     mid = _finished(store, 1)
     store.add_record(KEY, _compression(mid, 1))
-    store.open_trace(KEY, mid).append("{}")
+    store.open_call_records(KEY, mid).append("{}")
     store.delete(KEY)
     store.create(KEY, "again")
     assert store.records(KEY) == []
-    assert store.trace(KEY, mid) == []
+    assert store.call_records(KEY, mid) == []
 
 
 def test_a_turn_cut_short_is_marked_failed_by_the_next_writer(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentkit.agent_folder import AgentFolder
 from agentkit.config import PlannerConfig
 from agentkit.events import AskUserEvent, PlanEvent
 from agentkit.models.scripted_signals import SignalScriptedModel
@@ -21,7 +22,6 @@ from agentkit.planning.reads import asks_nothing_to_change
 from agentkit.planning.tool_semantics import SemanticIndex, semantic_index, tool_texts
 from agentkit.testing import scripted_signals
 from agentkit.tools import AgentTools, Tool, tool
-from agentkit.workspace import AgentFolder
 
 from .test_planner import Env, env, of, run, step
 from .test_router import ROUTED_LOOP, _NoArgs, first_tool_calls, route_records, scored_turn

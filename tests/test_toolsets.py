@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from agentkit import Agent, ConfigError, ScriptedModel
+from agentkit.agent_folder import AgentFolder
 from agentkit.events import AgentEvent, AskUserEvent, StepCompleteEvent, ToolResultEvent
 from agentkit.tools import AgentTools, FunctionToolset, run_tool
-from agentkit.workspace import AgentFolder
 
 SHOP_TOOLS = '''
 """A shop: one read, one write with a nested model and an enum."""

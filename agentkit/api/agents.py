@@ -13,6 +13,7 @@ import asyncio
 from pathlib import Path
 
 from agentkit.agent import Agent
+from agentkit.agent_folder import AgentFolder, list_agent_ids
 from agentkit.errors import ModelSpecError
 from agentkit.ids import check_id
 from agentkit.models.base import ChatModel, SessionBackend
@@ -21,7 +22,6 @@ from agentkit.sessions import SessionPool
 from agentkit.store import ConversationKey
 from agentkit.store.choice import open_stores
 from agentkit.store.turn_events import InMemoryTurnEvents, TurnEvents
-from agentkit.workspace import AgentFolder, list_agent_ids
 
 __all__ = ["ServedAgents"]
 

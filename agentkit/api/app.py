@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 import agentkit
+from agentkit.agent_folder import resolve_data_dir
 from agentkit.api import streams
 from agentkit.api.agents import ServedAgents
 from agentkit.api.errors import install_error_handlers
@@ -32,7 +33,6 @@ from agentkit.api.security import (
     RequestGuard,
 )
 from agentkit.models.base import ChatModel, SessionBackend
-from agentkit.workspace import resolve_data_dir
 
 __all__ = ["DEFAULT_PORT", "create_app"]
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from agentkit.agent_folder import resolve_data_dir
 from agentkit.errors import AgentkitError, UsageError
-from agentkit.workspace import resolve_data_dir
 
 if TYPE_CHECKING:
     from agentkit.agent import Agent

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from agentkit.agent_folder import PROMPT_FILES, AgentFolder, list_agent_ids
 from agentkit.cli._app import (
     AgentArg,
     JsonFlag,
@@ -17,7 +18,6 @@ from agentkit.cli._app import (
     print_json,
 )
 from agentkit.errors import AgentkitError
-from agentkit.workspace import PROMPT_FILES, AgentFolder, list_agent_ids
 
 if TYPE_CHECKING:
     from agentkit.agent import Agent

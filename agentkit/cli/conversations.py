@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from agentkit.agent_folder import AgentFolder
 from agentkit.cli._app import (
     AgentArg,
     ConversationArg,
@@ -22,7 +23,6 @@ from agentkit.cli._app import (
 )
 from agentkit.errors import ConversationNotFoundError
 from agentkit.types import format_timestamp
-from agentkit.workspace import AgentFolder
 
 if TYPE_CHECKING:
     from agentkit.memory import MemoryRepository

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from agentkit._extras import require
+from agentkit.agent_folder import resolve_data_dir
 from agentkit.cli._app import (
     AgentArg,
     ModelOption,
@@ -21,7 +22,6 @@ from agentkit.cli._app import (
     exporting,
 )
 from agentkit.errors import UsageError
-from agentkit.workspace import resolve_data_dir
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
+from agentkit.agent_folder import AgentFolder
 from agentkit.cli._app import AgentArg, JsonFlag, app, clean_errors, data_root, print_json
-from agentkit.workspace import AgentFolder
 
 __all__ = ["tool_command", "tools_command"]
 

@@ -42,7 +42,7 @@ def _stores(spec: str | None, root: Path) -> Iterator[tuple[ConversationStore, C
 
 
 def _agents(root: Path, given: list[str] | None) -> list[str]:
-    from agentkit.workspace import AgentFolder, list_agent_ids
+    from agentkit.agent_folder import AgentFolder, list_agent_ids
 
     if given:
         for agent in given:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter, ValidationError
 
+from agentkit.agent_folder import resolve_data_dir
 from agentkit.errors import ConfigError, UsageError
 from agentkit.eval.expectations import (
     EXPECTATION_KINDS,
@@ -54,10 +55,9 @@ from agentkit.eval.scanners import AgentContexts
 from agentkit.eval.scenario import Scenario, load_scenarios, read_file
 from agentkit.eval.transcript import Transcript, load_transcripts
 from agentkit.models.base import ChatModel
-from agentkit.planning.trace import CallRecord
+from agentkit.planning.call_records import CallRecord
 from agentkit.telemetry import Telemetry
 from agentkit.tools import SecretMask
-from agentkit.workspace import resolve_data_dir
 
 if TYPE_CHECKING:
     import pandas as pd

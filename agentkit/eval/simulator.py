@@ -12,9 +12,9 @@ a placeholder an override leaves out is simply not used). It answers with JSON
 
 Every model call the simulator makes goes through the model-call tracer
 (:class:`~agentkit.planning.tracer.CallTracer`): each is a
-:class:`~agentkit.planning.trace.CallRecord` in :attr:`ModelUser.records` (the run keeps them in
-its transcript) and a ``chat {model}`` span under an ``invoke_agent simulated_user`` span per
-move — a child of the span active when the move is asked for (the run's ``eval_run`` span).
+:class:`~agentkit.planning.call_records.CallRecord` in :attr:`ModelUser.records` (the run keeps
+them in its transcript) and a ``chat {model}`` span under an ``invoke_agent simulated_user``
+span per move — a child of the span active when the move is asked for (the run's ``eval_run`` span).
 
 A consent request is answered in code by the scenario's ``consent`` (``approve``: "yes" /
 "好的", ``reject``: "no" / "不要"), never by the model, so a simulator cannot talk itself into
@@ -33,8 +33,8 @@ from typing import Literal, Protocol
 from agentkit.errors import ModelError, StructuredOutputError, UsageError
 from agentkit.eval.scenario import Scenario, SimulatedUser
 from agentkit.models.base import ChatMessage, ChatModel, SessionBackend, validate_structured
+from agentkit.planning.call_records import CallRecord
 from agentkit.planning.prompts import load_template
-from agentkit.planning.trace import CallRecord
 from agentkit.planning.tracer import CallTracer
 from agentkit.telemetry import Telemetry, provider_name
 from agentkit.tools import SecretMask

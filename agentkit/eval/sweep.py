@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentkit.agent_folder import AgentFolder, resolve_data_dir
 from agentkit.errors import AgentNotFoundError, UsageError
 from agentkit.eval.budget import RunBudget
 from agentkit.eval.executors import ExecutorSpec, SweepInterrupted, describe_executor, run_tasks
@@ -38,7 +39,6 @@ from agentkit.models.spec import parse_model_spec
 from agentkit.telemetry import Telemetry, Trace
 from agentkit.telemetry import semconv as sc
 from agentkit.tools import AgentTools
-from agentkit.workspace import AgentFolder, resolve_data_dir
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -13,7 +13,7 @@ on the pending approval — whether the agent was opened afresh first, every eve
 (the memory upkeep's ``compression`` event after its ``result`` included), and the state
 right after it when the turn's own expectations read it (:class:`RunState`). Then the run's
 final state, and a simulated user's model calls (their
-:class:`~agentkit.planning.trace.CallRecord` values: the agent's own calls are in its store's
+:class:`~agentkit.planning.call_records.CallRecord` values: the agent's own calls are in its store's
 ``calls.jsonl``, kept with ``--keep``).
 """
 
@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from agentkit.errors import UsageError
 from agentkit.events import AgentEvent
 from agentkit.memory import TaskState
-from agentkit.planning.trace import CallRecord
+from agentkit.planning.call_records import CallRecord
 
 if TYPE_CHECKING:
     import pandas as pd

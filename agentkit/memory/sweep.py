@@ -19,7 +19,7 @@ Invariants:
 * nothing is persisted: the window and the starting state are never changed;
 * every summary is one model call through the model-call tracer
   (:class:`~agentkit.planning.tracer.CallTracer`): its
-  :class:`~agentkit.planning.trace.CallRecord` is the row's ``call`` (the rows sharing the
+  :class:`~agentkit.planning.call_records.CallRecord` is the row's ``call`` (the rows sharing the
   summary share it), its ``chat {model}`` span a child of an ``update_memory`` span under the
   sweep's ``invoke_agent compression_sweep`` span.
 
@@ -48,7 +48,7 @@ from agentkit.memory.strategies import STRATEGIES
 from agentkit.memory.task_state import TaskState
 from agentkit.memory.tokens import TokenEstimator, estimate_messages, estimator_for
 from agentkit.models.base import ChatModel
-from agentkit.planning.trace import CallRecord
+from agentkit.planning.call_records import CallRecord
 from agentkit.planning.tracer import CallTracer
 from agentkit.planning.upkeep import summarizer
 from agentkit.telemetry import Telemetry

@@ -13,7 +13,7 @@ run as a graph of small typed stages, each naming the next (:mod:`~agentkit.plan
 :mod:`~agentkit.planning.strategies`  ``plan_replan``, ``next_step``, ``tool_loop``: one
                                    module each behind :class:`Strategy`, a registry by name
 :mod:`~agentkit.planning.tracer`   the call tracer: the only way a model call is made
-:mod:`~agentkit.planning.calls`    structured calls and the repair round
+:mod:`~agentkit.planning.replies`  structured replies and the repair round
 :mod:`~agentkit.planning.context`  what prompts are filled with
 :mod:`~agentkit.planning.recording`  the flow recorder: the only ExecutionState writer
 :mod:`~agentkit.planning.upkeep`   TaskState updates and compression after a turn
@@ -22,12 +22,13 @@ run as a graph of small typed stages, each naming the next (:mod:`~agentkit.plan
 The reply types live in :mod:`agentkit.planning.plan` (the schemas a model is asked to follow
 are generated from them in :mod:`agentkit.planning.schemas`), the words recognised without a
 model call in :mod:`agentkit.planning.intents`, the prompt templates in
-``agentkit/planning/prompts/``, each turn's trace in :mod:`agentkit.planning.trace`.
+``agentkit/planning/prompts/``, each turn's trace in :mod:`agentkit.planning.call_records`.
 """
 
 from __future__ import annotations
 
 from agentkit.planning import intents
+from agentkit.planning.call_records import CallRecord
 from agentkit.planning.graph import End, Stage, Strategy, Turn
 from agentkit.planning.plan import (
     ClassifyReply,
@@ -49,7 +50,6 @@ from agentkit.planning.state import (
 )
 from agentkit.planning.strategies import get_strategy, strategy_names
 from agentkit.planning.strategies import register as register_strategy
-from agentkit.planning.trace import CallRecord
 from agentkit.planning.turn import PlannerEngine, drive
 
 __all__ = [

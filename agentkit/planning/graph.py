@@ -105,7 +105,8 @@ class Turn:
     #: the tools this turn offers (all of the agent's, or those that fit the model's window)
     tools: ToolRegistry
     flow: FlowRecorder
-    calls: CallTracer
+    #: makes, times and records every model call of the turn (its call records)
+    tracer: CallTracer
     prompt: PromptContext
     #: the capability signature a flow of this turn is stored (and resumed) under
     signature: str

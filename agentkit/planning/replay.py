@@ -37,11 +37,11 @@ from pydantic import JsonValue
 from agentkit.errors import ModelError, StoreError, StructuredOutputError, UsageError
 from agentkit.layout import AgentPaths
 from agentkit.models.base import ChatMessage, ChatModel, Completion
+from agentkit.planning.call_records import CallRecord
 from agentkit.planning.cancel import CancelScope
 from agentkit.planning.plan import PlanFormatError, extract_json, parse_plan
 from agentkit.planning.prompts import PROMPT_NAMES, load_prompt
 from agentkit.planning.state import STAGE_TIMEOUTS
-from agentkit.planning.trace import CallRecord
 from agentkit.planning.tracer import CallTracer
 from agentkit.store.base import ConversationKey, ConversationStore
 from agentkit.tools import SecretMask, ToolRegistry
@@ -101,7 +101,7 @@ def load_call_records(
     (:meth:`ConversationStore.trace`; the one reader of traces). Raises
     :class:`TraceNotFoundError` when there are none, :class:`TraceError` for a bad line."""
     try:
-        lines = store.trace(key, message_id)
+        lines = store.call_records(key, message_id)
     except StoreError as error:
         raise TraceError(
             f"the trace of turn {message_id} of {key} cannot be read: {error}"

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from agentkit.events import AgentEvent, PlanningEvent
 from agentkit.memory import ExecutionState, Observation, PendingApproval
-from agentkit.planning import approvals, calls, context, grounding, intents
+from agentkit.planning import approvals, context, grounding, intents, replies
 from agentkit.planning.approvals import Decision
 from agentkit.planning.graph import End, Stage, Turn
 from agentkit.planning.plan import PlanFormatError, parse_classify
@@ -246,7 +246,7 @@ async def _classify(turn: Turn) -> bool:
     ctx = turn.ctx
     prompt = render_prompt("classify", ctx.agent_dir, request=ctx.scrub(ctx.text))
     sent = context.messages(ctx, prompt)
-    problem, value, _ = await calls.structured(turn, "classify", sent, classify_schema())
+    problem, value, _ = await replies.structured(turn, "classify", sent, classify_schema())
     if not problem:
         try:
             return parse_classify(value) == "live_state"

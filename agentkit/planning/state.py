@@ -3,7 +3,7 @@
 
 Every turn — chat or planner, whichever edge started it — gets one :class:`TurnContext`,
 built once by the agent's runtime when the turn is admitted
-(:meth:`agentkit.engine.AgentRuntime.context`): the conversation, the message and its id, the
+(:meth:`agentkit.runtime.AgentRuntime.context`): the conversation, the message and its id, the
 decision it carries, and what the agent shares (store, memory, model, tools, config,
 telemetry, the session pool, background upkeep). Nothing copies it into another record:
 engines and stages read it where it is. The planner then reads, once, what its stages share —
@@ -29,10 +29,10 @@ from agentkit.memory.repository import Versioned
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning.approvals import Decision
 from agentkit.planning.background import Admit, BackgroundUpkeep
+from agentkit.planning.call_records import CallRecord
 from agentkit.planning.cancel import CancelScope
 from agentkit.planning.errors import TurnCancelledError, TurnFailedError
 from agentkit.planning.recording import skip_pending
-from agentkit.planning.trace import CallRecord
 from agentkit.sessions import RunningTurn, SessionPool
 from agentkit.store import ConversationKey, ConversationStore
 from agentkit.telemetry import Telemetry, TurnTrace, provider_name

@@ -30,7 +30,7 @@ from agentkit.events import (
 )
 from agentkit.memory import ExecutionState, Observation, PlanStep, Waiting
 from agentkit.models.base import ChatMessage, TextDelta
-from agentkit.planning import calls, context, grounding, reads
+from agentkit.planning import context, grounding, reads, replies
 from agentkit.planning.approvals import new_approval
 from agentkit.planning.consent import consent_question, conversation_language
 from agentkit.planning.errors import TurnCancelledError
@@ -113,7 +113,7 @@ class RunPlan(Stage):
     prompt: PromptFor
 
     async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Execute]:
-        goal, steps, repaired = await calls.request_plan(turn, self.prompt(turn), "plan")
+        goal, steps, repaired = await replies.request_plan(turn, self.prompt(turn), "plan")
         state = store_plan(turn, goal, steps, f"plan-{turn.ctx.message_id}")
         yield plan_event(turn, state.goal, steps, repaired)
         yield Execute()
@@ -346,7 +346,7 @@ class Reason(Stage):
         values = turn.prompt.values(state, instruction=step.instruction or step.title)
         prompt = render_prompt("reason", ctx.agent_dir, **values)
         try:
-            text = (await calls.text_reply(turn, "reason", context.messages(ctx, prompt))).strip()
+            text = (await replies.text_reply(turn, "reason", context.messages(ctx, prompt))).strip()
             text, ok = ctx.scrub(text), True
         except (ModelError, TimeoutError) as error:
             text, ok = f"reasoning failed: {ctx.scrub(error_text(error))}", False
@@ -383,7 +383,7 @@ class Respond(Stage):
         said = ""
         cancelled = False
         try:
-            async with turn.calls.call("respond", context.messages(ctx, prompt)) as call:
+            async with turn.tracer.call("respond", context.messages(ctx, prompt)) as call:
                 try:
                     async for event in call.stream():
                         if isinstance(event, TextDelta):

@@ -47,6 +47,7 @@ from agentkit.errors import ModelError, StructuredOutputError
 from agentkit.events import AgentEvent
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema
+from agentkit.planning.call_records import CallRecord
 from agentkit.planning.graph import Stage, Turn
 from agentkit.planning.intents import is_small_talk
 from agentkit.planning.plan import PlanFormatError, check_tool_call, extract_json
@@ -61,7 +62,6 @@ from agentkit.planning.tool_ranking import (
     rank_tools,
 )
 from agentkit.planning.tool_semantics import semantic_scores, wordllama_embedder
-from agentkit.planning.trace import CallRecord
 from agentkit.planning.tracer import ModelCall, error_text
 from agentkit.tools import mask_secrets
 
@@ -198,7 +198,7 @@ async def choose(turn: Turn) -> RoutedAction | None:
         scorer = model if isinstance(model, ChatModel) and model.scores else None
         sent, schema, operation = _vote_request(turn, tied, scorer)
         trace = trace.model_copy(update={"vote_kind": "tie"})
-        async with turn.calls.call("route", sent, schema, operation=operation) as call:
+        async with turn.tracer.call("route", sent, schema, operation=operation) as call:
             chosen, choice, trace, raw, problem = await _vote(
                 turn, call, scorer=scorer, candidates=candidates, tied=tied, trace=trace
             )
@@ -223,7 +223,7 @@ async def _semantic(turn: Turn) -> dict[str, float] | None:
     if not (isinstance(model, ChatModel) and model.embeds):
         return None
     sent = [{"role": "user", "content": ctx.scrub(ctx.text)}]
-    async with turn.calls.call("route", sent, None, operation="embeddings") as call:
+    async with turn.tracer.call("route", sent, None, operation="embeddings") as call:
         try:
             scores = await semantic_scores(model, turn.tools, ctx.text, call.embed)
         except (ModelError, TimeoutError, RecursionError, ValueError) as error:
@@ -309,7 +309,7 @@ async def _settle(turn: Turn, offered: tuple[RouteCandidate, ...]) -> RoutedActi
             "additionalProperties": False,
         }
         operation = "chat"
-    async with turn.calls.call("route", sent, schema, operation=operation) as call:
+    async with turn.tracer.call("route", sent, schema, operation=operation) as call:
         raw, problem, choice = "", "", ""
         if scorer is not None:
             try:
@@ -539,7 +539,7 @@ async def _fill_arguments(turn: Turn, name: str) -> RoutedAction | None:
         request=ctx.text,
     )
     sent = [ChatMessage(role="user", content=ctx.scrub(prompt))]
-    async with turn.calls.call("route", sent, schema) as call:
+    async with turn.tracer.call("route", sent, schema) as call:
         raw, problem = await _ask_model(call)
         args: dict[str, JsonValue] = {}
         if not problem:
@@ -575,7 +575,7 @@ def _arguments_question(turn: Turn, name: str) -> str:
 def _trace(turn: Turn, trace: RouteTrace) -> None:
     """A decision taken without a model call: a ``route`` record with no messages."""
     record = CallRecord(purpose="route", messages=[], route=trace.model_dump(mode="json"))
-    turn.calls.note(record)
+    turn.tracer.note(record)
 
 
 # -- running the routed action -------------------------------------------------------------

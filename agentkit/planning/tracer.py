@@ -2,7 +2,7 @@
 
 ::
 
-    async with turn.calls.call("plan", messages, schema) as call:
+    async with turn.tracer.call("plan", messages, schema) as call:
         completion = await call.reply()          # or call.stream(), call.with_tools(), call.score()
         call.read(raw=text, parsed=value)        # what the caller made of it (default: the text)
 
@@ -11,7 +11,7 @@ turn's context, :meth:`CallTracer.of`), memory upkeep's, and the calls made outs
 (compression sweeps, simulated users, judges: :meth:`CallTracer.standalone`).
 
 Leaving the block times the call, counts its usage into the turn's, writes one
-:class:`~agentkit.planning.trace.CallRecord` (in memory and in the turn's ``calls.jsonl``,
+:class:`~agentkit.planning.call_records.CallRecord` (in memory and in the turn's ``calls.jsonl``,
 secrets scrubbed) and ends its ``{operation} {model}`` span — whether the call succeeded,
 failed, timed out or was cancelled. The block runs under the stage's timeout, and the model's
 reply is awaited as a task of its own so that a cancel interrupts it (:class:`CancelScope`).
@@ -44,11 +44,11 @@ from agentkit.models.base import (
     ToolSpec,
     final_completion,
 )
+from agentkit.planning.call_records import CallRecord
 from agentkit.planning.cancel import CancelScope
 from agentkit.planning.errors import TurnCancelledError, TurnFailedError
 from agentkit.planning.state import TurnContext
-from agentkit.planning.trace import CallRecord
-from agentkit.store.base import TraceSink
+from agentkit.store.base import CallRecordSink
 from agentkit.telemetry import ModelCallSpan, Span, ToolCallPart, TurnTrace
 from agentkit.tools import SecretMask
 from agentkit.types import Usage
@@ -83,7 +83,7 @@ class CallTracer:
         timeout: Callable[[str], float | None],
         mask: SecretMask,
         cancel: CancelScope,
-        sink: TraceSink | None = None,
+        sink: CallRecordSink | None = None,
         trace: TurnTrace | None = None,
         records: list[CallRecord] | None = None,
     ) -> None:
@@ -113,7 +113,7 @@ class CallTracer:
             timeout=ctx.timeout,
             mask=ctx.mask,
             cancel=ctx.cancel_scope if cancel is None else cancel,
-            sink=ctx.store.open_trace(ctx.key, ctx.message_id),
+            sink=ctx.store.open_call_records(ctx.key, ctx.message_id),
             trace=trace,
             records=ctx.records,
         )
@@ -125,7 +125,7 @@ class CallTracer:
         *,
         trace: TurnTrace | None = None,
         records: list[CallRecord] | None = None,
-        sink: TraceSink | None = None,
+        sink: CallRecordSink | None = None,
         mask: SecretMask | None = None,
     ) -> CallTracer:
         """A tracer for model calls made outside a conversation's turn (a compression sweep,

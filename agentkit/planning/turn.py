@@ -29,6 +29,7 @@ from typing import Literal
 from agentkit.errors import AgentkitError
 from agentkit.events import AgentEvent, ErrorEvent, ResultEvent, SessionEvent
 from agentkit.planning import approvals, upkeep
+from agentkit.planning.call_records import CallRecord
 from agentkit.planning.context import PromptContext
 from agentkit.planning.errors import TurnCancelledError, TurnFailedError
 from agentkit.planning.graph import End, Stage, Strategy, Turn
@@ -45,7 +46,6 @@ from agentkit.planning.state import (
 )
 from agentkit.planning.strategies import get_strategy
 from agentkit.planning.tool_budget import counts_locally, fit_tools
-from agentkit.planning.trace import CallRecord
 from agentkit.planning.tracer import CallTracer
 from agentkit.store import off_loop
 from agentkit.store.records import ResetRecord, window_start
@@ -55,7 +55,7 @@ __all__ = ["PlannerEngine", "drive"]
 
 
 class PlannerEngine:
-    """Engine ``planner`` (:class:`agentkit.engine.Engine`): :func:`drive` over the turn's
+    """Engine ``planner`` (:class:`agentkit.runtime.Engine`): :func:`drive` over the turn's
     context."""
 
     def run_turn(self, ctx: TurnContext) -> AsyncIterator[AgentEvent]:
@@ -98,11 +98,11 @@ async def drive(ctx: TurnContext) -> AsyncIterator[AgentEvent]:
     if status == "completed" and not _fast_path(ctx.text):
         added = (question,) if reply is None else (question, reply)
         if not upkeep.queue(ctx, intake, turn.trace, added):  # no background: in the turn
-            compressed = await upkeep.upkeep(ctx, intake, turn.calls, added)
+            compressed = await upkeep.upkeep(ctx, intake, turn.tracer, added)
             if compressed is not None:
                 yield compressed
-    turn.calls.close()
-    usage = turn.calls.usage
+    turn.tracer.close()
+    usage = turn.tracer.usage
     if turn.trace is not None:
         turn.trace.end(
             status,
@@ -210,7 +210,7 @@ def _turn(
         strategy=strategy,
         tools=ctx.tools,
         flow=flow,
-        calls=CallTracer.of(ctx, trace),
+        tracer=CallTracer.of(ctx, trace),
         prompt=PromptContext.build(ctx, intake, ctx.tools),
         signature=capability_signature(ctx.tools, strategy.name),
         trace=trace,
@@ -235,7 +235,7 @@ async def _fit_tools(turn: Turn) -> None:
     if not fit.narrowed and not fit.overflow:
         return
     ctx.note("TOOLS", fit.note())
-    turn.calls.note(CallRecord(purpose="route", messages=[], route=fit.trace()))
+    turn.tracer.note(CallRecord(purpose="route", messages=[], route=fit.trace()))
     if fit.overflow:
         raise TurnFailedError("context_overflow", fit.overflow)
     turn.tools = fit.tools
@@ -283,7 +283,7 @@ def _persist(turn: Turn, answer: str, status: TurnStatus) -> Message | None:
     reply = None
     if answer:
         reply = Message.assistant(
-            ctx.mask.text(answer), message_id=ctx.message_id, usage=turn.calls.usage
+            ctx.mask.text(answer), message_id=ctx.message_id, usage=turn.tracer.usage
         )
         meta = store.append(key, reply, status=stored, checkpoint=checkpoint)
     else:

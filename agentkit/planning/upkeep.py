@@ -78,14 +78,14 @@ class Prepared:
         return self.task_state is not None or self.record is not None or bool(self.notes)
 
 
-def summarizer(calls: CallTracer, model: ChatModel) -> Summarize:
-    """The summarise call of compression made through *calls* (its record and span), the
+def summarizer(tracer: CallTracer, model: ChatModel) -> Summarize:
+    """The summarise call of compression made through *tracer* (its record and span), the
     reply validated against the summary's schema; a compression sweep uses it too."""
 
     async def summarize(
         messages: list[ChatMessage], schema: JsonSchema, span: Span | None
     ) -> Completion:
-        async with calls.call("summarize", messages, schema, parent=span) as call:
+        async with tracer.call("summarize", messages, schema, parent=span) as call:
             completion = await call.reply()
             value = validate_structured(model.spec, completion.text, schema)
             return completion.model_copy(update={"structured": value})
@@ -94,10 +94,10 @@ def summarizer(calls: CallTracer, model: ChatModel) -> Summarize:
 
 
 async def prepare(
-    ctx: TurnContext, intake: Intake, calls: CallTracer, turn_messages: Sequence[Message]
+    ctx: TurnContext, intake: Intake, tracer: CallTracer, turn_messages: Sequence[Message]
 ) -> Prepared:
     """The incremental update and the compression, computed (model calls through the turn's
-    call tracer *calls*) but not written. *turn_messages*: what this turn added (the user's
+    call tracer *tracer*) but not written. *turn_messages*: what this turn added (the user's
     message and the answer)."""
     config, model = ctx.compression, ctx.model
     if config is None or not isinstance(model, ChatModel):
@@ -105,8 +105,8 @@ async def prepare(
     conversation = [*intake.history, *turn_messages]
     window = chat_window(conversation, intake.start)
     start_state = task = intake.task.value
-    summarize = summarizer(calls, model)
-    parent = calls.trace.root if calls.trace is not None else None
+    summarize = summarizer(tracer, model)
+    parent = tracer.trace.root if tracer.trace is not None else None
     notes: list[tuple[str, str]] = []
     estimate = estimator_for(model)
     if config.incremental_messages:
@@ -187,11 +187,11 @@ def commit(ctx: TurnContext, intake: Intake, prepared: Prepared) -> CompressionE
 
 
 async def upkeep(
-    ctx: TurnContext, intake: Intake, calls: CallTracer, turn_messages: Sequence[Message]
+    ctx: TurnContext, intake: Intake, tracer: CallTracer, turn_messages: Sequence[Message]
 ) -> CompressionEvent | None:
     """:func:`prepare` then :func:`commit`, in the turn (a turn no Agent runs; its calls
     count in the turn's usage); the ``compression`` event if the window was compressed."""
-    prepared = await prepare(ctx, intake, calls, turn_messages)
+    prepared = await prepare(ctx, intake, tracer, turn_messages)
     return await off_loop(commit, ctx, intake, prepared)  # durable writes: in a store thread
 
 
@@ -214,7 +214,7 @@ def queue(
     turn_messages: Sequence[Message],
 ) -> bool:
     """Hand this turn's upkeep to the runtime's background jobs (False: nothing to do, or no
-    background to run it in). Its ``summarize`` calls go to the turn's trace records and its
+    background to run it in). Its ``summarize`` calls go to the turn's call records and its
     spans to the turn's trace, under its root (which ended with ``result``: they end after
     it); their usage comes with the ``compression`` event."""
     background, admit = ctx.upkeep, ctx.admit_upkeep
@@ -223,15 +223,15 @@ def queue(
     if not needed(ctx, intake, turn_messages):
         return True
     assert ctx.compression is not None
-    calls = CallTracer.of(ctx, trace, cancel=CancelScope())
+    tracer = CallTracer.of(ctx, trace, cancel=CancelScope())
 
     async def work() -> CompressionEvent | None:
         try:
-            prepared = await prepare(ctx, intake, calls, turn_messages)
+            prepared = await prepare(ctx, intake, tracer, turn_messages)
             event = await off_loop(commit, ctx, intake, prepared)  # in a store thread
         finally:
-            calls.close()
-        return None if event is None else event.model_copy(update={"usage": calls.usage})
+            tracer.close()
+        return None if event is None else event.model_copy(update={"usage": tracer.usage})
 
     background.start(ctx.key, work, admit, wait_seconds=ctx.compression.wait_seconds)
     return True

@@ -41,7 +41,7 @@ from typing import Literal, Self
 from agentkit.errors import StoreError, UsageError
 from agentkit.store._process import pid
 from agentkit.store._records import JournalRecord, MessageRecord, Views
-from agentkit.store.values import ConversationKey, Problem, StaleWriterError, TraceSink
+from agentkit.store.values import CallRecordSink, ConversationKey, Problem, StaleWriterError
 from agentkit.types import ConversationMeta, Message
 
 __all__ = [
@@ -269,11 +269,11 @@ class JournalBackend(ABC):
     # -- traces ----------------------------------------------------------------------------
 
     @abstractmethod
-    def open_trace(self, key: ConversationKey, message_id: str) -> TraceSink:
+    def open_call_records(self, key: ConversationKey, message_id: str) -> CallRecordSink:
         """Where turn *message_id*'s model calls are traced (not a durability point)."""
 
     @abstractmethod
-    def trace(self, key: ConversationKey, message_id: str) -> list[str]:
+    def call_records(self, key: ConversationKey, message_id: str) -> list[str]:
         """Turn *message_id*'s trace lines in order (not found: an error)."""
 
     # -- verify and recover ------------------------------------------------------------------

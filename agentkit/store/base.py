@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from agentkit.store.conversation_store import ConversationStore
 from agentkit.store.values import (
+    CallRecordSink,
     ConversationKey,
     Prepare,
     Problem,
     ProblemKind,
     StaleWriterError,
     StoreUnavailableError,
-    TraceSink,
     VerifyReport,
     checked_journal,
 )
@@ -32,7 +32,7 @@ __all__ = [
     "ProblemKind",
     "StaleWriterError",
     "StoreUnavailableError",
-    "TraceSink",
+    "CallRecordSink",
     "VerifyReport",
     "checked_journal",
 ]

@@ -65,10 +65,10 @@ from agentkit.store.backend import (
 from agentkit.store.forks import checkpoints_of, fork_records
 from agentkit.store.records import ConversationRecord
 from agentkit.store.values import (
+    CallRecordSink,
     ConversationKey,
     Prepare,
     Problem,
-    TraceSink,
     VerifyReport,
     checked_journal,
 )
@@ -511,17 +511,17 @@ class ConversationStore:
 
     # ------------------------------------------------------------------ traces
 
-    def open_trace(self, key: ConversationKey, message_id: str) -> TraceSink:
+    def open_call_records(self, key: ConversationKey, message_id: str) -> CallRecordSink:
         """Where turn *message_id*'s model calls are traced (the file store: its
         ``calls.jsonl``). Not a durability point: a line is durable with the conversation's
         next commit. A fork carries the traces of the turns it copies."""
         check_id(message_id, "message")
-        return self.backend.open_trace(key, message_id)
+        return self.backend.open_call_records(key, message_id)
 
-    def trace(self, key: ConversationKey, message_id: str) -> list[str]:
+    def call_records(self, key: ConversationKey, message_id: str) -> list[str]:
         """The trace lines of turn *message_id*, in order (empty: none kept)."""
         check_id(message_id, "message")
-        return self.backend.trace(key, message_id)
+        return self.backend.call_records(key, message_id)
 
     def folder(self, key: ConversationKey) -> Path | None:
         """The conversation's folder on disk (where each turn's files go, ``calls.jsonl``
@@ -550,7 +550,7 @@ class ConversationStore:
             if self.backend.exists(target):
                 raise UsageError(f"conversation {target} already exists")
             views = fold(records)
-            traces = {turn: self.backend.trace(source, turn) for turn in views.turns}
+            traces = {turn: self.backend.call_records(source, turn) for turn in views.turns}
             ready = None if prepare is None else (lambda: prepare(checkpoint))
             self.backend.create(target, records, views.meta, traces, ready)
             return views.meta

@@ -69,6 +69,7 @@ from agentkit.layout import (
     TURN_LOG_FILE,
     DataLayout,
 )
+from agentkit.store._call_records import FileCallRecordSink, read_call_records
 from agentkit.store._fsio import append_durable, atomic_write, fsync_dir, make_dirs
 from agentkit.store._held import HeldFolder
 from agentkit.store._journal import encode_frame
@@ -83,7 +84,6 @@ from agentkit.store._records import (
     turn_of,
 )
 from agentkit.store._state_cache import FolderStates, is_clean
-from agentkit.store._traces import FileTraceSink, read_trace
 from agentkit.store._views import (
     Checkpoint,
     FolderState,
@@ -106,7 +106,7 @@ from agentkit.store.backend import (
     held_lease,
 )
 from agentkit.store.conversation_store import ConversationStore
-from agentkit.store.values import ConversationKey, Problem, TraceSink
+from agentkit.store.values import CallRecordSink, ConversationKey, Problem
 from agentkit.types import ConversationMeta, Message
 
 __all__ = ["FileConversationStore", "FileJournal"]
@@ -589,12 +589,12 @@ class FileJournal(JournalBackend):
 
     # ------------------------------------------------------------------ traces
 
-    def open_trace(self, key: ConversationKey, message_id: str) -> TraceSink:
-        return FileTraceSink(self.layout.conversation(key).calls(message_id))
+    def open_call_records(self, key: ConversationKey, message_id: str) -> CallRecordSink:
+        return FileCallRecordSink(self.layout.conversation(key).calls(message_id))
 
-    def trace(self, key: ConversationKey, message_id: str) -> list[str]:
+    def call_records(self, key: ConversationKey, message_id: str) -> list[str]:
         self._existing_dir(key)
-        return read_trace(self.layout.conversation(key).calls(message_id))
+        return read_call_records(self.layout.conversation(key).calls(message_id))
 
 
 class FileConversationStore(ConversationStore):

@@ -16,7 +16,7 @@ from agentkit.errors import ConversationBusyError, ConversationNotFoundError, Us
 from agentkit.store._records import JournalRecord, Views, turn_of
 from agentkit.store.backend import JournalBackend, Lease, RecordKind, Scanned
 from agentkit.store.conversation_store import ConversationStore
-from agentkit.store.values import ConversationKey, Problem, TraceSink
+from agentkit.store.values import CallRecordSink, ConversationKey, Problem
 from agentkit.types import ConversationMeta
 
 __all__ = ["InMemoryConversationStore", "MemoryJournal"]
@@ -40,7 +40,7 @@ class _MemoryLease(Lease):
         self.conversation = conversation
 
 
-class _ListSink(TraceSink):
+class _ListSink(CallRecordSink):
     def __init__(self, lines: list[str]) -> None:
         self._lines = lines
 
@@ -164,10 +164,10 @@ class MemoryJournal(JournalBackend):
 
     # -- traces ----------------------------------------------------------------------------
 
-    def open_trace(self, key: ConversationKey, message_id: str) -> TraceSink:
+    def open_call_records(self, key: ConversationKey, message_id: str) -> CallRecordSink:
         return _ListSink(self._get(key).traces.setdefault(message_id, []))
 
-    def trace(self, key: ConversationKey, message_id: str) -> list[str]:
+    def call_records(self, key: ConversationKey, message_id: str) -> list[str]:
         return list(self._get(key).traces.get(message_id, ()))
 
     # -- verify ----------------------------------------------------------------------------

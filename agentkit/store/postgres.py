@@ -45,7 +45,7 @@ from agentkit.store._records import (
 )
 from agentkit.store.backend import JournalBackend, Lease, LeaseMovedError, RecordKind, Scanned
 from agentkit.store.conversation_store import ConversationStore
-from agentkit.store.values import ConversationKey, Problem, StoreUnavailableError, TraceSink
+from agentkit.store.values import CallRecordSink, ConversationKey, Problem, StoreUnavailableError
 from agentkit.types import ConversationMeta
 
 try:
@@ -88,7 +88,7 @@ _INSERT_TRACE = (
 )
 
 
-class _RowSink(TraceSink):
+class _RowSink(CallRecordSink):
     """A turn's trace in ``turn_traces``: a row per line, each committed on its own."""
 
     def __init__(self, db: PostgresDatabase, key: ConversationKey, message_id: str) -> None:
@@ -360,10 +360,10 @@ class PostgresJournal(JournalBackend):
 
     # ------------------------------------------------------------------ traces
 
-    def open_trace(self, key: ConversationKey, message_id: str) -> TraceSink:
+    def open_call_records(self, key: ConversationKey, message_id: str) -> CallRecordSink:
         return _RowSink(self.db, key, message_id)
 
-    def trace(self, key: ConversationKey, message_id: str) -> list[str]:
+    def call_records(self, key: ConversationKey, message_id: str) -> list[str]:
         rows = self._rows(
             "SELECT t.line FROM conversations c LEFT JOIN turn_traces t"
             " ON t.agent_id = c.agent_id AND t.conversation_id = c.conversation_id"

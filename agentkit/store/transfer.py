@@ -65,7 +65,7 @@ def _traces(
     store: ConversationStore, key: ConversationKey, records: Sequence[JournalRecord]
 ) -> dict[str, list[str]]:
     """The traces of the turns *records* hold."""
-    found = {turn: store.trace(key, turn) for turn in fold(records).turns}
+    found = {turn: store.call_records(key, turn) for turn in fold(records).turns}
     return {turn: lines for turn, lines in found.items() if lines}
 
 

@@ -1,5 +1,5 @@
 """The values the conversation store speaks in: which conversation, what ``verify()`` found,
-the store's own errors, where a turn's trace goes.
+the store's own errors, where a turn's call records go.
 
 Shared by the one conversation layer (:mod:`agentkit.store.conversation_store`) and the
 journal backends under it (:mod:`agentkit.store.backend`), so neither imports the other for
@@ -25,7 +25,7 @@ __all__ = [
     "ProblemKind",
     "StaleWriterError",
     "StoreUnavailableError",
-    "TraceSink",
+    "CallRecordSink",
     "VerifyReport",
     "checked_journal",
 ]
@@ -125,13 +125,13 @@ def checked_journal(key: ConversationKey, records: Sequence[JournalRecord]) -> V
         raise UsageError(f"the journal of {key} does not fold: {error}") from None
 
 
-class TraceSink(ABC):
-    """Where one turn's model-call trace goes, a JSON line at a time
-    (:meth:`ConversationStore.open_trace`)."""
+class CallRecordSink(ABC):
+    """Where one turn's call records go, a JSON line at a time
+    (:meth:`ConversationStore.open_call_records`)."""
 
     @abstractmethod
     def append(self, line: str) -> None:
         """Add one record (one JSON object, no newline). A reader sees whole records only."""
 
     def close(self) -> None:  # noqa: B027 - nothing to release for most sinks
-        """The turn is over (a later :meth:`append` opens the trace again)."""
+        """The turn is over (a later :meth:`append` opens the call records again)."""

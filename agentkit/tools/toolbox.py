@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from agentkit._extras import require
+from agentkit.agent_folder import AgentFolder
 from agentkit.config import (
     McpToolsetConfig,
     McpUrlToolsetConfig,
@@ -41,7 +42,6 @@ from agentkit.tools.registry import (
     ToolResult,
 )
 from agentkit.tools.toolsets import FunctionToolset, Toolset, ToolsetError, load_python_toolset
-from agentkit.workspace import AgentFolder
 
 __all__ = ["PYTHON_TOOLSET", "AgentTools", "agent_tools", "parse_json_args", "run_tool"]
 

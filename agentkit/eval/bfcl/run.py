@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentkit.agent_folder import AgentFolder, resolve_data_dir
 from agentkit.errors import UsageError
 from agentkit.eval.bfcl.prompt_mode import run_prompt_mode
 from agentkit.eval.bfcl.suite import DEFAULT_AGENT, BfclScenario, MemoryContext, load_suite
@@ -20,7 +21,6 @@ from agentkit.eval.bfcl.toolset import find_item
 from agentkit.eval.results import require_pandas
 from agentkit.eval.sweep import run_eval
 from agentkit.models.base import ChatModel
-from agentkit.workspace import AgentFolder, resolve_data_dir
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -182,9 +182,9 @@ def agent_scan_context(data_dir: Path | str, agent_id: str) -> ScanContext:
 
     The agent's folder is read from a temporary copy: scanning writes nothing under the data
     root."""
+    from agentkit.agent_folder import AgentFolder
     from agentkit.tools.secrets import SecretMask
     from agentkit.tools.toolbox import AgentTools
-    from agentkit.workspace import AgentFolder
 
     source = AgentFolder.load(Path(data_dir), agent_id)
     with tempfile.TemporaryDirectory(prefix="agentkit-scan-") as scratch:

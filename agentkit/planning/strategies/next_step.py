@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from agentkit.events import AgentEvent
 from agentkit.memory import ExecutionState
 from agentkit.models.base import ChatMessage
-from agentkit.planning import calls, context, tool_choice
+from agentkit.planning import context, replies, tool_choice
 from agentkit.planning.graph import Stage, Strategy, Turn
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.state import skip_pending
@@ -43,7 +43,7 @@ class NextBatch(Stage):
         state = turn.state
         taken = frozenset(step.id for step in state.steps)
         messages = _batch_messages(turn)
-        _, steps, repaired = await calls.request_plan(turn, messages, "next batch", taken)
+        _, steps, repaired = await replies.request_plan(turn, messages, "next batch", taken)
         if not steps:
             turn.ctx.note("PLAN", "next batch: none (goal reached)")
             yield Finish()

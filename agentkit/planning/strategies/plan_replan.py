@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from agentkit.events import AgentEvent, ReplanEvent
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage
-from agentkit.planning import calls, context, reads, tool_choice
+from agentkit.planning import context, reads, replies, tool_choice
 from agentkit.planning.graph import Stage, Strategy, Turn
 from agentkit.planning.plan import PlanFormatError, parse_replan
 from agentkit.planning.prompts import render_prompt
@@ -78,7 +78,7 @@ async def _decision(turn: Turn, step_id: str, span: PlanSpan | None) -> ReplanEv
     taken = frozenset(step.id for step in state.steps)
     sent = context.messages(ctx, prompt)
     schema = replan_schema(tools, max_steps)
-    problem, value, _ = await calls.structured(turn, "replan", sent, schema, span)
+    problem, value, _ = await replies.structured(turn, "replan", sent, schema, span)
     if value is None:
         return ReplanEvent(action="continue", note=f"invalid decision taken as continue: {problem}")
     try:

@@ -21,7 +21,7 @@ from agentkit.errors import ModelError
 from agentkit.events import AgentEvent, AgentOutputEvent
 from agentkit.memory import Observation, PlanStep
 from agentkit.models.base import ChatMessage, ToolSpec
-from agentkit.planning import calls, context, tool_choice
+from agentkit.planning import context, replies, tool_choice
 from agentkit.planning.errors import TurnFailedError
 from agentkit.planning.graph import End, Stage, Strategy, Turn
 from agentkit.planning.plan import ActReply, PlanFormatError, check_tool_call, parse_act
@@ -134,11 +134,11 @@ def _act_messages(turn: Turn) -> list[ChatMessage]:
 
 async def _act(turn: Turn, sent: list[ChatMessage]) -> tuple[str, ActReply | None]:
     """One ``act`` call: ``(problem, action)``, the action checked against the registry."""
-    model = turn.calls.chat_model()
+    model = turn.tracer.chat_model()
     if model.native_tools:
         return await _act_native(turn, sent)
     tools = turn.tools
-    problem, value, _ = await calls.structured(turn, "act", sent, act_schema(tools))
+    problem, value, _ = await replies.structured(turn, "act", sent, act_schema(tools))
     if problem:
         return problem, None
     try:
@@ -156,7 +156,7 @@ async def _act_native(turn: Turn, sent: list[ChatMessage]) -> tuple[str, ActRepl
     ]
     offered = {"tools": [spec.name for spec in specs]}
     try:
-        async with turn.calls.call("act", sent, offered) as call:
+        async with turn.tracer.call("act", sent, offered) as call:
             completion = await call.with_tools(specs)
             if completion.tool_calls:
                 first = completion.tool_calls[0]  # one action per call: the rest asked again

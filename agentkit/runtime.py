@@ -30,6 +30,7 @@ from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Protocol
 
+from agentkit.agent_folder import AgentFolder
 from agentkit.config import AgentConfig
 from agentkit.errors import ConversationBusyError
 from agentkit.events import AgentEvent
@@ -44,7 +45,6 @@ from agentkit.sessions import RunningTurn, SessionPool, TurnRegistry
 from agentkit.store import ConfigStore, ConversationKey, ConversationStore, SqliteConfigStore
 from agentkit.telemetry import Telemetry
 from agentkit.tools import AgentTools, ToolRegistry
-from agentkit.workspace import AgentFolder
 
 __all__ = ["AgentRuntime", "Engine", "open_tools"]
 
@@ -229,7 +229,7 @@ class AgentRuntime:
         """The agent's tools (:meth:`load_tools`)."""
         return self.load_tools().registry
 
-    def traces(self, key: ConversationKey) -> Path | None:
+    def call_records_dir(self, key: ConversationKey) -> Path | None:
         """The conversation folder that holds each turn's ``calls.jsonl``; None when the
         store keeps no files."""
         return self.store.folder(key)

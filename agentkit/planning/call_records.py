@@ -1,7 +1,8 @@
-"""The trace of a planner turn: every model call, as written to ``{messageId}/calls.jsonl``.
+"""A turn's call records: every model call, as written to ``{messageId}/calls.jsonl``.
 
-A turn writes its records through the store (:meth:`ConversationStore.open_trace`: the file
-store's ``{messageId}/calls.jsonl``); the prompt lab, replays and the evaluation read them back
+"Call records" are these lines; a "trace" is a turn's span tree (:mod:`agentkit.telemetry`).
+A turn writes its records through the store (:meth:`ConversationStore.open_call_records`: the
+file store's ``{messageId}/calls.jsonl``); the prompt lab, replays and the evaluation read them back
 with :func:`agentkit.planning.replay.load_call_records`, the one reader.
 """
 

@@ -1,9 +1,9 @@
-"""The file store's turn traces: ``{messageId}/calls.jsonl`` beside the turn's ``messages.log``.
+"""The file store's call records: ``{messageId}/calls.jsonl`` beside the turn's ``messages.log``.
 
 One ``O_APPEND`` write per record, the file opened on the first record and kept open until
-the turn closes its trace: a reader sees whole lines, and a turn of many calls opens the file
+the turn closes its call records: a reader sees whole lines, and a turn of many calls opens the file
 once. Not fsynced on its own: the conversation's next commit makes it durable with the rest
-of the turn's folder (a trace is what a turn left, never something a turn depends on).
+of the turn's folder (call records are what a turn left, never something a turn depends on).
 """
 
 from __future__ import annotations
@@ -12,19 +12,19 @@ import os
 from pathlib import Path
 
 from agentkit.errors import StoreError
-from agentkit.store.values import TraceSink
+from agentkit.store.values import CallRecordSink
 
-__all__ = ["FileTraceSink", "read_trace"]
+__all__ = ["FileCallRecordSink", "read_call_records"]
 
 
-class FileTraceSink(TraceSink):
+class FileCallRecordSink(CallRecordSink):
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
 
     def append(self, line: str) -> None:
         if "\n" in line:
-            raise ValueError("a trace line must not contain a newline")
+            raise ValueError("a call record line must not contain a newline")
         data = (line + "\n").encode()
         if self._fd is None:
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
@@ -43,7 +43,7 @@ class FileTraceSink(TraceSink):
             self._fd = None
 
 
-def read_trace(path: Path) -> list[str]:
+def read_call_records(path: Path) -> list[str]:
     """The lines of a ``calls.jsonl`` (empty when there is none; a torn last line, which a
     crash mid-write leaves, is dropped)."""
     try:

@@ -34,7 +34,7 @@ async def text_reply(
     turn: Turn, purpose: Purpose, messages: list[ChatMessage], parent: Span | None = None
 ) -> str:
     """A free-text call's reply (a model failure or timeout raises)."""
-    async with turn.calls.call(purpose, messages, parent=parent) as call:
+    async with turn.tracer.call(purpose, messages, parent=parent) as call:
         return (await call.reply()).text
 
 
@@ -50,7 +50,7 @@ async def structured(
     Model failures are problems too."""
     raw = ""
     try:
-        async with turn.calls.call(purpose, messages, schema, parent=parent) as call:
+        async with turn.tracer.call(purpose, messages, schema, parent=parent) as call:
             try:
                 raw = (await call.reply()).text
             except StructuredOutputError as error:  # a backend that checks the schema itself
