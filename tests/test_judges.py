@@ -20,10 +20,10 @@ from agentkit.eval import (
     judge_run,
     load_judgements,
     load_scenario,
-    report,
     run_eval,
 )
 from agentkit.eval.judges.grading import judge_messages, vote
+from agentkit.eval.results import report
 from agentkit.eval.transcript import RunState
 from agentkit.events import ResultEvent, ToolCallEvent, ToolResultEvent
 from agentkit.memory import TaskState

@@ -33,7 +33,7 @@ STORE_READS = (
     "checkpoints",
     "last_checkpoint",
     "records",
-    "trace",
+    "call_records",
     "journal",
     "folder",
 )

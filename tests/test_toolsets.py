@@ -192,7 +192,7 @@ def test_a_handler_that_raises_fails_its_step_and_the_turn_completes(
     with Agent.open(
         "shop", data_dir=shop, model=ScriptedModel(order_plan({**ORDER, "item": item}))
     ) as agent:
-        first = agent.send(f"order a {item}")
+        first = agent.send(f"order a large {item} to 1 Main St, Springfield")
         turn = agent.send("yes", first.conversation_id)
     results = of(turn.events, ToolResultEvent)
     assert len(results) == 1 and not results[0].ok and says in results[0].output

@@ -21,7 +21,7 @@ placeholder is dropped, so the tool's own default applies. The answer goes back 
 it was asked for (whatever the strategy would otherwise do after an answer): one missing field
 takes the answer itself, several take the ``label value`` pairs of the answer whose labels
 name them (``key AKEY-… secret SKEY-…``); a field whose description lists example values
-(``e.g. binance, okx``) takes the one the user said. The call is checked again before it is
+(``e.g. red, blue``) takes the one the user said. The call is checked again before it is
 proposed, so a field nobody gave is asked again.
 
 ``planner.grounding`` says which calls are checked: ``side_effect`` (the default: the calls that
@@ -373,7 +373,7 @@ def fill_from_answer(
     return filled
 
 
-#: where a description starts listing example values: "e.g. binance, okx", "such as …"
+#: where a description starts listing example values: "e.g. red, blue", "such as …"
 _EXAMPLES = re.compile(r"\b(?:e\.g\.|for example|such as|one of|like)\s*:?\s*(.+)", re.IGNORECASE)
 
 
@@ -381,7 +381,7 @@ def fill_from_examples(
     tool: Tool[Any], args: Mapping[str, JsonValue], missing: Sequence[str], found: Sources
 ) -> dict[str, JsonValue]:
     """*args* with each missing string field whose description lists example values (``e.g.
-    binance, okx``) set to the one of them the user said (several said: left missing)."""
+    red, blue``) set to the one of them the user said (several said: left missing)."""
     props, _ = _schema_parts(tool)
     filled = dict(args)
     for name in missing:
