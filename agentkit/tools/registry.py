@@ -42,7 +42,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from pydantic_core import to_jsonable_python
@@ -303,7 +303,9 @@ class Tool(Generic[ArgsT]):
 
 def _entry(tool: Tool[Any]) -> str:
     """One tool's entry in a prompt's tool listing (see :meth:`ToolRegistry.render`)."""
-    return _render_entry(tool.name, tool.flags(), tool.description, tool.args_model)
+    return _render_entry(
+        tool.name, tool.flags(), tool.description, cast("type[BaseModel]", tool.args_model)
+    )
 
 
 @functools.lru_cache(maxsize=4096)
