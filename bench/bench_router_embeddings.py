@@ -14,9 +14,10 @@ Figures: **top-1 accuracy** (the best-scored tool is the gold call's) on BFCL ``
 tool; and for "no tool" the **AUC** of the best *raw* cosine separating BFCL's relevant items
 (``multiple``, ``live_multiple``) from ``irrelevance`` / ``live_irrelevance`` (1.0: a threshold
 separates them perfectly; 0.5: chance). No model generates anything; appended to
-``bench/results/router_embeddings.csv``.
+``bench/results/router_embeddings.csv`` as each set ends (a run cut short keeps what it
+measured); each distinct text is embedded once.
 
-    python bench/bench_router_embeddings.py --limit 50 --seed 0 [--model]
+    python bench/bench_router_embeddings.py --limit 50 --seed 0 [--model] [--signals model]
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def bfcl_rows(category: str, limit: int, seed: int) -> list[tuple[str, ToolRegis
         ours = {bfcl: name for name, bfcl in tool_names(item.functions).items()}
         turns = gold_turns(item) if item.kind != "irrelevance" else [[]]
         gold = ours.get(turns[0][0].name, "?") if turns and turns[0] else "none"
-        rows.append((scenario.turns[0].user, tools, gold))
+        rows.append((scenario.turns[0].user or "", tools, gold))
     return rows
 
 
@@ -113,62 +114,87 @@ def auc(positive: list[float], negative: list[float]) -> float | None:
     return round(wins / (len(positive) * len(negative)), 3)
 
 
+class Cached:
+    """An embedder that embeds each distinct text once (the held-out rows share their agent's
+    tool texts; BFCL items repeat descriptions), so a slow embedder only pays for new texts."""
+
+    def __init__(self, embed: Embed) -> None:
+        self.embed = embed
+        self.known: dict[str, list[float]] = {}
+
+    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.known]
+        if missing:
+            self.known.update(zip(missing, self.embed(missing), strict=True))
+        return [self.known[t] for t in texts]
+
+
+def write(rows: list[dict[str, Any]]) -> None:
+    """Print *rows* and append them to the results CSV (as each set ends: a cut run keeps
+    what it measured)."""
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    fresh = not RESULTS.exists()
+    with RESULTS.open("a", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        if fresh:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", action="store_true", help="also the embedded model's vectors")
+    parser.add_argument("--signals", default="lexical,wordllama,model",
+                        help="which signals (model only with --model)")  # fmt: skip
     args = parser.parse_args(argv)
-    wl = wordllama_embedder()
-    embedders: dict[str, Embed] = {"wordllama": wl.vectors}
-    if args.model:
+    wanted = [s for s in args.signals.split(",") if s]
+    embedders: dict[str, Embed] = {}
+    if "wordllama" in wanted:
+        embedders["wordllama"] = Cached(wordllama_embedder().vectors)
+    if args.model and "model" in wanted:
         from agentkit.models.spec import create_model
 
         with testing.allow_model_requests():
             llama: Any = create_model("llama")
-        embedders["model"] = lambda texts: asyncio.run(llama.embed(list(texts)))
+        embedders["model"] = Cached(lambda texts: asyncio.run(llama.embed(list(texts))))
     sets = {c: bfcl_rows(c, args.limit, args.seed) for c in
-            ("multiple", "live_multiple", "irrelevance", "live_irrelevance")}  # fmt: skip
+            ("multiple", "irrelevance", "live_multiple", "live_irrelevance")}  # fmt: skip
     sets["heldout"] = heldout_rows()
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    out: list[dict[str, Any]] = []
-    raws: dict[str, dict[str, list[float]]] = {}
-    for name in ("lexical", *embedders):
+    for name in [n for n in wanted if n == "lexical" or n in embedders]:
         started = time.perf_counter()
+        raws: dict[str, list[float]] = {}
         for label, rows in sets.items():
             right = total = 0
-            for text, tools, gold in rows:
+            for number, (text, tools, gold) in enumerate(rows, 1):
                 if name == "lexical":
                     chosen = lexical(tools, text)
                 else:
                     with testing.allow_model_requests():
                         by_tool, raw = scores(embedders[name], tools, text)
                     chosen = max(by_tool, key=lambda t: by_tool[t])
-                    raws.setdefault(name, {}).setdefault(label, []).append(raw)
+                    raws.setdefault(label, []).append(raw)
                 if gold not in ("none", "?"):
                     total += 1
                     right += chosen == gold
+                if number % 10 == 0:
+                    took = time.perf_counter() - started
+                    print(f"{name} {label} {number}/{len(rows)} ({took:.0f} s)", file=sys.stderr,
+                          flush=True)  # fmt: skip
             if total:
-                value = round(right / total, 3)
-                out.append({"at": at, "host": platform.node(), "signal": name, "set": label,
-                            "measure": "top1", "n": total, "value": value})  # fmt: skip
-        if name in raws:
-            got = raws[name]
-            relevant = got.get("multiple", []) + got.get("live_multiple", [])
-            for label in ("irrelevance", "live_irrelevance"):
-                value = auc(relevant, got.get(label, []))
-                out.append({"at": at, "host": platform.node(), "signal": name,
-                            "set": f"{label} vs relevant", "measure": "auc_raw_cosine",
-                            "n": len(got.get(label, [])), "value": value})  # fmt: skip
-        print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    for row in out:
-        print(json.dumps(row))
-    fresh = not RESULTS.exists()
-    with RESULTS.open("a", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(out[0]))
-        if fresh:
-            writer.writeheader()
-        writer.writerows(out)
+                top1 = round(right / total, 3)
+                write([{"at": at, "host": platform.node(), "signal": name, "set": label,
+                        "measure": "top1", "n": total, "value": top1}])  # fmt: skip
+        relevant = raws.get("multiple", []) + raws.get("live_multiple", [])
+        for label in ("irrelevance", "live_irrelevance") if raws else ():
+            value = auc(relevant, raws.get(label, []))
+            write([{"at": at, "host": platform.node(), "signal": name,
+                    "set": f"{label} vs relevant", "measure": "auc_raw_cosine",
+                    "n": len(raws.get(label, [])), "value": value}])  # fmt: skip
+        print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     return 0
 
 

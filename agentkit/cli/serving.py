@@ -60,7 +60,7 @@ def serve_command(
         typer.Option(
             "--workers",
             min=1,
-            help="Server processes on the port (more than one needs --store postgresql://…).",
+            help="Server processes on the port, sharing the store (the files or PostgreSQL).",
         ),
     ] = 1,
 ) -> None:

@@ -510,6 +510,11 @@ class FileJournal(JournalBackend):
             self.layout.agent(key.agent_id).lock_file(key.conversation_id).unlink()
         own.deleted = True
 
+    def writer_held(self, key: ConversationKey) -> bool:
+        """Whether a writer, in any process, holds the conversation's lock now (read
+        without taking it, see :meth:`ConversationLock.held`)."""
+        return self._locks.get(key).held()
+
     # ------------------------------------------------------------------ reads
 
     def exists(self, key: ConversationKey) -> bool:
