@@ -30,7 +30,7 @@ from agentkit import testing
 from tests._postgres import PostgresServer, fresh_url, postgres_server  # noqa: F401
 from tests._processes import listening
 from tests.conftest import REPO, SAMPLE_AGENTS, run_cli
-from tests.fakes.live_api import free_port, iter_events, parse_sse
+from tests.fakes.live_api import SseEvent, free_port, iter_events, parse_sse
 from tests.test_approvals import CREATE, seed, traders
 
 AGENT = "innovator-001"
@@ -231,6 +231,9 @@ def test_an_approval_decided_on_both_workers_at_once_runs_once(served: Served) -
         events = iter_events(response)
         assert next(events).event == "session"
         assert next(events).event == "agent_output"
+        rest: list[SseEvent] = []  # read as it comes: a reader that stalls is cut off
+        drainer = threading.Thread(target=lambda: rest.extend(events))
+        drainer.start()
         with served.pinned(running=True) as on_a:
             paused = on_a.post(f"{DESK}/chat", json={"message": "create a trader called Alpha"})
             assert paused.status_code == 200, paused.text
@@ -264,5 +267,6 @@ def test_an_approval_decided_on_both_workers_at_once_runs_once(served: Served) -
             assert "already decided: approve (http" in again.json()["error"]["message"]
             cancelled = on_b.post(f"{CONVERSATIONS}/{marker}/cancel")
             assert cancelled.json()["cancelled"] is True
-        assert list(events)[-1].data["status"] == "cancelled"
+        drainer.join()
+        assert rest[-1].event == "result" and rest[-1].data["status"] == "cancelled"
     assert traders(workspace) == ["Alpha"]  # the tool ran once
