@@ -9,6 +9,8 @@
         meta.json                   view, replaced atomically; carries the views checkpoint
         history.json                view, a JSON array updated in place
         {messageId}/messages.log    view, one per turn
+        turn-events.log             the last turn's events, under serve --workers N (not a
+                                    view: agentkit.store.file_events)
 
 (The paths are :mod:`agentkit.layout`'s, the one owner of the layout.)
 
