@@ -18,6 +18,7 @@ import asyncio
 import os
 import socket
 import stat
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -241,8 +242,8 @@ def test_a_torn_or_foreign_line_is_skipped_and_a_replaced_file_read_from_its_sta
     assert reader.read(KEY, "msg-1") == []
 
 
-def test_a_dead_process_socket_is_removed_and_a_shared_socket_dir_refused(
-    tmp_path: Path, files: tuple[FileTurnEvents, FileTurnEvents]
+def test_a_dead_process_socket_is_removed_and_a_bad_socket_dir_refused(
+    tmp_path: Path, files: tuple[FileTurnEvents, FileTurnEvents], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writer, _reader = files
     dead = writer.directory / f"{os.getpid()}-dead.sock"
@@ -258,3 +259,8 @@ def test_a_dead_process_socket_is_removed_and_a_shared_socket_dir_refused(
     finally:
         writer.directory.chmod(0o700)
     assert stat.S_IMODE(os.stat(socket_dir(tmp_path)).st_mode) == 0o700
+    long = tmp_path / ("x" * 90)
+    long.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+    with pytest.raises(StoreError, match="set TMPDIR to a shorter one"):
+        socket_dir(tmp_path)

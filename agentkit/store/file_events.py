@@ -62,6 +62,10 @@ _SOCKET_SUFFIX = ".sock"
 _CANCEL_SEND_TIMEOUT = 1.0
 #: files whose reading position is kept (the conversations followed lately)
 _TAILS_KEPT = 64
+#: the longest path of a Unix socket (sun_path, Linux; 104 on macOS), and of a socket's name
+#: in its folder (``/{pid}-{8 hex}.sock``)
+_SOCKET_PATH_MAX = 104
+_LONGEST_NAME = 1 + 10 + 1 + 8 + len(_SOCKET_SUFFIX)
 
 
 def socket_dir(root: Path) -> Path:
@@ -69,6 +73,11 @@ def socket_dir(root: Path) -> Path:
     the user (mode 0700, checked), under the temp directory (a socket's path has ~100 bytes)."""
     digest = hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()[:16]
     directory = Path(tempfile.gettempdir()) / f"agentkit-turns-{os.getuid()}-{digest}"
+    if len(os.fsencode(directory)) + _LONGEST_NAME > _SOCKET_PATH_MAX:
+        raise StoreError(
+            f"{directory} is too long a folder for the server's sockets (at most "
+            f"{_SOCKET_PATH_MAX} bytes a path): set TMPDIR to a shorter one"
+        )
     with contextlib.suppress(FileExistsError):
         os.mkdir(directory, 0o700)
     found = os.lstat(directory)
@@ -222,7 +231,14 @@ class FileTurnEvents(TurnEvents):
         receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             receiver.setblocking(False)
-            receiver.bind(path)
+            for attempt in range(3):
+                socket_dir(self.store.root)  # (again: the last process to close removes it)
+                try:
+                    receiver.bind(path)
+                    break
+                except FileNotFoundError:
+                    if attempt == 2:
+                        raise
             loop.add_reader(receiver.fileno(), self._receive, receiver)
             try:
                 self.listening.set()
@@ -255,4 +271,7 @@ class FileTurnEvents(TurnEvents):
             self._waiters.wake_all()
 
     def close(self) -> None:
+        """Close the sending socket; remove the sockets' folder when no process uses it."""
         self._sender.close()
+        with contextlib.suppress(OSError):  # another process's socket is in it: kept
+            os.rmdir(self.directory)
