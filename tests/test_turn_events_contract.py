@@ -264,3 +264,22 @@ def test_a_dead_process_socket_is_removed_and_a_bad_socket_dir_refused(
     monkeypatch.setattr(tempfile, "tempdir", str(long))
     with pytest.raises(StoreError, match="set TMPDIR to a shorter one"):
         socket_dir(tmp_path)
+
+
+def test_a_wake_up_never_waits_for_a_full_queue(
+    files: tuple[FileTurnEvents, FileTurnEvents], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process whose loop does not read (its queue full) is skipped, never waited for:
+    what is queued wakes it after these appends anyway."""
+    writer, _reader = files
+    stalled = writer.directory / f"{os.getpid()}-stalled.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as peer:
+        peer.bind(str(stalled))
+        try:
+            with caplog.at_level("WARNING", logger="agentkit.store"):
+                for seq in range(1, 40):  # the kernel queues ~10 datagrams per socket
+                    writer.append(KEY, "msg-1", [stored(seq, "session" if seq == 1 else "x")])
+            assert peer.recv(16) == b"E"  # it was woken, before its queue filled
+        finally:
+            stalled.unlink()
+    assert not [r for r in caplog.records if "could not signal" in r.getMessage()]

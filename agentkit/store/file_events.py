@@ -127,6 +127,10 @@ class FileTurnEvents(TurnEvents):
         self.store = store
         self.directory = socket_dir(store.root)
         self.name = f"{os.getpid()}-{secrets.token_hex(4)}{_SOCKET_SUFFIX}"
+        # wake-ups never wait for a full queue (non-blocking); cancels wait a second. Two
+        # sockets: a socket with a timeout retries a send that would block, whatever its flags
+        self._waker = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._waker.setblocking(False)
         self._sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sender.settimeout(_CANCEL_SEND_TIMEOUT)
         self._tails: OrderedDict[str, _Tail] = OrderedDict()
@@ -209,13 +213,13 @@ class FileTurnEvents(TurnEvents):
             names = os.listdir(self.directory)
         except FileNotFoundError:
             return
-        flags = 0 if wait else socket.MSG_DONTWAIT
+        sender = self._sender if wait else self._waker
         for name in names:
             if not name.endswith(_SOCKET_SUFFIX) or (name == self.name and not to_self):
                 continue
             path = os.path.join(self.directory, name)
             try:
-                self._sender.sendto(message, flags, path)
+                sender.sendto(message, path)
             except (ConnectionRefusedError, FileNotFoundError):
                 with contextlib.suppress(OSError):  # its process is gone
                     os.unlink(path)
@@ -271,7 +275,8 @@ class FileTurnEvents(TurnEvents):
             self._waiters.wake_all()
 
     def close(self) -> None:
-        """Close the sending socket; remove the sockets' folder when no process uses it."""
+        """Close the sending sockets; remove the sockets' folder when no process uses it."""
+        self._waker.close()
         self._sender.close()
         with contextlib.suppress(OSError):  # another process's socket is in it: kept
             os.rmdir(self.directory)
