@@ -460,7 +460,16 @@ def profile(setup: Setup) -> list[str]:
     out.unlink()
     if not total:
         return ["(no samples)"]
-    lines = ["self (main thread, idle included: select = waiting for work):"]
+    lines = ["busy main thread by area (self samples; idle = waiting in select):"]
+    busy = {frame: count for frame, count in own.items() if not _idle(frame)}
+    areas: dict[str, int] = {}
+    for frame, count in busy.items():
+        areas[_area(frame)] = areas.get(_area(frame), 0) + count
+    all_busy = sum(busy.values()) or 1
+    lines.append(f"  idle {100 * (total - sum(busy.values())) / total:5.1f}% of the window")
+    for area, count in sorted(areas.items(), key=lambda item: -item[1])[:14]:
+        lines.append(f"  {100 * count / all_busy:5.1f}%  {area}")
+    lines.append("self (main thread, idle included: select = waiting for work):")
     for frame, count in sorted(own.items(), key=lambda item: -item[1])[:15]:
         lines.append(f"  {100 * count / total:5.1f}%  {frame}")
     lines.append("inclusive (agentkit frames):")
@@ -468,6 +477,35 @@ def profile(setup: Setup) -> list[str]:
     for frame, count in sorted(ours, key=lambda item: -item[1])[:20]:
         lines.append(f"  {100 * count / total:5.1f}%  {frame}")
     return lines
+
+
+def _idle(frame: str) -> bool:
+    return frame.startswith(("select (", "poll (", "epoll ("))
+
+
+#: where a py-spy frame ("function (path:line)") belongs, first match wins
+_AREAS = (
+    ("agentkit/store", "agentkit store (journal, views, turn events)"),
+    ("agentkit/api", "agentkit api (routes, SSE, recorder, guard)"),
+    ("agentkit/planning/tracer", "agentkit tracer (calls.jsonl, spans)"),
+    ("agentkit/telemetry", "agentkit tracer (calls.jsonl, spans)"),
+    ("agentkit/", "agentkit other (agent, chat turn, events, tools)"),
+    ("starlette/", "HTTP framework (starlette, uvicorn, h11/httptools)"),
+    ("uvicorn/", "HTTP framework (starlette, uvicorn, h11/httptools)"),
+    ("h11/", "HTTP framework (starlette, uvicorn, h11/httptools)"),
+    ("httptools", "HTTP framework (starlette, uvicorn, h11/httptools)"),
+    ("sse_starlette", "HTTP framework (starlette, uvicorn, h11/httptools)"),
+    ("anyio/", "anyio"),
+    ("asyncio/", "asyncio (tasks, events, transports)"),
+    ("pydantic", "pydantic"),
+    ("json/", "json"),
+    ("sqlite3", "sqlite3"),
+)
+
+
+def _area(frame: str) -> str:
+    where = frame[frame.rfind("(") + 1 :]
+    return next((area for key, area in _AREAS if key in where), "other (stdlib, C calls)")
 
 
 def durable(server: PostgresServer) -> PostgresServer:
