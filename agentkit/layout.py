@@ -12,6 +12,7 @@
           {conversationId}/
             journal.log                         the source of truth (see agentkit.store.files)
             meta.json  history.json             views of the journal
+            turn-events.log                     the last turn's events (serve --workers N)
             {messageId}/messages.log            the turn log
             {messageId}/calls.jsonl             every model call of a turn (its call records)
 
@@ -35,6 +36,7 @@ __all__ = [
     "HISTORY_FILE",
     "JOURNAL_FILE",
     "META_FILE",
+    "TURN_EVENTS_FILE",
     "TURN_LOG_FILE",
     "AgentPaths",
     "ConversationPaths",
@@ -48,6 +50,8 @@ META_FILE = "meta.json"
 HISTORY_FILE = "history.json"
 TURN_LOG_FILE = "messages.log"
 CALLS_FILE = "calls.jsonl"
+#: a running turn's events, for the server's other processes (agentkit.store.file_events)
+TURN_EVENTS_FILE = "turn-events.log"
 _AGENTS = "agents"
 _CONVERSATIONS = "conversations"
 _PROMPTS = "prompts"
@@ -80,6 +84,11 @@ class ConversationPaths:
     @property
     def history(self) -> Path:
         return self.dir / HISTORY_FILE
+
+    @property
+    def turn_events(self) -> Path:
+        """``turn-events.log``: the last turn's events (not a view: nothing checks it)."""
+        return self.dir / TURN_EVENTS_FILE
 
     def turn_dir(self, message_id: str) -> Path:
         """``{messageId}/``: the folder of one turn."""

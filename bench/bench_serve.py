@@ -1,5 +1,5 @@
-"""``agentkit serve`` under load: the file store in one process, PostgreSQL with one and two
-replicas (issue 26's targets).
+"""``agentkit serve`` under load: the file store in one process and in two worker processes
+on one port (``--workers 2``), PostgreSQL with one and two replicas (issues 26 and 38).
 
 Real ``agentkit serve`` processes on loopback ports over a scratch copy of the sample agents;
 a real PostgreSQL (Debian's server, started in a temp dir as the tests do); 50 concurrent SSE
@@ -9,7 +9,8 @@ scripted model (``scripted:FILE``, the server's own cost: store writes, SSE fram
 function model that takes 100 ms per call (``function:…``, where concurrency rather than CPU
 is the limit). With two replicas the clients are spread over both (client *i* on replica
 *i* mod 2, its conversation's turns on that one: sticky, as a load balancer by conversation
-would; correctness never needs it).
+would; correctness never needs it). With two workers on one port the kernel spreads the
+connections, as it would for any client: not sticky.
 
 PostgreSQL runs as the tests start it, but durable: ``fsync`` and ``full_page_writes`` on (the
 tests turn them off), and ``synchronous_commit`` on as agentkit asks, so both stores pay for
@@ -21,11 +22,16 @@ Setups are interleaved within the run (ROUNDS rounds of every setup, WINDOW seco
 a warm-up), so a noisy neighbour hits them all alike; the figures are the medians over rounds
 (turns/s; p50/p95 of the turn latency, to the end of its stream) and their ratios. Figures,
 not pass/fail: ``python bench/bench_serve.py``; rows are appended to bench/results/serve.csv.
+
+A short smoke of the file store alone (no PostgreSQL started), e.g. 5 clients for a window
+of 2 s: ``BENCH_SERVE_STORES=files BENCH_SERVE_KINDS=scripted BENCH_SERVE_CLIENTS=5
+BENCH_SERVE_ROUNDS=1 BENCH_SERVE_WINDOW=2 BENCH_SERVE_WARMUP=1 python bench/bench_serve.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import json
 import os
@@ -46,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests._postgres import PostgresServer, fresh_url, running_server  # noqa: E402
+from tests._processes import listening  # noqa: E402
 from tests.fakes.live_api import free_port  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "serve.csv"
@@ -54,6 +61,11 @@ CLIENTS = int(os.environ.get("BENCH_SERVE_CLIENTS", "50"))
 ROUNDS = int(os.environ.get("BENCH_SERVE_ROUNDS", "3"))
 WINDOW = float(os.environ.get("BENCH_SERVE_WINDOW", "8"))
 WARMUP = float(os.environ.get("BENCH_SERVE_WARMUP", "2"))  # longer on a loaded machine
+#: which stores (files, postgres) and which models (scripted, slow100ms) are measured
+STORES = os.environ.get("BENCH_SERVE_STORES", "files,postgres").split(",")
+KINDS = os.environ.get("BENCH_SERVE_KINDS", "scripted,slow100ms").split(",")
+#: worker processes of the second file setup (``agentkit serve --workers N``)
+WORKERS = int(os.environ.get("BENCH_SERVE_WORKERS", "2"))
 #: another checkout's root (e.g. ``git worktree add /tmp/before <commit>``): its server is
 #: measured too, interleaved with this one's, on the file store
 BASELINE = os.environ.get("BENCH_SERVE_BASELINE", "")
@@ -67,8 +79,23 @@ async def reply(request):
 """
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is *pid*."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
 class Replica:
-    """One ``agentkit serve`` process (its log in a file)."""
+    """One ``agentkit serve`` (its log in a file); with *workers* > 1, that many processes
+    on its port (``--workers``)."""
 
     def __init__(
         self,
@@ -76,13 +103,17 @@ class Replica:
         model: str,
         store: str | None,
         env: dict[str, str],
+        *,
         code: str | None = None,
+        workers: int = 1,
     ):
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
+        self.workers = workers
         agentkit = str(Path(sys.executable).with_name("agentkit"))
         command = [agentkit, "--data-dir", str(data_dir), "serve", "--port", str(self.port),
-                   "--model", model, *(["--store", store] if store else [])]  # fmt: skip
+                   "--model", model, *(["--store", store] if store else []),
+                   *(["--workers", str(workers)] if workers > 1 else [])]  # fmt: skip
         self.log = (data_dir.parent / f"serve-{self.port}.log").open("ab")
         environment = {**os.environ, **env}
         if code is not None:  # another checkout's agentkit (the baseline), first on the path
@@ -96,7 +127,11 @@ class Replica:
             if self.process.poll() is not None:
                 raise RuntimeError(f"agentkit serve exited ({self.log.name})")
             try:
-                if httpx.get(f"{self.base_url}/api/health", timeout=2).status_code == 200:
+                if httpx.get(f"{self.base_url}/api/health", timeout=2).status_code == 200 and (
+                    workers == 1
+                    or sum(listening(pid, self.port) for pid in children(self.process.pid))
+                    >= workers
+                ):
                     break
             except httpx.TransportError:
                 pass
@@ -104,6 +139,11 @@ class Replica:
                 self.process.kill()
                 raise RuntimeError("agentkit serve did not start")
             time.sleep(0.1)
+
+    def pids(self) -> list[int]:
+        """The server's processes: the one started, and its workers."""
+        own = self.process.pid
+        return [own, *children(own)] if self.workers > 1 else [own]
 
     def stop(self) -> None:
         self.process.terminate()
@@ -204,7 +244,8 @@ async def run_window(
     setup: Setup, clients_n: int = CLIENTS, attached: Attached | None = None
 ) -> int:
     """*clients_n* clients, each on its conversation, for WARMUP + WINDOW seconds; what the
-    WINDOW measured (*attached* runs during it); the turns it counted."""
+    WINDOW measured (*attached* runs during it: the window is no figure then, only its
+    turns are counted); the turns it counted."""
     latencies: list[float] = []
     counted = 0
     errors = 0
@@ -238,7 +279,7 @@ async def run_window(
         if attached is not None:
             attached.start()
         before = (
-            sum(cpu_seconds(r.process.pid) for r in setup.replicas),
+            sum(cpu_seconds(pid) for r in setup.replicas for pid in r.pids()),
             postgres_cpu(setup.postgres),
             time.process_time(),
         )
@@ -246,7 +287,7 @@ async def run_window(
         if attached is not None:
             await asyncio.to_thread(attached.stop)
         return (
-            sum(cpu_seconds(r.process.pid) for r in setup.replicas) - before[0],
+            sum(cpu_seconds(pid) for r in setup.replicas for pid in r.pids()) - before[0],
             postgres_cpu(setup.postgres) - before[1],
             time.process_time() - before[2],
         )
@@ -258,6 +299,8 @@ async def run_window(
     finally:
         for client in clients:
             await client.aclose()
+    if attached is not None:  # strace or py-spy stopped the server: no figure
+        return counted
     turns = max(counted, 1)
     setup.server_cpu.append(measured[0] * 1000 / turns)
     setup.postgres_cpu.append(measured[1] * 1000 / turns)
@@ -309,24 +352,34 @@ def count_fsyncs(kind: str, setups: list[Setup]) -> None:
             )
 
 
+FILE_ONE = "file, 1 process"
+FILE_WORKERS = f"file, {WORKERS} workers"
+PG_ONE, PG_TWO, BASELINE_NAME = "postgres, 1 replica", "postgres, 2 replicas", "file, baseline"
+
+
 def bench(
-    kind: str, model: str, env: dict[str, str], base: Path, server: PostgresServer
+    kind: str, model: str, env: dict[str, str], base: Path, server: PostgresServer | None
 ) -> list[Setup]:
-    file_dir = scratch_agents(base, f"{kind}-file")
-    pg_dir = scratch_agents(base, f"{kind}-pg")
-    one_url, two_url = fresh_url(server), fresh_url(server)
-    setups = [
-        Setup("file, 1 process", [Replica(file_dir, model, None, env)]),
-        Setup("postgres, 1 replica", [Replica(pg_dir, model, one_url, env)], postgres=server),
-        Setup(
-            "postgres, 2 replicas",
-            [Replica(pg_dir, model, two_url, env) for _ in range(2)],
-            postgres=server,
-        ),
-    ]
+    setups = []
+    if "files" in STORES:
+        file_dir = scratch_agents(base, f"{kind}-file")
+        workers_dir = scratch_agents(base, f"{kind}-file-workers")
+        setups += [
+            Setup(FILE_ONE, [Replica(file_dir, model, None, env)]),
+            Setup(FILE_WORKERS, [Replica(workers_dir, model, None, env, workers=WORKERS)]),
+        ]
+    if server is not None:
+        pg_dir = scratch_agents(base, f"{kind}-pg")
+        one_url, two_url = fresh_url(server), fresh_url(server)
+        setups += [
+            Setup(PG_ONE, [Replica(pg_dir, model, one_url, env)], postgres=server),
+            Setup(
+                PG_TWO, [Replica(pg_dir, model, two_url, env) for _ in range(2)], postgres=server
+            ),
+        ]
     if BASELINE:  # the same server from another checkout (before a change), interleaved
         old_dir = scratch_agents(base, f"{kind}-baseline")
-        setups.append(Setup("file, baseline", [Replica(old_dir, model, None, env, BASELINE)]))
+        setups.append(Setup(BASELINE_NAME, [Replica(old_dir, model, None, env, code=BASELINE)]))
     try:
         for setup in setups:
             prepare(setup)
@@ -361,9 +414,9 @@ def fsyncs_per_turn(setup: Setup, clients_n: int) -> dict[str, float]:
     journals, the SQLite config database (WAL), anything else. On a loaded machine a window
     of 50 traced clients may complete no turn at all: then it says so (n/a)."""
     out = Path(tempfile.mkstemp(suffix=".strace")[1])
-    pid = setup.replicas[0].process.pid
+    attach = [arg for pid in setup.replicas[0].pids() for arg in ("-p", str(pid))]
     command = ["strace", "-f", "-y", "-qq", "-e", "trace=fsync,fdatasync",
-               "-o", str(out), "-p", str(pid)]  # fmt: skip
+               "-o", str(out), *attach]  # fmt: skip
     turns = asyncio.run(run_window(setup, clients_n, Attached(command)))
     kinds = {"journal": 0, "sqlite": 0, "other": 0}
     for line in out.read_text().splitlines():
@@ -436,8 +489,11 @@ def main() -> None:
         f"agentkit serve: {CLIENTS} SSE clients, {ROUNDS} interleaved rounds of {WINDOW:.0f} s "
         f"per setup, {os.cpu_count()} CPUs (shared with whatever else runs)"
     )
-    with tempfile.TemporaryDirectory() as scratch, running_server() as tests_server:
-        server = durable(tests_server)
+    with contextlib.ExitStack() as stack:
+        scratch = stack.enter_context(tempfile.TemporaryDirectory())
+        server = None
+        if "postgres" in STORES:
+            server = durable(stack.enter_context(running_server()))
         base = Path(scratch)
         script = base / "script.json"
         script.write_text(json.dumps({"chat": ["A scripted reply of a few words."]}))
@@ -445,11 +501,11 @@ def main() -> None:
         models.mkdir()
         (models / "bench_slow_model.py").write_text(SLOW_MODULE)
         path = os.pathsep.join(filter(None, [str(models), os.environ.get("PYTHONPATH")]))
-        runs = {
-            "scripted": bench("scripted", f"scripted:{script}", {}, base, server),
-            "slow100ms": bench("slow100ms", "function:bench_slow_model:reply",
-                               {"PYTHONPATH": path}, base, server),
-        }  # fmt: skip
+        models_of = {
+            "scripted": (f"scripted:{script}", {}),
+            "slow100ms": ("function:bench_slow_model:reply", {"PYTHONPATH": path}),
+        }
+        runs = {kind: bench(kind, *models_of[kind], base, server) for kind in KINDS}
     print("\nmedians over rounds")
     for kind, setups in runs.items():
         for setup in setups:
@@ -472,18 +528,18 @@ def main() -> None:
             for clients_n, counts in setup.fsyncs.items():
                 for what in ("journal", "sqlite", "other"):
                     rows += [(f"{slug}_{clients_n}_clients_{what}_fsyncs_per_turn", counts[what])]
-        if BASELINE and len(setups) > 3:
-            before = statistics.median(setups[3].turns_per_s)
-            after = statistics.median(setups[0].turns_per_s)
-            print(f"  {kind:<10} ratio: file, this code / baseline = {after / before:.2f}")
-            rows += [(f"{kind}_file_over_baseline", after / before)]
-        file_tps, one_tps, two_tps = (statistics.median(s.turns_per_s) for s in setups[:3])
-        print(
-            f"  {kind:<10} ratios: postgres 1 replica / file = {one_tps / file_tps:.2f}, "
-            f"2 replicas / 1 replica = {two_tps / one_tps:.2f}"
-        )
-        rows += [(f"{kind}_pg1_over_file", one_tps / file_tps)]
-        rows += [(f"{kind}_pg2_over_pg1", two_tps / one_tps)]
+        tps = {setup.name: statistics.median(setup.turns_per_s) for setup in setups}
+        ratios = [  # (row, shown, numerator, denominator)
+            ("file_over_baseline", "file, this code / baseline", FILE_ONE, BASELINE_NAME),
+            ("file_workers_over_file", f"file, {WORKERS} workers / 1 process", FILE_WORKERS,
+             FILE_ONE),
+            ("pg1_over_file", "postgres 1 replica / file", PG_ONE, FILE_ONE),
+            ("pg2_over_pg1", "postgres 2 replicas / 1 replica", PG_TWO, PG_ONE),
+        ]  # fmt: skip
+        for row, shown, over, under in ratios:
+            if over in tps and under in tps and tps[under] > 0:
+                print(f"  {kind:<10} ratio: {shown} = {tps[over] / tps[under]:.2f}")
+                rows += [(f"{kind}_{row}", tps[over] / tps[under])]
     RESULTS.parent.mkdir(exist_ok=True)
     new = not RESULTS.exists()
     with RESULTS.open("a", newline="") as handle:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from agentkit.errors import ModelSpecError
 from agentkit.eval import Expectations, Scenario, Turn, run_eval
-from agentkit.eval.results import report
+from agentkit.eval.results import report_text
 from agentkit.models.base import ChatMessage
 from agentkit.models.openai import OpenAIModel
 from agentkit.models.transport import counting_transport, env_proxy
@@ -191,7 +191,7 @@ def test_the_summary_counts_errors_and_retries(
     assert "(after 3 attempts)" in error
     retried = int(frame["transport_retries"].iloc[0])
     assert retried > 0 and retried % 2 == 0  # max_retries (2) for each request that failed
-    text = report(frame)
+    text = report_text(frame)
     assert f"1 of 1 runs ended in an error (they were not judged); {retried} model " in text
 
 

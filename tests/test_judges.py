@@ -23,7 +23,7 @@ from agentkit.eval import (
     run_eval,
 )
 from agentkit.eval.judges.grading import judge_messages, vote
-from agentkit.eval.results import report
+from agentkit.eval.results import report_text
 from agentkit.eval.transcript import RunState
 from agentkit.events import ResultEvent, ToolCallEvent, ToolResultEvent
 from agentkit.memory import TaskState
@@ -265,7 +265,7 @@ def test_an_always_erroring_judge_leaves_the_run_verdict_untouched(data_dir: Pat
     assert record["judge_erring"] == "judge_error" and record["judge_errors"] == 1
     assert record["judge_calls"] == 2  # counted apart from the agent's model_calls
     assert plain.to_dict("records")[0]["judge_errors"] == 0
-    assert "1 judge errors (a judge could not decide" in report(judged_runs)
+    assert "1 judge errors (a judge could not decide" in report_text(judged_runs)
 
 
 def test_judges_that_decide_are_checks_of_the_run(data_dir: Path) -> None:

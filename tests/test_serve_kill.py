@@ -1,19 +1,22 @@
 """kill -9 of ``agentkit serve`` while 20 clients are mid-turn loses no acknowledged turn.
 
-A real server process (file store, and PostgreSQL), 20 clients each on its own conversation,
-each sending its next turn when the last one's stream ended. Once at least two turns per
-client have completed and the even clients are held inside their third turn (its ``session``
-event came: the user's message was acknowledged, durably) while the odd ones keep sending
-turns (writes in flight), the server gets SIGKILL. Then, on a restarted server: every
-acknowledged message is in its history under the id it was acknowledged with, every
-completed reply too, nothing unsent is there, one more turn on each conversation completes
-(the turn cut short is marked failed), and ``agentkit verify`` is clean. Nothing is timed:
-each step waits on a condition, bounded by the suite's per-test timeout.
+A real server (the file store in one process and with ``--workers 2``, and PostgreSQL), 20
+clients each on its own conversation, each sending its next turn when the last one's stream
+ended. Once at least two turns per client have completed and the even clients are held
+inside their third turn (its ``session`` event came: the user's message was acknowledged,
+durably) while the odd ones keep sending turns (writes in flight), the server gets SIGKILL
+(every process of it, workers too). Then, on a restarted server: every acknowledged message
+is in its history under the id it was acknowledged with, every completed reply too, nothing
+unsent is there, one more turn on each conversation completes (the turn cut short is marked
+failed), and ``agentkit verify`` is clean. Nothing is timed: each step waits on a condition,
+bounded by the suite's per-test timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -58,8 +61,8 @@ async def reply(request):
 class Server:
     """``agentkit serve`` in its own process (its log in a file)."""
 
-    def __init__(self, root: Path, models: Path, store: str | None) -> None:
-        self.root, self.models, self.store = root, models, store
+    def __init__(self, root: Path, models: Path, store: str | None, workers: int = 1) -> None:
+        self.root, self.models, self.store, self.workers = root, models, store, workers
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log = root.parent / "serve.log"
@@ -70,7 +73,8 @@ class Server:
         path = os.pathsep.join(filter(None, [str(self.models), os.environ.get("PYTHONPATH")]))
         command = [agentkit, "--data-dir", str(self.root), "serve", "--port", str(self.port),
                    "--model", "function:kill_model:reply",
-                   *(["--store", self.store] if self.store else [])]  # fmt: skip
+                   *(["--store", self.store] if self.store else []),
+                   *(["--workers", str(self.workers)] if self.workers > 1 else [])]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTKIT_")}
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
@@ -86,6 +90,10 @@ class Server:
             raise RuntimeError(f"agentkit serve exited:\n{self.log.read_text()[-3000:]}")
         if not listening(self.process.pid, self.port):
             return False
+        if self.workers > 1:
+            workers = children(self.process.pid)
+            if sum(listening(pid, self.port) for pid in workers) < self.workers:
+                return False
         try:
             return httpx.get(f"{self.base_url}/api/health", timeout=5).status_code == 200
         except httpx.TransportError:
@@ -93,8 +101,15 @@ class Server:
 
     def kill(self) -> None:
         assert self.process is not None
+        workers = children(self.process.pid)
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self.process.kill()
         self.process.wait()
+        for pid in workers:  # reaped by whoever adopted them
+            while _alive(pid):
+                time.sleep(0.01)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -104,6 +119,28 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is *pid* (a server's workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 @dataclass
@@ -145,9 +182,11 @@ def drive(index: int, http: httpx.Client, conversation: str, text: str, ledger: 
         return "lost"
 
 
-@pytest.fixture(params=["files", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=["files", "files, 2 workers", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def store_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    if request.param == "files":
+    if request.param.startswith("files"):
         yield None
         return
     pytest.importorskip("psycopg")
@@ -156,13 +195,14 @@ def store_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
 
 
 def test_kill_9_with_twenty_clients_mid_turn_loses_no_acknowledged_turn(
-    tmp_path: Path, store_url: str | None
+    tmp_path: Path, store_url: str | None, request: pytest.FixtureRequest
 ) -> None:
     data_dir = testing.data_root(tmp_path / "data", source=SAMPLE_AGENTS.parent)
     models = tmp_path / "models"
     models.mkdir()
     (models / "kill_model.py").write_text(textwrap.dedent(MODEL_MODULE), encoding="utf-8")
-    server = Server(data_dir, models, store_url)
+    workers = 2 if "2 workers" in request.node.callspec.params["store_url"] else 1
+    server = Server(data_dir, models, store_url, workers)
     server.start()
     ledger = Ledger()
     stop = threading.Event()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -412,6 +414,30 @@ def test_damaged_views_are_reported_and_rebuilt(tmp_path: Path, damage: str) -> 
     }
     assert rebuilt == pristine
     assert not list(directory.parent.glob(".*.creating-*"))
+
+
+def test_a_create_or_delete_still_running_in_another_process_is_no_leftover(
+    tmp_path: Path,
+) -> None:
+    """Another worker opening the agent (it recovers) leaves the temp folders of a live
+    process alone, and removes those of a dead one."""
+    root = tmp_path / "data"
+    _build(root)
+    conversations = _dir(root).parent
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+    dead = int(finished.stdout)
+    alive = [conversations / f".conv-x.creating-{os.getpid()}-0a0b0c0d",
+             conversations / f".conv-y.deleted-{os.getpid()}-0a0b0c0e"]  # fmt: skip
+    gone = [conversations / f".conv-x.creating-{dead}-0a0b0c0f",
+            conversations / f".conv-y.deleted-{dead}-0a0b0c10"]  # fmt: skip
+    for folder in (*alive, *gone):
+        folder.mkdir()
+    store = FileConversationStore(root)
+    assert {p.kind for p in store.verify().problems} == {"leftover"}
+    assert len(store.verify().problems) == len(gone)
+    store.recover()
+    assert [p.exists() for p in (*alive, *gone)] == [True, True, False, False]
 
 
 def test_one_corrupt_conversation_does_not_stop_recovery_of_the_others(tmp_path: Path) -> None:

@@ -30,14 +30,20 @@ Backend = ChatModel | SessionBackend
 
 class ServedAgents:
     def __init__(
-        self, data_dir: Path, model: Backend | str | None = None, store: str | None = None
+        self,
+        data_dir: Path,
+        model: Backend | str | None = None,
+        store: str | None = None,
+        *,
+        workers: int = 1,
     ) -> None:
         self.data_dir = data_dir
         # the file store under data_dir, or the stores a postgresql:// URL names (store,
         # else $AGENTKIT_STORE): conversations and memory then live there, agent folders here
-        self._stores = open_stores(store, data_dir)
+        self._stores = open_stores(store, data_dir, processes=workers)
         self.store = self._stores.conversations
-        #: running turns' events and cancels: this process's, or every replica's (PostgreSQL)
+        #: running turns' events and cancels: this process's, or every worker's and replica's
+        #: (the file store's files under several workers, PostgreSQL)
         self.events: TurnEvents = self._stores.events or InMemoryTurnEvents()
         self.events.on_cancel(self._cancel_here)
         self.pool = SessionPool()

@@ -52,6 +52,7 @@ def create_app(
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
     shutdown_timeout: float = 60.0,
     store: str | None = None,
+    workers: int = 1,
 ) -> FastAPI:
     """The API app serving the agents under *data_dir* (default ``$AGENTKIT_DATA_DIR``/data).
 
@@ -61,6 +62,9 @@ def create_app(
     *token* raises :class:`~agentkit.errors.UsageError`. With *cors_origins* empty no CORS
     header is ever sent. *store* names where conversations and memory live (a
     ``postgresql://…`` URL; default ``$AGENTKIT_STORE``, else the files under *data_dir*).
+    *workers* is how many processes serve the data root together (``agentkit serve
+    --workers N``: each builds its own app); above 1 on the file store, running turns'
+    events and cancels go through the store's files so that every process sees them.
     """
     policy = GuardPolicy.for_server(
         host=host,
@@ -71,12 +75,13 @@ def create_app(
         max_body_bytes=max_body_bytes,
         max_json_depth=max_json_depth,
     )
-    served = ServedAgents(resolve_data_dir(data_dir), model, store)
+    served = ServedAgents(resolve_data_dir(data_dir), model, store, workers=workers)
     turns = RecordingTurnTasks(served.events)  # each turn's events, for …/turns/{id}/events
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        # other replicas' wake-ups and cancels (PostgreSQL LISTEN; nothing on the file store)
+        # other processes' wake-ups and cancels (PostgreSQL LISTEN, the file store's sockets
+        # under several workers; nothing for one process on the file store)
         listener = asyncio.create_task(served.events.run(), name="turn events listener")
         try:
             yield

@@ -7,10 +7,12 @@ nothing listening.
 ``workers=N`` runs N server processes on one port: uvicorn binds the socket once and each
 worker process accepts on it (pre-forked; the kernel hands each connection to one of them),
 each building its own app from the same settings (:func:`worker_app`). Every route works
-across them only when what a turn shares lives in the store: on PostgreSQL the writer lock,
-the fencing epoch, the turn events (``Last-Event-ID``) and cancels reach every process, as
-they reach every replica. On the file store a turn's events and cancels stay in the process
-that runs it, so several workers are refused there with the reason.
+across them because what a turn shares lives in the store, whichever: the writer lock (a
+``flock`` on the file store, an advisory lock on PostgreSQL: a busy conversation is 409 in
+every process), the approvals and their decisions (decided once, under that lock), and the
+running turns' events (``Last-Event-ID``) and cancels — in each conversation's folder, with
+wake-ups over the data root's Unix sockets (:mod:`agentkit.store.file_events`), or in
+PostgreSQL with ``LISTEN``/``NOTIFY`` (:mod:`agentkit.store.postgres_events`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from fastapi import FastAPI
 from agentkit.api.app import DEFAULT_PORT, create_app
 from agentkit.errors import UsageError
 from agentkit.models.base import ChatModel, SessionBackend
-from agentkit.store.choice import FILES, resolve_store_spec
+from agentkit.store.choice import resolve_store_spec
 
 __all__ = ["WORKER_ENV", "serve", "worker_app"]
 
@@ -49,8 +51,7 @@ def serve(
     workers: int = 1,
 ) -> None:
     """Serve until interrupted (Ctrl-C or SIGTERM); running turns finish before exit.
-    *workers* > 1: that many processes on the port (PostgreSQL only, see the module
-    docstring)."""
+    *workers* > 1: that many processes on the port (see the module docstring)."""
     if workers < 1:
         raise UsageError(f"--workers is at least 1, not {workers}")
     app = create_app(
@@ -62,6 +63,7 @@ def serve(
         allowed_hosts=allowed_hosts,
         cors_origins=cors_origins,
         store=store,
+        workers=workers,
     )
     if announce is not None:
         shown = f"[{host}]" if ":" in host else host
@@ -109,11 +111,6 @@ def _serve_workers(
     """*workers* processes on one socket, each building its app from :data:`WORKER_ENV`
     (the app built here only checked the settings)."""
     spec = resolve_store_spec(store)
-    if spec == FILES:
-        raise UsageError(
-            "--workers N needs a shared store (--store postgresql://…): on the file store a "
-            "turn's events (Last-Event-ID) and cancels stay in the process that runs it"
-        )
     if model is not None and not isinstance(model, str):
         raise UsageError("--workers N takes the model as a spec string, not an object")
     settings = {
@@ -125,6 +122,7 @@ def _serve_workers(
         "allowed_hosts": None if allowed_hosts is None else list(allowed_hosts),
         "cors_origins": list(cors_origins),
         "store": spec,
+        "workers": workers,
     }
     os.environ[WORKER_ENV] = json.dumps(settings)
     uvicorn.run(
@@ -155,4 +153,5 @@ def worker_app() -> FastAPI:
         allowed_hosts=settings["allowed_hosts"],
         cors_origins=settings["cors_origins"],
         store=settings["store"],
+        workers=settings["workers"],
     )

@@ -60,7 +60,7 @@ def serve_command(
         typer.Option(
             "--workers",
             min=1,
-            help="Server processes on the port (more than one needs --store postgresql://…).",
+            help="Server processes on the port, sharing the store (the files or PostgreSQL).",
         ),
     ] = 1,
 ) -> None:
@@ -263,10 +263,7 @@ def eval_command(
             run_eval,
             save_results,
         )
-
-        # the function, not the agentkit.eval.report package (importing that package rebinds
-        # the name agentkit.eval.report to it in every module of the process)
-        from agentkit.eval.results import report, run_errors
+        from agentkit.eval.results import report_text, run_errors
 
         target = check_output_path(out) if out is not None else None
         suites = [str(path) for path in scenarios if str(path).startswith("bfcl:")]
@@ -308,7 +305,7 @@ def eval_command(
             raise typer.Exit(130) from None
         if suites:
             frame = _bfcl_baseline(ctx, frame, chosen, model, agent, prompt_mode, progress)
-        typer.echo(report(frame))
+        typer.echo(report_text(frame))
         if suites:
             from agentkit.eval.bfcl.summary import bfcl_report
 

@@ -78,7 +78,7 @@ __all__ = [
     "load_results",
     "param_columns",
     "repeats",
-    "report",
+    "report_text",
     "require_pandas",
     "results_beside",
     "run_errors",
@@ -262,7 +262,7 @@ def check_output_path(path: Path | str) -> Path:
     return target
 
 
-def report(frame: pd.DataFrame, *, max_failures: int = 20) -> str:
+def report_text(frame: pd.DataFrame, *, max_failures: int = 20) -> str:
     """The text the CLI prints at the end: the summary table, then the failed runs and why."""
     require_pandas()
     import pandas as pd

@@ -64,12 +64,23 @@ class OpenedStores:
         return self.spec == FILES
 
 
-def open_stores(spec: str | None, data_dir: Path, *, lock_timeout: float = 10.0) -> OpenedStores:
+def open_stores(
+    spec: str | None, data_dir: Path, *, lock_timeout: float = 10.0, processes: int = 1
+) -> OpenedStores:
     """Open the stores *spec* names (see :func:`resolve_store_spec`) for the data root
-    *data_dir*. A PostgreSQL store is migrated as it opens."""
+    *data_dir*. A PostgreSQL store is migrated as it opens. *processes* > 1: that many
+    processes serve the data root together (``agentkit serve --workers N``), so on the file
+    store running turns' events and cancels go through its files
+    (:mod:`agentkit.store.file_events`); PostgreSQL shares them always."""
     chosen = resolve_store_spec(spec)
     if chosen == FILES:
-        return OpenedStores(chosen, FileConversationStore(data_dir, lock_timeout=lock_timeout))
+        files = FileConversationStore(data_dir, lock_timeout=lock_timeout)
+        if processes <= 1:
+            return OpenedStores(chosen, files)
+        from agentkit.store.file_events import FileTurnEvents
+
+        events = FileTurnEvents(files)
+        return OpenedStores(chosen, files, close=events.close, events=events)
     require("postgres", "the PostgreSQL store", "psycopg", "psycopg_pool")
     from agentkit.store._pg import PostgresDatabase
     from agentkit.store.postgres import PostgresConversationStore

@@ -9,6 +9,8 @@
         meta.json                   view, replaced atomically; carries the views checkpoint
         history.json                view, a JSON array updated in place
         {messageId}/messages.log    view, one per turn
+        turn-events.log             the last turn's events, under serve --workers N (not a
+                                    view: agentkit.store.file_events)
 
 (The paths are :mod:`agentkit.layout`'s, the one owner of the layout.)
 
@@ -111,13 +113,35 @@ from agentkit.types import ConversationMeta, Message
 
 __all__ = ["FileConversationStore", "FileJournal"]
 
-#: the names of the temp folders of an interrupted create and delete: ``.{id}.creating-…``
+#: the names of the temp folders of a create and a delete: ``.{id}.creating-{pid}-{random}``
+#: (the pid of the process making it)
 CREATING = ".creating-"
 DELETED = ".deleted-"
 
 
 def _leftover(name: str) -> bool:
     return name.startswith(".") and (CREATING in name or DELETED in name)
+
+
+def _temp_folder(key: ConversationKey, kind: str) -> str:
+    return f".{key.conversation_id}{kind}{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _in_progress(name: str) -> bool:
+    """Whether the process that made the temp folder *name* still runs: then it may still be
+    at work on it (another worker of ``agentkit serve --workers N`` creating or deleting a
+    conversation while this one opens the agent), so it is no leftover yet."""
+    rest = name.split(CREATING if CREATING in name else DELETED, 1)[1]
+    pid, dash, _ = rest.partition("-")
+    if not dash or not pid.isdigit():
+        return False  # not named with a pid: from before names carried one
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it runs
+        return True
+    return True
 
 
 class _FileLease(Lease):
@@ -331,7 +355,7 @@ class FileJournal(JournalBackend):
         found: list[Problem] = []
         for conversations in self._conversation_dirs(agent_id):
             for entry in sorted(conversations.iterdir()):
-                if not _leftover(entry.name):
+                if not _leftover(entry.name) or _in_progress(entry.name):
                     continue
                 if remove:
                     shutil.rmtree(entry, ignore_errors=True)
@@ -460,7 +484,7 @@ class FileJournal(JournalBackend):
                 history_bytes=len(history),
             ),
         )
-        staging = conversations / f".{key.conversation_id}{CREATING}{secrets.token_hex(4)}"
+        staging = conversations / _temp_folder(key, CREATING)
         try:
             make_dirs(conversations)
             staging.mkdir()
@@ -496,7 +520,7 @@ class FileJournal(JournalBackend):
         key = own.key
         directory = self._existing_dir(key)
         conversations = directory.parent
-        tombstone = conversations / f".{key.conversation_id}{DELETED}{secrets.token_hex(4)}"
+        tombstone = conversations / _temp_folder(key, DELETED)
         self._states.forget(directory)
         self._let_go(key)
         try:
@@ -509,6 +533,11 @@ class FileJournal(JournalBackend):
         with contextlib.suppress(FileNotFoundError):
             self.layout.agent(key.agent_id).lock_file(key.conversation_id).unlink()
         own.deleted = True
+
+    def writer_held(self, key: ConversationKey) -> bool:
+        """Whether a writer, in any process, holds the conversation's lock now (read
+        without taking it, see :meth:`ConversationLock.held`)."""
+        return self._locks.get(key).held()
 
     # ------------------------------------------------------------------ reads
 

@@ -52,9 +52,6 @@ class PostgresTurnEvents(TurnEvents):
         self.db = database
         self.events_channel = database.channel("events")
         self.cancels_channel = database.channel("cancels")
-        #: set while the listening connection is up (tests wait for it)
-        self.listening = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
 
     def append(self, key: ConversationKey, message_id: str, events: Sequence[StoredEvent]) -> None:
         if not events:
@@ -142,6 +139,4 @@ class PostgresTurnEvents(TurnEvents):
         if channel == self.events_channel and len(parts) == 3:
             self._waiters.wake(*parts)
         elif channel == self.cancels_channel and len(parts) == 2:
-            task = asyncio.create_task(self._cancelled(ConversationKey(*parts)))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._cancelled(ConversationKey(*parts)))

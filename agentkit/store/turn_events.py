@@ -5,10 +5,13 @@ The HTTP API records every event of a turn it runs (:class:`TurnEvents.append`, 
 from 1 as the chat stream's SSE ids ``{messageId}:{n}`` are) and serves them to any client
 that asks later (``GET …/turns/{messageId}/events``, resuming after ``Last-Event-ID``):
 :func:`follow` replays what is stored, then waits to be woken for more — by the process
-that appends (:class:`InMemoryTurnEvents`: one process, the file store's case) or by
-PostgreSQL's ``LISTEN``/``NOTIFY`` (``agentkit.store.postgres_events``: every replica). A
-cancel asked of a process that does not run the turn is published the same way
-(:meth:`TurnEvents.request_cancel`) and the process that runs it stops it.
+that appends (:class:`InMemoryTurnEvents`: one process, the reference), by the other
+processes serving the same data root (``agentkit.store.file_events``: the file store under
+``agentkit serve --workers N``) or by PostgreSQL's ``LISTEN``/``NOTIFY``
+(``agentkit.store.postgres_events``: every replica). A cancel asked of a process that does
+not run the turn is published the same way (:meth:`TurnEvents.request_cancel`) and the
+process that runs it stops it. Every implementation passes one contract
+(``tests/test_turn_events_contract.py``).
 
 Only the last turn of each conversation is kept: recording a turn's first event forgets the
 conversation's earlier turns (their messages are in the history).
@@ -85,6 +88,13 @@ class _Waiters:
         for loop, event in entries:
             loop.call_soon_threadsafe(event.set)
 
+    def wake_all(self) -> None:
+        """Wake every follower of every turn (each reads its turn again)."""
+        with self._guard:
+            entries = [entry for waiting in self._waiting.values() for entry in waiting]
+        for loop, event in entries:
+            loop.call_soon_threadsafe(event.set)
+
 
 class TurnEvents(ABC):
     """Where running turns' events are kept, and how other processes hear of them."""
@@ -95,6 +105,9 @@ class TurnEvents(ABC):
     def __init__(self) -> None:
         self._waiters = _Waiters()
         self._cancel_handlers: list[CancelHandler] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        #: set while :meth:`run` receives other processes' wake-ups and cancels (tests wait)
+        self.listening = asyncio.Event()
 
     @abstractmethod
     def append(self, key: ConversationKey, message_id: str, events: Sequence[StoredEvent]) -> None:
@@ -131,10 +144,23 @@ class TurnEvents(ABC):
             except Exception:  # one handler's failure must not stop the listener
                 log.exception("cancelling the turn of %s failed", key)
 
+    def _spawn(self, cancelled: Awaitable[None]) -> None:
+        """Run *cancelled* (a :meth:`_cancelled`) as a task of the running loop, kept."""
+        task = asyncio.ensure_future(cancelled)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def run(self) -> None:
         """Deliver other processes' wake-ups and cancels until cancelled (nothing to do for
         a store only this process writes)."""
-        await asyncio.Event().wait()
+        self.listening.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.listening.clear()
+
+    def close(self) -> None:  # noqa: B027 - most hold nothing of their own
+        """Let go of what the events hold (sockets); the stores are closed apart."""
 
 
 class InMemoryTurnEvents(TurnEvents):

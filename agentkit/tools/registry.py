@@ -42,7 +42,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from pydantic_core import to_jsonable_python
@@ -217,6 +217,18 @@ def _model_schema_text(model: type[BaseModel]) -> str:
     return json.dumps(model.model_json_schema())
 
 
+@functools.lru_cache(maxsize=1024)
+def _compact_schema_text(model: type[BaseModel]) -> str:
+    """:meth:`Tool.json_schema` of a tool whose arguments are *model*, built once per model
+    (an agent opened per run rebuilds its tools, but their argument models are the same)."""
+    if issubclass(model, SchemaArgs):
+        schema: dict[str, Any] = copy.deepcopy(model.input_schema)
+    else:
+        schema = json.loads(_model_schema_text(model))
+    defs = schema.pop("$defs", {})
+    return json.dumps(_compact(schema, defs if isinstance(defs, dict) else {}))
+
+
 @dataclass(frozen=True, kw_only=True)
 class Tool(Generic[ArgsT]):
     """One tool: a ``name``, a ``description`` for the planner, an ``args_model`` (pydantic,
@@ -267,10 +279,7 @@ class Tool(Generic[ArgsT]):
 
     def json_schema(self) -> dict[str, JsonValue]:
         """The arguments' JSON schema, compact: titles dropped, local ``$ref`` inlined."""
-        schema: dict[str, JsonValue] = self.raw_schema()
-        defs = schema.pop("$defs", {})
-        compact = _compact(schema, defs if isinstance(defs, dict) else {})
-        assert isinstance(compact, dict)
+        compact: dict[str, JsonValue] = json.loads(_compact_schema_text(self.args_model))
         return compact
 
     def flags(self) -> tuple[str, ...]:
@@ -292,29 +301,23 @@ class Tool(Generic[ArgsT]):
         return replace(self, side_effect=side, live_state=live)
 
 
-#: each tool's listing entry, by identity (a tool is immutable; the tool is kept so that its
-#: id is not reused while the entry is)
-_ENTRIES: dict[int, tuple[Tool[Any], str]] = {}
-_MAX_ENTRIES = 4096
-
-
 def _entry(tool: Tool[Any]) -> str:
     """One tool's entry in a prompt's tool listing (see :meth:`ToolRegistry.render`)."""
-    known = _ENTRIES.get(id(tool))
-    if known is not None and known[0] is tool:
-        return known[1]
-    if len(_ENTRIES) >= _MAX_ENTRIES:
-        _ENTRIES.clear()
-    entry = _render_entry(tool)
-    _ENTRIES[id(tool)] = (tool, entry)
-    return entry
+    return _render_entry(
+        tool.name, tool.flags(), tool.description, cast("type[BaseModel]", tool.args_model)
+    )
 
 
-def _render_entry(tool: Tool[Any]) -> str:
-    schema = tool.json_schema()
+@functools.lru_cache(maxsize=4096)
+def _render_entry(
+    name: str, flags: tuple[str, ...], description: str, args_model: type[BaseModel]
+) -> str:
+    """An entry, built once per tool as it reads (an agent opened per run rebuilds its
+    tools: equal tools share the entry)."""
+    schema: dict[str, JsonValue] = json.loads(_compact_schema_text(args_model))
     shown = {key: schema[key] for key in ("properties", "required") if schema.get(key)}
     args = json.dumps(shown, separators=(",", ":"), ensure_ascii=False) if shown else "{}"
-    return f"- {tool.name} [{', '.join(tool.flags())}]: {tool.description}\n  args: {args}"
+    return f"- {name} [{', '.join(flags)}]: {description}\n  args: {args}"
 
 
 class ToolRegistry:

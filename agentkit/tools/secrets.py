@@ -18,6 +18,7 @@ A masked value keeps at most its last 4 characters, and only when the secret is 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ _SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key")
 _WORD_RE = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
+@functools.lru_cache(maxsize=4096)  # keys are few and repeat in every value a turn masks
 def is_secret_key(key: str) -> bool:
     """True when a JSON key names a secret: ``api_key``, ``secretKey``, ``passphrase``, …
 
