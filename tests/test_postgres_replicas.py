@@ -609,6 +609,7 @@ def test_a_postgres_restart_under_load_fails_fast_and_the_replicas_recover(
     seen: list[tuple[int, str]] = []
     by_replica = [0, 0]  # completed turns, per replica
     errors: list[BaseException] = []
+    messages: list[str] = []  # what an unexpected error response said
     starts = [r.starts for r in replicas]
 
     def worker(index: int) -> None:
@@ -625,7 +626,10 @@ def test_a_postgres_restart_under_load_fails_fast_and_the_replicas_recover(
                     seen.append((200, str(code)))
                     by_replica[index % 2] += code == "completed"
                 else:
-                    seen.append((response.status_code, response.json()["error"]["code"]))
+                    error_body = response.json()["error"]
+                    seen.append((response.status_code, error_body["code"]))
+                    if error_body["code"] != "store_unavailable":  # said in the failure
+                        messages.append(error_body.get("message", ""))
         except BaseException as error:
             errors.append(error)
         finally:
@@ -663,7 +667,10 @@ def test_a_postgres_restart_under_load_fails_fast_and_the_replicas_recover(
     assert [r.starts for r in replicas] == starts  # never restarted
     failures = [(status, code) for status, code in seen if code != "completed"]
     for status, code in failures:  # each one says it was the store (and to retry)
-        assert (status, code) in {(503, "store_unavailable"), (200, "store_unavailable")}, seen
+        assert (status, code) in {(503, "store_unavailable"), (200, "store_unavailable")}, (
+            messages,
+            seen,
+        )
     assert (503, "store_unavailable") in failures
     with client(replicas[0]) as ca, client(replicas[1]) as cb:
         for conversation in conversations:  # every conversation usable from both

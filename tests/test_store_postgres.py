@@ -181,6 +181,35 @@ def test_a_writer_that_lost_its_connection_takes_the_lock_back_when_nobody_took_
     assert store.verify().ok
 
 
+def test_a_lease_whose_epoch_bump_a_server_crash_lost_is_unavailable_not_stale(
+    store: PostgresConversationStore,
+    postgres_url: str,  # noqa: F811
+) -> None:
+    """A turn's epoch bump is committed without a flush; a crash of the server (restart -m
+    immediate) can lose it with the session. The writer that then takes its lock back finds
+    the epoch lower than its own: nobody took over, but its lease is gone — a retryable
+    store_unavailable (HTTP 503), never a stale-writer store_error (500)."""
+    with store.hold(KEY):
+        store.append(KEY, message(1))
+        epoch = store.backend.leases.current_epoch(KEY)
+        (pid,) = holders(postgres_url)
+        with psycopg.connect(postgres_url, autocommit=True) as connection:  # the lost bump
+            connection.execute(
+                "UPDATE conversations SET epoch = epoch - 1 "
+                "WHERE agent_id = %s AND conversation_id = %s",
+                (KEY.agent_id, KEY.conversation_id),
+            )
+        terminate(postgres_url, pid)  # … and the session with it
+        with pytest.raises(StoreUnavailableError) as caught:
+            store.append(KEY, message(2))
+        assert not isinstance(caught.value, StaleWriterError)
+    assert store.backend.leases.current_epoch(KEY) == epoch - 1
+    with store.hold(KEY, timeout=5):  # a retry is admitted and writes
+        store.append(KEY, message(2))
+    assert [m.content for m in store.messages(KEY)] == ["question 1", "question 2"]
+    assert store.verify().ok
+
+
 def test_a_stale_epoch_is_refused_after_another_writer_took_over(
     store: PostgresConversationStore,
     postgres_url: str,  # noqa: F811

@@ -162,6 +162,19 @@ def _row(
         raise StoreError(f"the stored metadata of {key} does not validate: {error}") from None
 
 
+def _moved_on(lease: PostgresLease, current: int) -> StoreError:
+    """Why a lost lease cannot be taken back: another writer's higher epoch (stale), or an
+    epoch lower than the lease's — the bump that took it was committed without a flush and a
+    server crash lost it. Nobody took the conversation then, but the lease is gone with the
+    bump: unavailable (retry), not a stale writer."""
+    if current < lease.epoch:
+        return StoreUnavailableError(
+            f"PostgreSQL restarted and lost the writer lease of {lease.key} (its epoch went "
+            f"back from {lease.epoch} to {current}); nothing acknowledged, retry"
+        )
+    return lease.stale(current)
+
+
 class PostgresLeases:
     """The writer leases of one database's conversations (see the module docstring)."""
 
@@ -316,7 +329,7 @@ class PostgresLeases:
         key = lease.key
         current = self.current_epoch(key)
         if current != lease.epoch:  # another writer took it: refused without waiting
-            raise lease.stale(current)
+            raise _moved_on(lease, current)
         connection = self.db.take()
         locked = False
         try:
@@ -332,7 +345,7 @@ class PostgresLeases:
                 locked = True
             epoch, meta, records = row
             if epoch != lease.epoch:
-                raise lease.stale(epoch)
+                raise _moved_on(lease, epoch)
         except BaseException:
             self._let_go(connection, lease.lock_id if locked else None)
             raise

@@ -204,8 +204,12 @@ class PostgresJournal(JournalBackend):
                 if own.records == before + len(records):  # it had committed after all
                     own.records = before
                     break
-                if own.records != before or attempt == 2:
+                if own.records != before:
                     raise StoreError(
+                        f"could not write to {key}: {error}; nothing acknowledged"
+                    ) from error
+                if attempt == 2:  # lost twice: the server is going away again
+                    raise (StoreUnavailableError if lost else StoreError)(
                         f"could not write to {key}: {error}; nothing acknowledged"
                     ) from error
                 continue  # it had not: write it again, under the same epoch
