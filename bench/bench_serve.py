@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests._postgres import PostgresServer, fresh_url, running_server  # noqa: E402
-from tests._processes import listening  # noqa: E402
+from tests._processes import children, listening  # noqa: E402
 from tests.fakes.live_api import free_port  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "serve.csv"
@@ -77,20 +77,6 @@ async def reply(request):
     await asyncio.sleep(0.1)  # a model call of 100 ms
     return "A slow reply of a few words."
 """
-
-
-def children(pid: int) -> list[int]:
-    """The processes whose parent is *pid*."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 class Replica:

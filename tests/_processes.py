@@ -73,6 +73,20 @@ def cached_venv(name: str, requirement: str, *, timeout: float = 1500) -> tuple[
     return python, ""
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is *pid* (a server's workers), from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
 def listening(pid: int, port: int) -> bool:
     """Does process *pid* hold a TCP socket listening on 127.0.0.1:*port* (or any address)?
 

@@ -31,7 +31,7 @@ import pytest
 from agentkit import testing
 
 from tests._postgres import PostgresServer, fresh_url, postgres_server  # noqa: F401
-from tests._processes import listening
+from tests._processes import children, listening
 from tests.conftest import REPO, SAMPLE_AGENTS, run_cli
 from tests.fakes.live_api import free_port, iter_events
 
@@ -119,20 +119,6 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-
-
-def children(pid: int) -> list[int]:
-    """The processes whose parent is *pid* (a server's workers)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 def _alive(pid: int) -> bool:

@@ -28,7 +28,7 @@ import pytest
 from agentkit import testing
 
 from tests._postgres import PostgresServer, fresh_url, postgres_server  # noqa: F401
-from tests._processes import listening
+from tests._processes import children, listening
 from tests.conftest import REPO, SAMPLE_AGENTS, run_cli
 from tests.fakes.live_api import SseEvent, free_port, iter_events, parse_sse
 from tests.test_approvals import CREATE, seed, traders
@@ -65,19 +65,6 @@ async def reply(request):
     else:
         yield "echo: " + request.prompt
 """.replace("CREATE_ARGS", repr(CREATE))
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 @dataclass
