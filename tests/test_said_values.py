@@ -252,3 +252,12 @@ def test_a_read_asked_again_with_a_new_value_runs(env: Env) -> None:
     ran, seen = _loop(env, [first, other, first])
     assert [e.arguments for e in ran] == [first, other]  # two cities, two calls
     assert seen == ["act", "act", "act", "respond"]
+
+
+def test_the_embedded_model_section_can_turn_said_values_on() -> None:
+    config = PlannerConfig.model_validate({"for_embedded_model": {"argument_values": "said"}})
+    assert config.argument_values == "free"
+    assert config.for_model("llama").argument_values == "said"
+    assert config.for_model("openai:gpt-4o-mini").argument_values == "free"
+    with pytest.raises(ValueError, match="argument_values"):
+        PlannerConfig.model_validate({"argument_values": "copied"})
