@@ -110,6 +110,7 @@ class EmbeddedModelPlanner(_Config):
     strategy: Strategy | None = None
     tool_choice: Literal["model", "router"] | None = None
     stage_timeout_scale: float | None = Field(default=None, gt=0, le=100)
+    argument_values: Literal["free", "said"] | None = None
 
     def apply(self, planner: PlannerConfig) -> PlannerConfig:
         changes = {name: value for name, value in self if value is not None}
@@ -155,6 +156,11 @@ class PlannerConfig(_Config):
     #: (:mod:`agentkit.planning.grounding`): ``side_effect`` (those that need consent) or
     #: ``all`` (every call: a world whose state-changing tools run without consent)
     grounding: Literal["side_effect", "all"] = "side_effect"
+    #: what a tool argument the model writes may hold (:mod:`agentkit.planning.schemas`):
+    #: ``free`` (anything its type allows) or ``said`` (a free string or number is decoded
+    #: only as one the conversation holds: the user's words, earlier tools' strings, numbers
+    #: said; for backends that take a JSON schema — a grammar for the embedded model)
+    argument_values: Literal["free", "said"] = "free"
     #: seconds a pending approval stays valid (None: no limit); an expired one is rejected
     approval_ttl_seconds: float | None = Field(default=None, gt=0)
     #: what changes when the agent runs on the embedded model (see EmbeddedModelPlanner)

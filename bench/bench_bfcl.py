@@ -8,7 +8,9 @@ Figures, not pass/fail (``make bench``); issue 36's targets.
    prompt and call format, greedy, decoded by BFCL's decoder) and through agentkit's planner
    with each strategy (``plan_replan``, ``next_step``, ``tool_loop``), with the model choosing
    the first action and with the router (``planner.tool_choice``; a third part names the
-   router's embedder: ``tool_loop+router+wordllama``). Scored by BFCL's checkers.
+   router's embedder: ``tool_loop+router+wordllama``; ``+said`` limits the arguments to
+   values the conversation holds, ``planner.argument_values: said``). Scored by BFCL's
+   checkers.
 2. **The memory set as a compression benchmark** (``--memory``): each question after its
    domain's prerequisite conversation, with compression ``model`` / ``extractive`` /
    ``hybrid`` (replayed, compressed, asked restored: scenario C), and the two baselines
@@ -77,7 +79,10 @@ CATEGORIES = (
     "multi_turn_miss_param",
 )
 STRATEGIES = ("plan_replan", "next_step", "tool_loop")
-MODES = ("prompt", *(f"{s}+{c}" for s in STRATEGIES for c in ("model", "router")))
+MODES = (
+    "prompt",
+    *(f"{s}+{c}{a}" for s in STRATEGIES for c in ("model", "router") for a in ("", "+said")),
+)
 MEMORY = ("model", "extractive", "hybrid", "whole", "none")
 #: seconds a turn may take: generous, the bench shares its cores and may be paused (SIGSTOP)
 TURN_TIMEOUT = 3600.0
@@ -168,10 +173,13 @@ def run_job(job: Job, *, model: str, root: Path) -> dict[str, Any]:
         if _context(context) == "compressed":
             sets["compression.strategy"] = context
     else:
-        strategy, choice, *embedder = job.mode.split("+")
+        strategy, choice, *options = job.mode.split("+")
         sets = {"planner.strategy": strategy, "planner.tool_choice": choice}
-        if embedder:
-            sets["planner.router_embedder"] = embedder[0]
+        for option in options:
+            if option == "said":
+                sets["planner.argument_values"] = "said"
+            else:
+                sets["planner.router_embedder"] = option
     frame = run_eval(
         [job.scenario],
         model=model,

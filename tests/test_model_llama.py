@@ -76,6 +76,47 @@ def test_a_schema_constrained_object_validates(model: LlamaModel) -> None:
     assert json.loads(completion.text) == value
 
 
+def test_an_action_decoded_from_what_was_said_takes_only_said_values(model: LlamaModel) -> None:
+    """``planner.argument_values: said`` through the real grammar: the ``$defs`` rule of the
+    said strings and the enumerated numbers hold for whatever the model writes."""
+    import jsonschema
+    from agentkit.planning import act_schema
+    from agentkit.planning.grounding import Sources
+    from agentkit.tools import Tool, ToolRegistry
+    from agentkit.tools.registry import schema_args_model
+
+    arguments = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city", "days"],
+    }
+    tools = ToolRegistry(
+        [
+            Tool(
+                name="forecast",
+                description="The weather forecast for a city.",
+                args_model=schema_args_model("forecast", arguments),
+                handler=lambda args: {},
+                side_effect=False,
+                live_state=False,
+            )
+        ]
+    )
+    request = "What will the weather be in Lisbon for the next 3 days?"
+    said = Sources(user=(request,)).said()
+    schema = act_schema(tools, said)
+    messages = [
+        ChatMessage(role="system", content="Reply with one JSON action."),
+        ChatMessage(role="user", content=f"Tool: forecast(city, days).\nRequest: {request}"),
+    ]
+    completion = asyncio.run(model.complete(messages, purpose="act", schema=schema))
+    value = json.loads(completion.text)
+    jsonschema.validate(value, schema)
+    assert value["action"] == "tool", value  # greedy: the same reply every run
+    assert value["tool_args"]["city"] in said.strings
+    assert value["tool_args"]["days"] == 3  # the only number said
+
+
 def test_scoring_gives_each_continuation_tokens_logprob_whatever_the_order(
     model: LlamaModel,
 ) -> None:

@@ -27,10 +27,16 @@ proposed, so a field nobody gave is asked again.
 ``planner.grounding`` says which calls are checked: ``side_effect`` (the default: the calls that
 need consent) or ``all`` (every call with required arguments — a simulated world whose
 state-changing tools run without consent, as BFCL's multi-turn APIs do).
+
+The same grounds can also steer the decoding, before any check (``planner.argument_values:
+said``, :func:`said`): the model may then only write argument values the conversation holds —
+runs of the user's words, strings earlier tools returned, numbers said — so a small model
+chooses a value instead of inventing one (:class:`~agentkit.planning.schemas.Said`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import unicodedata
@@ -44,6 +50,7 @@ from agentkit.events import AgentEvent, AskUserEvent
 from agentkit.memory import ExecutionState, PlanStep, Waiting
 from agentkit.planning.consent import conversation_language
 from agentkit.planning.graph import End, Stage, Turn
+from agentkit.planning.schemas import Said
 from agentkit.telemetry import semconv
 from agentkit.tools import Tool
 from agentkit.tools.registry import ToolArgumentsError
@@ -62,6 +69,7 @@ __all__ = [
     "is_fragment",
     "is_placeholder",
     "question",
+    "said",
     "sources",
 ]
 
@@ -193,6 +201,80 @@ class Sources:
     def has_number(self, value: float) -> bool:
         return float(value) in self._numbers
 
+    def said(self) -> Said:
+        """The values an argument may take when decoding is limited to what was said: runs
+        of up to ``_SPAN_WORDS`` of the user's words (edge punctuation stripped; runs of Han
+        characters too), the strings in earlier tools' JSON results, and every number (digits,
+        or an English number word the user wrote), at most ``_SAID_STRINGS`` strings, the
+        user's first."""
+        strings: dict[str, None] = {}
+        for text in self.user:
+            strings.update(dict.fromkeys(_spans(text)))
+        for text in self.tools:
+            strings.update(dict.fromkeys(_tool_strings(text)))
+        numbers = set(self._numbers)
+        for text in self.user:
+            numbers.update(_NUMBER_WORDS[w] for w in _words(text) if w in _NUMBER_WORDS)
+        kept = [s for s in strings if s][:_SAID_STRINGS]
+        return Said(tuple(kept), tuple(sorted(numbers)))
+
+
+#: the longest run of words :meth:`Sources.said` offers as one value
+_SPAN_WORDS = 6
+#: at most this many strings are offered (the grammar stays small)
+_SAID_STRINGS = 600
+#: a tool result's string longer than this is not offered as a value
+_TOOL_STRING_CHARS = 200
+_EDGE = ".,;:!?\"'`()[]{}<>\u201c\u201d\u2018\u2019\u3002\uff0c\uff1b\uff1a\uff01\uff1f\u3001"
+_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_WORDS_0_20 = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+)
+_NUMBER_WORDS = {word: float(value) for value, word in enumerate(_WORDS_0_20.split(" "))} | {
+    "thirty": 30.0,
+    "forty": 40.0,
+    "fifty": 50.0,
+    "hundred": 100.0,
+    "dozen": 12.0,
+}
+
+
+def _spans(text: str) -> list[str]:
+    """Runs of up to ``_SPAN_WORDS`` words of *text*, as written (edge punctuation off), and
+    the runs of up to ``_SPAN_WORDS`` characters inside its Han runs."""
+    words = text.split()
+    spans = []
+    for start in range(len(words)):
+        for end in range(start + 1, min(len(words), start + _SPAN_WORDS) + 1):
+            spans.append(" ".join(words[start:end]).strip(_EDGE))
+    for run in _HAN_RUN.findall(text):
+        for start in range(len(run)):
+            spans += [run[start:end] for end in range(start + 1, min(len(run), start + 8) + 1)]
+    return spans
+
+
+def _tool_strings(text: str) -> list[str]:
+    """The strings of a tool's JSON result (the whole text when it is a short plain one)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return [text.strip()] if len(text) <= _TOOL_STRING_CHARS else []
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, str) and 0 < len(node) <= _TOOL_STRING_CHARS:
+            found.append(node)
+        elif isinstance(node, dict):
+            for item in node.values():
+                walk(item)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(value)
+    return found
+
 
 def _numbers(text: str) -> set[float]:
     found = set()
@@ -231,6 +313,14 @@ def sources(turn: Turn) -> Sources:
                 tools.append(observation.content)
         tools += [s.result_summary for s in state.steps if s.type == "tool" and s.result_summary]
     return Sources(tuple(user), tuple(tools))
+
+
+def said(turn: Turn) -> Said | None:
+    """What the turn's tool arguments may be decoded from (``planner.argument_values:
+    said``), or None: free decoding."""
+    if turn.ctx.config.argument_values != "said":
+        return None
+    return sources(turn).said()
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pydantic import JsonValue
 from agentkit.errors import ModelError, StructuredOutputError
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, JsonSchema, Purpose
-from agentkit.planning import reads
+from agentkit.planning import grounding, reads
 from agentkit.planning.errors import TurnFailedError
 from agentkit.planning.graph import Turn
 from agentkit.planning.plan import PlanFormatError, extract_json, parse_plan
@@ -95,7 +95,11 @@ async def request_plan(
     must be new. No usable reply after the repair is a failed turn naming *what*."""
     ctx = turn.ctx
     tools, max_steps = turn.tools, ctx.config.max_steps
-    schema = plan_schema(tools, max_steps) if taken is None else batch_schema(tools, max_steps)
+    said = grounding.said(turn)
+    if taken is None:
+        schema = plan_schema(tools, max_steps, said)
+    else:
+        schema = batch_schema(tools, max_steps, said)
     span = turn.trace.plan() if turn.trace is not None else None
     try:
         problem, value, raw = await structured(turn, "plan", messages, schema, span)

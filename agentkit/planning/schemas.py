@@ -13,14 +13,24 @@ type cannot say on its own:
   into hundreds of grammar rules that slow a local model's constrained sampling to a crawl.
   ``minLength`` stays (cheap, and it stops a small model from writing empty ids).
 
+* **Values said, on request** (``planner.argument_values: said``). With a :class:`Said`, a
+  tool argument that is free text or a free number may only be one the conversation holds:
+  a run of the user's words, a string an earlier tool returned, a number either said. A small
+  model left free writes ``"seattle-10miles.com/cuisine,"`` for *Seattle*; constrained, it can
+  only choose. Enumerations, booleans, patterns and formats stay as the tool declares them,
+  and a free number stays free when nothing said holds a number. The strings are one
+  ``$defs`` rule the whole reply shares, so the grammar grows by one rule, not one per
+  argument.
+
 Schemas are built once per registry (and ``max_steps``) and cached; the returned dicts are
-shared, so treat them as read-only.
+shared, so treat them as read-only. A schema with :class:`Said` values is built per call.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -39,12 +49,14 @@ from agentkit.tools import ToolRegistry
 
 __all__ = [
     "STEP_FIELDS",
+    "Said",
     "act_schema",
     "batch_schema",
     "classify_schema",
     "plan_schema",
     "replan_schema",
     "reply_fields",
+    "tool_args_schema",
 ]
 
 _GRAMMAR_NOISE = frozenset(
@@ -107,6 +119,62 @@ def _lean_properties(properties: Any) -> Any:  # noqa: ANN401
     return {name: _lean(schema) for name, schema in properties.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class Said:
+    """The values a turn's conversation holds, that a tool argument may take
+    (``planner.argument_values: said``; built by :func:`agentkit.planning.grounding.said`)."""
+
+    strings: tuple[str, ...] = ()
+    numbers: tuple[float, ...] = ()
+
+
+#: the ``$defs`` entry holding the strings said (one grammar rule, shared by every argument)
+_SAID = "said_string"
+_SAID_REF = f"#/$defs/{_SAID}"
+
+
+def _said_values(node: Any, said: Said) -> Any:  # noqa: ANN401 - JSON in, JSON out
+    """*node* (a lean argument schema) with free strings and numbers limited to *said*."""
+    if isinstance(node, list):
+        return [_said_values(item, said) for item in node]
+    if not isinstance(node, dict) or "enum" in node or "const" in node:
+        return node
+    kind = node.get("type")
+    if kind == "string" and "pattern" not in node and said.strings:
+        return {"$ref": _SAID_REF}
+    if kind in ("integer", "number"):
+        numbers = [n for n in said.numbers if kind == "number" or float(n).is_integer()]
+        if numbers:
+            return {"enum": [int(n) if float(n).is_integer() else n for n in numbers]}
+        return node
+    changed = dict(node)
+    for key in ("items", "anyOf", "oneOf", "allOf", "additionalProperties"):
+        if key in changed:
+            changed[key] = _said_values(changed[key], said)
+    if isinstance(changed.get("properties"), dict):
+        changed["properties"] = {
+            name: _said_values(value, said) for name, value in changed["properties"].items()
+        }
+    return changed
+
+
+def _with_said(schema: JsonSchema, said: Said | None) -> JsonSchema:
+    """A whole reply's schema with the ``$defs`` rule its said strings refer to."""
+    if said is None or not said.strings:
+        return schema
+    defs = dict(schema.get("$defs") or {})
+    defs[_SAID] = {"enum": list(said.strings)}
+    return {**schema, "$defs": defs}
+
+
+def tool_args_schema(tool_schema: JsonSchema, said: Said | None = None) -> JsonSchema:
+    """The schema a model fills a tool's arguments under: the tool's own, grammar-lean, its
+    free values limited to *said* when given (a whole reply: the ``$defs`` it needs)."""
+    lean = _lean(tool_schema)
+    assert isinstance(lean, dict)
+    return lean if said is None else _with_said(_said_values(lean, said), said)
+
+
 def _schema_of(model: type[BaseModel]) -> JsonSchema:
     """A pydantic model's JSON schema, its references inlined, grammar-lean."""
     schema = model.model_json_schema()
@@ -144,13 +212,17 @@ def _variant(model: type[BaseModel], names: Sequence[str], fixed: Mapping[str, A
     return _object(properties, names, closed=True)
 
 
-def _tool_args(tools: ToolRegistry, name: str) -> JsonSchema:
+def _tool_args(tools: ToolRegistry, name: str, said: Said | None = None) -> JsonSchema:
     lean = _lean(tools.get(name).json_schema())
     assert isinstance(lean, dict)
-    return lean
+    if said is None:
+        return lean
+    limited = _said_values(lean, said)
+    assert isinstance(limited, dict)
+    return limited
 
 
-def _step_schema(tools: ToolRegistry | None) -> JsonSchema:
+def _step_schema(tools: ToolRegistry | None, said: Said | None = None) -> JsonSchema:
     """One step; with tools, one variant per tool and one per other step type."""
     if tools is None or not tools.names():
         return _object(reply_fields(StepReply), _GENERIC_STEP_REQUIRED)
@@ -161,7 +233,7 @@ def _step_schema(tools: ToolRegistry | None) -> JsonSchema:
             {
                 "type": {"const": "tool"},
                 "tool_name": {"const": name},
-                "tool_args": _tool_args(tools, name),
+                "tool_args": _tool_args(tools, name, said),
             },
         )
         for name in tools.names()
@@ -179,15 +251,16 @@ def _with_steps(
     tools: ToolRegistry | None,
     max_steps: int | None,
     required: Sequence[str],
+    said: Said | None = None,
 ) -> JsonSchema:
     """*model*'s schema with its ``steps`` array made of :func:`_step_schema` items."""
     properties = dict(reply_fields(model))
-    steps: JsonSchema = {"type": "array", "items": _step_schema(tools)}
+    steps: JsonSchema = {"type": "array", "items": _step_schema(tools, said)}
     steps.update((k, v) for k, v in properties["steps"].items() if k not in ("type", "items"))
     if max_steps is not None:
         steps["maxItems"] = max_steps
     properties["steps"] = steps
-    return _object(properties, required)
+    return _with_said(_object(properties, required), said)
 
 
 # -- the cache: built once per registry ---------------------------------------------------------
@@ -203,7 +276,11 @@ def _cached(
     tools: ToolRegistry | None,
     max_steps: int | None,
     build: Any,  # noqa: ANN401
+    said: Said | None = None,
 ) -> JsonSchema:
+    if said is not None:  # the turn's own values: not shared
+        built: JsonSchema = build()
+        return built
     registry = tools if tools is not None else _NO_TOOLS
     entries = _CACHE.setdefault(registry, {})
     key = (kind, max_steps, registry.names())  # a registry that gained a tool is asked anew
@@ -213,32 +290,44 @@ def _cached(
     return schema
 
 
-def plan_schema(tools: ToolRegistry | None = None, max_steps: int | None = None) -> JsonSchema:
+def plan_schema(
+    tools: ToolRegistry | None = None, max_steps: int | None = None, said: Said | None = None
+) -> JsonSchema:
     """What a ``plan`` reply (:class:`PlanReply`) is asked to follow: the goal and at least
     one step."""
     return _cached(
         "plan",
         tools,
         max_steps,
-        lambda: _with_steps(PlanReply, tools, max_steps, ("goal", "steps")),
+        lambda: _with_steps(PlanReply, tools, max_steps, ("goal", "steps"), said),
+        said,
     )
 
 
-def batch_schema(tools: ToolRegistry | None = None, max_steps: int | None = None) -> JsonSchema:
+def batch_schema(
+    tools: ToolRegistry | None = None, max_steps: int | None = None, said: Said | None = None
+) -> JsonSchema:
     """What the next batch of a ``next_step`` plan (:class:`BatchReply`) is asked to follow:
     as a plan, but no steps at all means the goal is reached."""
     return _cached(
         "batch",
         tools,
         max_steps,
-        lambda: _with_steps(BatchReply, tools, max_steps, ("goal", "steps")),
+        lambda: _with_steps(BatchReply, tools, max_steps, ("goal", "steps"), said),
+        said,
     )
 
 
-def replan_schema(tools: ToolRegistry | None = None, max_steps: int | None = None) -> JsonSchema:
+def replan_schema(
+    tools: ToolRegistry | None = None, max_steps: int | None = None, said: Said | None = None
+) -> JsonSchema:
     """What a ``replan`` decision (:class:`ReplanReply`) is asked to follow."""
     return _cached(
-        "replan", tools, max_steps, lambda: _with_steps(ReplanReply, tools, max_steps, ("action",))
+        "replan",
+        tools,
+        max_steps,
+        lambda: _with_steps(ReplanReply, tools, max_steps, ("action",), said),
+        said,
     )
 
 
@@ -249,7 +338,7 @@ def classify_schema() -> JsonSchema:
     )
 
 
-def act_schema(tools: ToolRegistry) -> JsonSchema:
+def act_schema(tools: ToolRegistry, said: Said | None = None) -> JsonSchema:
     """A ``tool_loop`` action (:class:`ActReply`): one variant per tool (its own argument
     schema) or the answer."""
 
@@ -261,12 +350,12 @@ def act_schema(tools: ToolRegistry) -> JsonSchema:
                 {
                     "action": {"const": "tool"},
                     "tool_name": {"const": name},
-                    "tool_args": _tool_args(tools, name),
+                    "tool_args": _tool_args(tools, name, said),
                 },
             )
             for name in tools.names()
         ]
         variants.append(_variant(ActReply, _ACT_FIELDS["answer"], {"action": {"const": "answer"}}))
-        return {"anyOf": variants}
+        return _with_said({"anyOf": variants}, said)
 
-    return _cached("act", tools, None, build)
+    return _cached("act", tools, None, build, said)

@@ -48,12 +48,13 @@ from agentkit.errors import MissingExtraError, ModelError, StructuredOutputError
 from agentkit.events import AgentEvent
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema
+from agentkit.planning import grounding
 from agentkit.planning.call_records import CallRecord
 from agentkit.planning.graph import Stage, Turn
 from agentkit.planning.intents import is_small_talk
 from agentkit.planning.plan import PlanFormatError, check_tool_call, extract_json
 from agentkit.planning.prompts import render_prompt
-from agentkit.planning.schemas import _lean
+from agentkit.planning.schemas import _lean, tool_args_schema
 from agentkit.planning.state import cut
 from agentkit.planning.steps import plan_event, run_step, store_plan
 from agentkit.planning.tool_ranking import (
@@ -546,8 +547,8 @@ async def _fill_arguments(turn: Turn, name: str) -> RoutedAction | None:
     """The chosen tool's arguments: none to fill, or one ``route`` call under its schema."""
     ctx = turn.ctx
     tool = turn.tools.get(name)
-    schema = _lean(tool.json_schema())
-    properties = schema.get("properties") if isinstance(schema, dict) else None
+    schema = tool_args_schema(tool.json_schema(), grounding.said(turn))
+    properties = _lean(tool.json_schema()).get("properties")
     trace = RouteTrace(stage="arguments", choice=name, decision="tool", decided=name)
     if not properties:
         return RoutedAction(kind="tool", tool_name=name)

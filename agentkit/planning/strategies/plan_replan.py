@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from agentkit.events import AgentEvent, ReplanEvent
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage
-from agentkit.planning import context, reads, replies, tool_choice
+from agentkit.planning import context, grounding, reads, replies, tool_choice
 from agentkit.planning.graph import Stage, Strategy, Turn
 from agentkit.planning.plan import PlanFormatError, parse_replan
 from agentkit.planning.prompts import render_prompt
@@ -77,7 +77,7 @@ async def _decision(turn: Turn, step_id: str, span: PlanSpan | None) -> ReplanEv
     prompt = render_prompt("replan", ctx.agent_dir, **turn.prompt.values(state, last_step=step_id))
     taken = frozenset(step.id for step in state.steps)
     sent = context.messages(ctx, prompt)
-    schema = replan_schema(tools, max_steps)
+    schema = replan_schema(tools, max_steps, grounding.said(turn))
     problem, value, _ = await replies.structured(turn, "replan", sent, schema, span)
     if value is None:
         return ReplanEvent(action="continue", note=f"invalid decision taken as continue: {problem}")

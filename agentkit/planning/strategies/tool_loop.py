@@ -4,9 +4,11 @@ An action is a tool call — the backend's native function calling where it has 
 action (:class:`~agentkit.planning.plan.ActReply`, one schema variant per tool) otherwise — or
 the final answer. Each tool call becomes a step of the ExecutionState, so consent, resume and
 events are the same as under the other strategies. Bounded by ``max_steps`` tool calls and
-``max_iterations`` model calls. A read repeated with the same arguments is not run again: its
-result is already known, so the respond stage answers from it (small local models otherwise
-repeat one call until the iteration bound).
+``max_iterations`` model calls. A read asked for again with no argument value it was not
+already given in this turn (the same arguments, fewer of them, or the same values
+reshuffled) is not run again: nothing new can come back, so the respond stage answers from
+what is known (small local models otherwise repeat one call, or permute its values, until
+the iteration bound). A call with a new value runs: several things asked, several calls.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ from agentkit.errors import ModelError
 from agentkit.events import AgentEvent, AgentOutputEvent
 from agentkit.memory import Observation, PlanStep
 from agentkit.models.base import ChatMessage, ToolSpec
-from agentkit.planning import context, replies, tool_choice
+from agentkit.planning import context, grounding, replies, tool_choice
 from agentkit.planning.errors import TurnFailedError
 from agentkit.planning.graph import End, Stage, Strategy, Turn
 from agentkit.planning.plan import ActReply, PlanFormatError, check_tool_call, parse_act
 from agentkit.planning.prompts import render_prompt
-from agentkit.planning.schemas import act_schema
+from agentkit.planning.schemas import act_schema, tool_args_schema
 from agentkit.planning.steps import Respond, run_step
 from agentkit.planning.tracer import error_text
 
@@ -88,16 +90,8 @@ async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
     tool_steps = [step for step in state.steps if step.type == "tool"]
     if len(tool_steps) >= config.max_steps:
         raise TurnFailedError("step_limit", f"stopped after {config.max_steps} tool calls")
-    repeated = next(
-        (
-            step
-            for step in tool_steps
-            if step.status == "done"
-            and step.tool_name == action.tool_name
-            and step.tool_args == action.tool_args
-            and not tools.get(action.tool_name).side_effect
-        ),
-        None,
+    repeated = _asked_before(
+        tool_steps, action, side_effect=tools.get(action.tool_name).side_effect
     )
     if repeated is not None:  # nothing new to fetch: answer from what is known
         answer = PlanStep(
@@ -109,7 +103,7 @@ async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
         note = Observation(
             step_id=repeated.id,
             kind="note",
-            content=f"{action.tool_name} asked for again with the same arguments",
+            content=f"{action.tool_name} asked for again with no new argument value",
         )
         steps = (*state.steps, answer)
         turn.flow.save(state.observe(note).with_steps(steps, plan_id=state.plan_id))
@@ -127,6 +121,31 @@ async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
     yield run_step(step)
 
 
+def _asked_before(steps: list[PlanStep], action: ActReply, *, side_effect: bool) -> PlanStep | None:
+    """The earlier run of this read that already asked what *action* asks: the same tool,
+    and every argument value of the action one this turn's runs of it were given (the same
+    arguments, or some of them, or the same values reshuffled). Nothing new can come back;
+    a request for several things still gets one call per new value."""
+    if side_effect:
+        return None
+    runs = [s for s in steps if s.status == "done" and s.tool_name == action.tool_name]
+    if not runs:
+        return None
+    given = {value for run in runs for value in _values(run.tool_args)}
+    if all(value in given for value in _values(action.tool_args)):
+        return runs[-1]
+    return None
+
+
+def _values(node: JsonValue) -> list[str]:
+    """The leaf values of a call's arguments, each as its JSON text (``1`` and ``"1"`` differ)."""
+    if isinstance(node, dict):
+        return [v for item in node.values() for v in _values(item)]
+    if isinstance(node, list):
+        return [v for item in node for v in _values(item)]
+    return [json.dumps(node)]
+
+
 def _act_messages(turn: Turn) -> list[ChatMessage]:
     prompt = render_prompt("act", turn.ctx.agent_dir, **turn.prompt.values(turn.state))
     return context.messages(turn.ctx, prompt)
@@ -138,7 +157,9 @@ async def _act(turn: Turn, sent: list[ChatMessage]) -> tuple[str, ActReply | Non
     if model.native_tools:
         return await _act_native(turn, sent)
     tools = turn.tools
-    problem, value, _ = await replies.structured(turn, "act", sent, act_schema(tools))
+    problem, value, _ = await replies.structured(
+        turn, "act", sent, act_schema(tools, grounding.said(turn))
+    )
     if problem:
         return problem, None
     try:
@@ -150,8 +171,15 @@ async def _act(turn: Turn, sent: list[ChatMessage]) -> tuple[str, ActReply | Non
 async def _act_native(turn: Turn, sent: list[ChatMessage]) -> tuple[str, ActReply | None]:
     registry = turn.tools
     tools = [registry.get(name) for name in registry.names()]
+    said = grounding.said(turn)
     specs = [
-        ToolSpec(name=tool.name, description=tool.description, parameters=tool.json_schema())
+        ToolSpec(
+            name=tool.name,
+            description=tool.description,
+            parameters=tool.json_schema()
+            if said is None
+            else tool_args_schema(tool.json_schema(), said),
+        )
         for tool in tools
     ]
     offered = {"tools": [spec.name for spec in specs]}
