@@ -99,7 +99,7 @@ def main() -> None:
                 "machine": platform.machine(),
                 "load": f"{load:.1f}-{after:.1f}",
                 "tool_choice": mode,
-                "signals": signals,
+                "signals": f"{signals}+{args.embedder}" if args.embedder else signals,
                 "model": args.model,
                 **item,
             })  # fmt: skip
