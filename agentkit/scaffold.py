@@ -107,6 +107,7 @@ def _config(agent_id: str, engine: Engine) -> dict[str, object]:
         config["planner"] = {
             "strategy": "tool_loop",
             "tool_choice": "router",
+            "router_embedder": "wordllama",
             "stage_timeout_scale": 6,
             "live_state_keywords": ["reminder", "提醒"],
         }

@@ -14,6 +14,11 @@ written to bench/results/first_tool_<label>.csv.
     python bench/bench_router.py --signals lexical,settle --split dev
     python bench/bench_router.py --off                 # the strategies' own first call (slow)
     python bench/bench_router.py --defaults            # each agent's own config, untouched
+    python bench/bench_router.py --embedder model      # the semantic signal from the model
+
+Without ``--embedder`` the semantic signal comes from each agent's own ``router_embedder``
+(the sample agents say ``wordllama``; the tables in docs/benchmarks.md were measured with
+``model``, the embedded model's own vectors).
 
 The machine's load is printed with the figures: on shared cores the latencies are upper
 bounds, and medians are the figures to quote.
@@ -49,6 +54,7 @@ def main() -> None:
     parser.add_argument("--split", choices=["dev", "heldout"], action="append")
     parser.add_argument("--table", action="append", help="a table's name (default: all)")
     parser.add_argument("--model", default="llama")
+    parser.add_argument("--embedder", choices=["model", "wordllama"], help="router_embedder")
     parser.add_argument("--label", default="", help="names the per-row CSV")
     args = parser.parse_args()
     params: dict[str, JsonValue] = {}
@@ -56,6 +62,8 @@ def main() -> None:
         params["planner.tool_choice"] = "model" if args.off else "router"
     if args.signals:
         params["planner.router_signals"] = list(args.signals.split(","))
+    if args.embedder:
+        params["planner.router_embedder"] = args.embedder
     mode = "defaults" if args.defaults else "model" if args.off else "router"
     signals = args.signals or ("" if args.off or args.defaults else "all")
     paths = [TABLES / f"{name}.yaml" for name in args.table] if args.table else [TABLES]
@@ -69,7 +77,9 @@ def main() -> None:
     )
     summary = first_tool_summary(rows, by_batch=True)
     after = os.getloadavg()[0]
-    print(f"tool_choice={mode} signals={signals} model={args.model} cpus={os.cpu_count()}")
+    embedder = args.embedder or "agents'"
+    print(f"tool_choice={mode} signals={signals} embedder={embedder} model={args.model}")
+    print(f"cpus={os.cpu_count()}")
     print(f"1-minute load average: {load:.1f} before, {after:.1f} after (shared machine)")
     print(first_tool_report(summary))
     RESULTS.parent.mkdir(exist_ok=True)
@@ -94,6 +104,7 @@ def main() -> None:
                 **item,
             })  # fmt: skip
     label = args.label or f"{mode}_{signals.replace(',', '+') or 'none'}"
+    label += f"_{args.embedder}" if args.embedder and not args.label else ""
     with (RESULTS.parent / f"first_tool_{label}.csv").open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         writer.writeheader()

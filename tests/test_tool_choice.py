@@ -392,6 +392,8 @@ def test_the_sample_agents_use_the_router_on_the_embedded_model() -> None:
         planner = load_agent_config(REPO / "data" / "agents" / agent / "config.json").planner
         on_llama = planner.for_model("llama")
         assert (on_llama.strategy, on_llama.tool_choice) == ("tool_loop", "router"), agent
+        # the sentence embedder measured better than the model's own vectors (router.md)
+        assert on_llama.router_embedder == "wordllama", agent
     desk = load_agent_config(REPO / "data" / "agents" / "desk-001" / "config.json").planner
     # written for stronger models: another backend keeps its own strategy, no router
     assert desk.for_model("scripted:x.json").strategy == "plan_replan"

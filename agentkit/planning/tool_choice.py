@@ -37,13 +37,14 @@ strategy asks its own model as it always did.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from agentkit.errors import ModelError, StructuredOutputError
+from agentkit.errors import MissingExtraError, ModelError, StructuredOutputError
 from agentkit.events import AgentEvent
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema
@@ -95,6 +96,10 @@ _NONE_TASK = (
 )
 
 Decision = Literal["tool", "none", "ask", "fallback"]
+
+log = logging.getLogger("agentkit.planning")
+#: the missing ``router`` extra has been logged (once per process; every turn's record says it)
+_WARNED: list[bool] = []
 
 
 class RouteCandidate(BaseModel):
@@ -216,12 +221,17 @@ async def _semantic(turn: Turn) -> dict[str, float] | None:
     the ranking then goes by words alone). The request's embedding is one traced call."""
     ctx = turn.ctx
     model = ctx.model
+    embeds = isinstance(model, ChatModel) and model.embeds
     if ctx.config.router_embedder == "wordllama":  # a table lookup, no model call
-        embedder = wordllama_embedder()
-        scores = await semantic_scores(embedder, turn.tools, ctx.text, embedder.embed)
-        _trace(turn, RouteTrace(stage="semantic", reason="semantic signal (wordllama)"))
-        return scores
-    if not (isinstance(model, ChatModel) and model.embeds):
+        try:
+            embedder = wordllama_embedder()
+        except MissingExtraError as error:  # the router extra is not installed: say so
+            _without_wordllama(turn, error, embeds=embeds)
+        else:
+            scores = await semantic_scores(embedder, turn.tools, ctx.text, embedder.embed)
+            _trace(turn, RouteTrace(stage="semantic", reason="semantic signal (wordllama)"))
+            return scores
+    if not embeds:
         return None
     sent = [{"role": "user", "content": ctx.scrub(ctx.text)}]
     async with turn.tracer.call("route", sent, None, operation="embeddings") as call:
@@ -239,6 +249,17 @@ async def _semantic(turn: Turn) -> dict[str, float] | None:
             route=RouteTrace(stage="semantic", reason="semantic signal").model_dump(mode="json"),
         )
     return scores
+
+
+def _without_wordllama(turn: Turn, error: MissingExtraError, *, embeds: bool) -> None:
+    """``router_embedder: "wordllama"`` without the ``router`` extra: the turn goes on as with
+    the ``model`` embedder (the model's own embeddings, or none), and says so in its
+    ``route`` record and, once per process, in the log."""
+    instead = "the model's own embeddings instead" if embeds else "no semantic signal"
+    _trace(turn, RouteTrace(stage="semantic", reason=f"{error}; {instead}"))
+    if not _WARNED:
+        _WARNED.append(True)
+        log.warning("%s; the router goes on with %s", error, instead.removesuffix(" instead"))
 
 
 def _pool(turn: Turn, ranked: Sequence[RankedTool]) -> list[RouteCandidate]:

@@ -17,7 +17,10 @@ With ``planner.router_embedder: "wordllama"`` the vectors come instead from a se
 embedder whose weights ship inside its wheel (:class:`WordLlamaEmbedder`: WordLlama's
 ``l2_supercat`` static token embeddings, 256 dimensions, MIT; the ``router`` extra): made for
 sentence similarity, cheap (no model call), the same for every chat model. Nothing is
-downloaded: the embedder is built from the files in the installed package, or refuses.
+downloaded: the embedder is built from the files in the installed package, or refuses. Without
+the extra, :func:`wordllama_embedder` raises :class:`~agentkit.errors.MissingExtraError`; the
+router then goes on with the model's own embeddings (the ``model`` embedder) and says so in the
+turn's ``route`` record and, once per process, in the ``agentkit.planning`` log.
 """
 
 from __future__ import annotations
@@ -29,9 +32,20 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentkit._extras import missing, require
 from agentkit.tools import Tool, ToolRegistry
 
-__all__ = ["SemanticIndex", "semantic_index", "semantic_scores", "tool_texts"]
+__all__ = [
+    "SemanticIndex",
+    "WordLlamaEmbedder",
+    "semantic_index",
+    "semantic_scores",
+    "tool_texts",
+    "wordllama_embedder",
+]
+
+#: what needs the ``router`` extra, in its MissingExtraError
+WORDLLAMA_FEATURE = "the router's sentence embedder (planner.router_embedder 'wordllama')"
 
 Embed = Callable[[Sequence[str]], Awaitable[list[list[float]]]]
 
@@ -145,13 +159,8 @@ class WordLlamaEmbedder:
             from safetensors import safe_open
             from wordllama import WordLlama
             from wordllama.inference import WordLlamaInference
-        except ImportError as error:  # pragma: no cover - the extra is installed in CI
-            from agentkit.errors import UsageError
-
-            raise UsageError(
-                "planner.router_embedder 'wordllama' needs the router extra: "
-                "pip install 'agentkit[router]'"
-            ) from error
+        except ImportError as error:  # pragma: no cover - wordllama_embedder checks first
+            raise missing("router", WORDLLAMA_FEATURE, error) from error
         from pathlib import Path
 
         root = Path(wordllama.__file__).parent
@@ -177,7 +186,11 @@ _WORDLLAMA: list[WordLlamaEmbedder] = []
 
 
 def wordllama_embedder() -> WordLlamaEmbedder:
-    """The process's WordLlama embedder, loaded at its first use (~3 s, 16 MB)."""
+    """The process's WordLlama embedder, loaded at its first use (~3 s, 16 MB).
+
+    Raises :class:`~agentkit.errors.MissingExtraError` (naming ``pip install
+    'agentkit[router]'``) when the ``router`` extra is not installed."""
+    require("router", WORDLLAMA_FEATURE, "wordllama", "safetensors", "tokenizers")
     with _LOCK:
         if not _WORDLLAMA:
             _WORDLLAMA.append(WordLlamaEmbedder())
