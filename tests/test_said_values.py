@@ -60,11 +60,19 @@ def test_the_values_said_are_runs_of_the_users_words_without_edge_punctuation() 
     said = Sources(user=(REQUEST,)).said()
     assert "Seattle" in said.strings  # "Seattle." without its full stop
     assert "Chinese" in said.strings and "Chinese cuisine" in said.strings
-    assert "Find restaurants within 10 miles that" in said.strings  # six words at most
-    assert "Find restaurants within 10 miles that offer" not in said.strings
+    assert "restaurants within 10 miles that offer" in said.strings  # six words at most
+    assert "restaurants within 10 miles that offer Chinese" not in said.strings
+    # no value starts or ends with a function word
+    assert "10 miles" in said.strings and "within 10 miles" not in said.strings
+    assert "Find restaurants within" not in said.strings
     assert said.numbers == (10.0,)
     assert said.strings[0] == "Find"  # the user's words first, in order
     assert len(said.strings) == len(set(said.strings))
+
+
+def test_a_possessive_is_offered_without_its_s_too() -> None:
+    said = Sources(user=("What was Albert Einstein's main contribution?",)).said()
+    assert {"Albert Einstein's", "Albert Einstein", "Einstein"} <= set(said.strings)
 
 
 def test_tool_results_give_their_strings_and_number_words_count_as_numbers() -> None:
@@ -102,6 +110,17 @@ def test_free_strings_and_numbers_take_values_said_and_declared_choices_stay() -
     assert props["tags"]["items"] == {"$ref": "#/$defs/said_string"}
     assert schema["$defs"]["said_string"] == {"enum": ["Seattle", "Chinese"]}
     assert schema["required"] == ["location", "cuisine"]
+
+
+def test_an_optional_free_text_argument_is_offered_only_when_the_request_names_it() -> None:
+    said = Sources(user=("Find Chinese restaurants in Seattle, tags vegan",)).said()
+    props = tool_args_schema(FIND, said)["properties"]
+    assert set(props) == {"location", "cuisine", "max_distance", "price", "zip", "tags"}
+    unnamed = Sources(user=("Find Chinese restaurants in Seattle",)).said()
+    props = tool_args_schema(FIND, unnamed)["properties"]
+    assert "tags" not in props  # optional free text the request does not name
+    assert {"location", "cuisine"} <= set(props)  # required: always offered
+    assert {"max_distance", "price", "zip"} <= set(props)  # a number, a choice, a pattern
 
 
 def test_a_free_number_stays_free_when_no_number_was_said() -> None:

@@ -51,6 +51,7 @@ from agentkit.memory import ExecutionState, PlanStep, Waiting
 from agentkit.planning.consent import conversation_language
 from agentkit.planning.graph import End, Stage, Turn
 from agentkit.planning.schemas import Said
+from agentkit.planning.schemas import name_words as _words
 from agentkit.telemetry import semconv
 from agentkit.tools import Tool
 from agentkit.tools.registry import ToolArgumentsError
@@ -114,12 +115,6 @@ def applies(turn: Turn, tool: Tool[Any]) -> bool:
 
 def _norm(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
-def _words(name: str) -> list[str]:
-    """``api_key`` / ``apiKey`` / ``api-key`` → ``["api", "key"]``."""
-    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name)
-    return [w for w in re.split(r"[\W_]+", spaced.casefold()) if w]
 
 
 def is_fragment(value: str) -> bool:
@@ -203,10 +198,12 @@ class Sources:
 
     def said(self) -> Said:
         """The values an argument may take when decoding is limited to what was said: runs
-        of up to ``_SPAN_WORDS`` of the user's words (edge punctuation stripped; runs of Han
-        characters too), the strings in earlier tools' JSON results, and every number (digits,
-        or an English number word the user wrote), at most ``_SAID_STRINGS`` strings, the
-        user's first."""
+        of up to ``_SPAN_WORDS`` of the user's words (edge punctuation stripped; a run neither
+        starts nor ends with a function word — *the*, *to*, *of*, *on* … — which no value
+        does; runs of Han characters too), the strings in earlier tools' JSON results, and
+        every number (digits, or an English number word the user wrote), at most
+        ``_SAID_STRINGS`` strings, the user's first; and the user's words, which name the
+        optional arguments the request gives."""
         strings: dict[str, None] = {}
         for text in self.user:
             strings.update(dict.fromkeys(_spans(text)))
@@ -216,7 +213,8 @@ class Sources:
         for text in self.user:
             numbers.update(_NUMBER_WORDS[w] for w in _words(text) if w in _NUMBER_WORDS)
         kept = [s for s in strings if s][:_SAID_STRINGS]
-        return Said(tuple(kept), tuple(sorted(numbers)))
+        words = frozenset(w for text in self.user for w in _words(text))
+        return Said(tuple(kept), tuple(sorted(numbers)), words)
 
 
 #: the longest run of words :meth:`Sources.said` offers as one value
@@ -226,6 +224,19 @@ _SAID_STRINGS = 600
 #: a tool result's string longer than this is not offered as a value
 _TOOL_STRING_CHARS = 200
 _EDGE = ".,;:!?\"'`()[]{}<>\u201c\u201d\u2018\u2019\u3002\uff0c\uff1b\uff1a\uff01\uff1f\u3001"
+#: English words a value neither starts nor ends with (articles, prepositions, conjunctions,
+#: pronouns, auxiliaries): a run of the user's words that does is not offered
+_FUNCTION_WORDS = frozenset({
+    "a", "an", "the", "to", "of", "on", "in", "at", "by", "for", "from", "with", "about",
+    "into", "onto", "over", "under", "within", "without", "and", "against", "between", "per",
+    "via", "as", "or", "but", "nor", "so", "if", "then", "than", "that", "this", "these",
+    "those", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "have",
+    "has", "had", "will", "would", "can", "could", "should", "may", "might", "must", "i", "me",
+    "my", "we", "us", "our", "you", "your", "he", "him", "his", "she", "her", "it", "its",
+    "they", "them", "their", "what", "which", "who", "whom", "whose", "when", "where", "why",
+    "how", "please", "also"
+})  # fmt: skip
+_POSSESSIVE = re.compile(r"['\u2019]s$")
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _WORDS_0_20 = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
@@ -244,10 +255,18 @@ def _spans(text: str) -> list[str]:
     """Runs of up to ``_SPAN_WORDS`` words of *text*, as written (edge punctuation off), and
     the runs of up to ``_SPAN_WORDS`` characters inside its Han runs."""
     words = text.split()
+    edges = [_norm(word.strip(_EDGE)) in _FUNCTION_WORDS for word in words]
     spans = []
     for start in range(len(words)):
+        if edges[start]:
+            continue
         for end in range(start + 1, min(len(words), start + _SPAN_WORDS) + 1):
-            spans.append(" ".join(words[start:end]).strip(_EDGE))
+            if not edges[end - 1]:
+                span = " ".join(words[start:end]).strip(_EDGE)
+                spans.append(span)
+                owner = _POSSESSIVE.sub("", span)  # "Einstein's" → also "Einstein"
+                if owner != span:
+                    spans.append(owner)
     for run in _HAN_RUN.findall(text):
         for start in range(len(run)):
             spans += [run[start:end] for end in range(start + 1, min(len(run), start + 8) + 1)]

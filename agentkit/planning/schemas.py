@@ -18,7 +18,10 @@ type cannot say on its own:
   a run of the user's words, a string an earlier tool returned, a number either said. A small
   model left free writes ``"seattle-10miles.com/cuisine,"`` for *Seattle*; constrained, it can
   only choose. Enumerations, booleans, patterns and formats stay as the tool declares them,
-  and a free number stays free when nothing said holds a number. The strings are one
+  and a free number stays free when nothing said holds a number. An *optional* free-text
+  argument is offered only when the user's words name it (a word of its name, ``units`` for
+  *in units of cm*): a small model fills every field it is offered, and an optional one the
+  request does not mention is better left to the tool's default. The strings are one
   ``$defs`` rule the whole reply shares, so the grammar grows by one rule, not one per
   argument.
 
@@ -28,6 +31,7 @@ shared, so treat them as read-only. A schema with :class:`Said` values is built 
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -126,6 +130,31 @@ class Said:
 
     strings: tuple[str, ...] = ()
     numbers: tuple[float, ...] = ()
+    #: the user's words (:func:`name_words`): an optional free-text argument none of whose
+    #: name's words is among them is not offered (None: every argument is)
+    words: frozenset[str] | None = None
+
+
+def name_words(name: str) -> list[str]:
+    """``api_key`` / ``apiKey`` / ``api-key`` → ``["api", "key"]`` (also any text's words,
+    case-folded)."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name)
+    return [w for w in re.split(r"[\W_]+", spaced.casefold()) if w]
+
+
+def _named(name: str, words: frozenset[str]) -> bool:
+    """Some word of the argument's *name* is among *words* (a plural ``s`` aside)."""
+    stems = {w.removesuffix("s") for w in words}
+    return any(w.removesuffix("s") in stems for w in name_words(name))
+
+
+def _free_text(node: Any) -> bool:  # noqa: ANN401
+    """A string (or a list of strings) without an enumeration, pattern or format."""
+    if not isinstance(node, dict) or "enum" in node or "const" in node:
+        return False
+    if node.get("type") == "array":
+        return _free_text(node.get("items"))
+    return node.get("type") == "string" and "pattern" not in node
 
 
 #: the ``$defs`` entry holding the strings said (one grammar rule, shared by every argument)
@@ -152,8 +181,14 @@ def _said_values(node: Any, said: Said) -> Any:  # noqa: ANN401 - JSON in, JSON 
         if key in changed:
             changed[key] = _said_values(changed[key], said)
     if isinstance(changed.get("properties"), dict):
+        required = set(changed.get("required") or ())
         changed["properties"] = {
-            name: _said_values(value, said) for name, value in changed["properties"].items()
+            name: _said_values(value, said)
+            for name, value in changed["properties"].items()
+            if name in required
+            or said.words is None
+            or not _free_text(value)
+            or _named(name, said.words)
         }
     return changed
 
