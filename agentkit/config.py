@@ -152,6 +152,14 @@ class PlannerConfig(_Config):
     #: where it gives embeddings) or ``wordllama`` (a sentence embedder shipped in its wheel;
     #: the ``router`` extra) — :mod:`agentkit.planning.tool_semantics`
     router_embedder: Literal["model", "wordllama"] = "model"
+    #: the meaning floor of a tool the words pick (``wordllama`` embedder only; None: none):
+    #: a lexical candidate is routed only when the request's raw cosine with one of its texts
+    #: is at least this, else it is dropped (none left: "no tool", without a model call)
+    router_min_similarity: float | None = Field(default=None, ge=-1, le=1)
+    #: the meaning floor of a request the words do not settle (``wordllama`` only; None:
+    #: none): the model's settling vote runs only when a tool is at least this close, else
+    #: the request is "no tool" without a model call
+    router_settle_similarity: float | None = Field(default=None, ge=-1, le=1)
     #: which calls must have grounded required arguments before they are proposed
     #: (:mod:`agentkit.planning.grounding`): ``side_effect`` (those that need consent) or
     #: ``all`` (every call: a world whose state-changing tools run without consent)

@@ -296,12 +296,26 @@ def _tool_strings(text: str) -> list[str]:
 
 
 def _numbers(text: str) -> set[float]:
+    """The numbers *text* says: as written, and scaled where a scale word follows
+    (*50 million* is 50 and 50,000,000)."""
     found = set()
-    for match in _NUMBER.findall(text):
-        number = _number(match)
-        if number is not None:
-            found.add(number)
+    for match in _SCALED.finditer(text):
+        number = _number(match.group(1))
+        if number is None:
+            continue
+        found.add(number)
+        scale = (match.group(2) or "").casefold()
+        if scale in _SCALES:
+            found.add(number * _SCALES[scale])
     return found
+
+
+#: scale words after a number, and what they multiply it by
+_SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+_SCALED = re.compile(
+    rf"({_NUMBER.pattern})(?:\s+({'|'.join(_SCALES)})\b)?",
+    re.IGNORECASE,
+)
 
 
 def _number(text: str) -> float | None:

@@ -63,7 +63,7 @@ from agentkit.planning.tool_ranking import (
     asks_to_read,
     rank_tools,
 )
-from agentkit.planning.tool_semantics import semantic_scores, wordllama_embedder
+from agentkit.planning.tool_semantics import SemanticSignal, semantic_signal, wordllama_embedder
 from agentkit.planning.tracer import ModelCall, error_text
 from agentkit.tools import mask_secrets
 
@@ -74,6 +74,7 @@ __all__ = [
     "RoutedAction",
     "choose",
     "FirstAction",
+    "follow_up_refusal",
 ]
 
 #: the choice that means "no tool: answer directly"
@@ -117,6 +118,9 @@ class RouteCandidate(BaseModel):
     #: the semantic signal: the best cosine between the request and one of the tool's texts
     #: (centred), where the backend gives embeddings
     semantic: float | None = None
+    #: the best raw cosine between the request and one of the tool's texts (the meaning
+    #: floors ``router_min_similarity`` / ``router_settle_similarity`` read it)
+    similarity: float | None = None
 
 
 class RouteTrace(BaseModel):
@@ -159,7 +163,7 @@ def enabled(turn: Turn) -> bool:
     )
 
 
-async def choose(turn: Turn) -> RoutedAction | None:
+async def choose(turn: Turn) -> RoutedAction | None:  # noqa: PLR0911 - one per decision
     """The first action for ``turn``'s request, or None: the router is off (then the
     strategy asks its own model, as without the router)."""
     if not enabled(turn):
@@ -171,29 +175,38 @@ async def choose(turn: Turn) -> RoutedAction | None:
     top = max((item.score for item in ranked), default=0.0)
     small = is_small_talk(text)
     if small and top < _WEAK:
-        reason = "small talk: a greeting, thanks or a question about the assistant"
-        _trace(turn, RouteTrace(decision="none", reason=reason))
-        return RoutedAction(kind="none")
-    pool = _pool(turn, ranked)
+        return _no_tool(
+            turn, (), "small talk: a greeting, thanks or a question about the assistant"
+        )
+    pool: Sequence[RouteCandidate] = _pool(turn, ranked)
     reads = asks_to_read(text)
     if reads:
         pool = [c for c in pool if not c.side_effect]
     candidates = tuple(c for c in pool if c.score > 0)[: ctx.config.router_candidates]
     weak = not candidates or candidates[0].score < _WEAK  # the pool is best-first
+    floors = _floors(turn) if "semantic" in signals else None
+    signal = await _semantic(turn) if floors is not None else None
+    if signal is not None:
+        pool, candidates = _with_signal(pool, signal), _with_signal(candidates, signal)
     if weak and "settle" in signals and not small and pool:
         # meaning decides which tools the model is shown: computed only when it settles
-        semantic = await _semantic(turn) if "semantic" in signals else None
-        if semantic:
-            pool = [c.model_copy(update={"semantic": semantic.get(c.name)}) for c in pool]
+        if floors is None and "semantic" in signals:
+            signal = await _semantic(turn)
+            pool = _with_signal(pool, signal) if signal is not None else pool
+        refused = _below_settle_floor(signal, floors)
+        if refused:
+            return _no_tool(turn, tuple(pool[:3]), refused)
         return await _settle(turn, _settle_pool(pool))
+    candidates, refused = _close_enough(candidates, floors)
+    if refused:
+        return _no_tool(turn, candidates, refused)
     if not candidates:
         reason = (
             "a read or a question: only side-effecting tools match"
             if reads and ranked and top > 0
             else "no tool matches the request"
         )
-        _trace(turn, RouteTrace(decision="none", reason=reason))
-        return RoutedAction(kind="none")
+        return _no_tool(turn, (), reason)
     tied = tuple(c for c in candidates if c.score * _NEAR_TIE >= candidates[0].score)
     trace = RouteTrace(candidates=candidates)
     if len(tied) == 1:
@@ -216,7 +229,69 @@ async def choose(turn: Turn) -> RoutedAction | None:
     return await _fill_arguments(turn, decided.tool_name)
 
 
-async def _semantic(turn: Turn) -> dict[str, float] | None:
+def _floors(turn: Turn) -> tuple[float | None, float | None] | None:
+    """``(router_min_similarity, router_settle_similarity)`` where either is set and the
+    embedder is ``wordllama`` (whose raw cosines mean something), else None."""
+    config = turn.ctx.config
+    floors = (config.router_min_similarity, config.router_settle_similarity)
+    if config.router_embedder != "wordllama" or floors == (None, None):
+        return None
+    return floors
+
+
+def _below_settle_floor(
+    signal: SemanticSignal | None, floors: tuple[float | None, float | None] | None
+) -> str:
+    """Why a request the words do not settle is "no tool" by meaning, or ``""``."""
+    floor = floors[1] if floors is not None else None
+    if signal is None or floor is None:
+        return ""
+    best = max(signal.similarities.values(), default=-1.0)
+    if best >= floor:
+        return ""
+    return (
+        f"no tool is close in meaning: best similarity {best:.2f} is below "
+        f"router_settle_similarity {floor}"
+    )
+
+
+def _close_enough(
+    candidates: tuple[RouteCandidate, ...], floors: tuple[float | None, float | None] | None
+) -> tuple[tuple[RouteCandidate, ...], str]:
+    """The lexical candidates at least ``router_min_similarity`` close in meaning, and why
+    none is (``""`` when some are, or there is no floor)."""
+    floor = floors[0] if floors is not None else None
+    if floor is None or not candidates or any(c.similarity is None for c in candidates):
+        return candidates, ""
+    close = tuple(c for c in candidates if (c.similarity or -1.0) >= floor)
+    if close:
+        return close, ""
+    return candidates, (
+        "the words match, the meaning does not: every candidate's similarity is below "
+        f"router_min_similarity {floor}"
+    )
+
+
+def _no_tool(turn: Turn, candidates: tuple[RouteCandidate, ...], reason: str) -> RoutedAction:
+    _trace(turn, RouteTrace(candidates=candidates, decision="none", reason=reason))
+    return RoutedAction(kind="none")
+
+
+def _with_signal(
+    candidates: Sequence[RouteCandidate], signal: SemanticSignal
+) -> tuple[RouteCandidate, ...]:
+    return tuple(
+        c.model_copy(
+            update={
+                "semantic": signal.scores.get(c.name),
+                "similarity": signal.similarities.get(c.name),
+            }
+        )
+        for c in candidates
+    )
+
+
+async def _semantic(turn: Turn) -> SemanticSignal | None:
     """Per tool, the semantic signal (None: the backend has no embeddings, or they failed;
     the ranking then goes by words alone). The request's embedding is one traced call."""
     ctx = turn.ctx
@@ -228,27 +303,27 @@ async def _semantic(turn: Turn) -> dict[str, float] | None:
         except MissingExtraError as error:  # the router extra is not installed: say so
             _without_wordllama(turn, error, embeds=embeds)
         else:
-            scores = await semantic_scores(embedder, turn.tools, ctx.text, embedder.embed)
+            signal = await semantic_signal(embedder, turn.tools, ctx.text, embedder.embed)
             _trace(turn, RouteTrace(stage="semantic", reason="semantic signal (wordllama)"))
-            return scores
+            return signal
     if not embeds:
         return None
     sent = [{"role": "user", "content": ctx.scrub(ctx.text)}]
     async with turn.tracer.call("route", sent, None, operation="embeddings") as call:
         try:
-            scores = await semantic_scores(model, turn.tools, ctx.text, call.embed)
+            signal = await semantic_signal(model, turn.tools, ctx.text, call.embed)
         except (ModelError, TimeoutError, RecursionError, ValueError) as error:
             problem = error_text(error)
             trace = RouteTrace(stage="semantic", reason=f"no semantic signal: {problem}")
             call.read(raw="", route=trace.model_dump(mode="json"), error=problem)
             return None
-        shown: JsonValue = {name: value for name, value in scores.items()}
+        shown: JsonValue = {name: value for name, value in signal.scores.items()}
         call.read(
             raw="",
             parsed=shown,
             route=RouteTrace(stage="semantic", reason="semantic signal").model_dump(mode="json"),
         )
-    return scores
+    return signal
 
 
 def _without_wordllama(turn: Turn, error: MissingExtraError, *, embeds: bool) -> None:
@@ -598,6 +673,67 @@ def _trace(turn: Turn, trace: RouteTrace) -> None:
     """A decision taken without a model call: a ``route`` record with no messages."""
     record = CallRecord(purpose="route", messages=[], route=trace.model_dump(mode="json"))
     turn.tracer.note(record)
+
+
+# -- after the routed action ---------------------------------------------------------------
+
+
+def follow_up_refusal(
+    turn: Turn, tool_name: str, tool_args: Mapping[str, JsonValue], steps: Sequence[PlanStep]
+) -> str:
+    """Why the router does not admit *tool_name* as a further call of this turn, after the
+    calls in *steps* ran (``""``: it does, or the router is off or nothing ran yet).
+
+    The router routed the request's first call; a small model asked to go on calls again
+    whatever is done — another tool the request never named, or the same one with its last
+    values stretched (*Miami, Florida* → *Miami, Florida in the upcoming 7*), reshuffled or
+    joined by an option nobody asked for. So a further call must be one the router would
+    route too: another tool only when the request's words pick it (a lexical candidate, not
+    a weak one; at least ``router_min_similarity`` close where that floor is set), the same
+    tool only with a value the user said (or a tool returned) that is no variant of one
+    given — several things asked still get several calls."""
+    done = [s for s in steps if s.type == "tool" and s.status == "done"]
+    if not enabled(turn) or not done:
+        return ""
+    if tool_name in {s.tool_name for s in done}:
+        given = [leaf for s in done for leaf in _leaves(s.tool_args)]
+        found = grounding.sources(turn)
+        fresh = [
+            leaf
+            for leaf in _leaves(dict(tool_args))
+            if _said(found, leaf) and not any(_variant(leaf, old) for old in given)
+        ]
+        return "" if fresh else f"{tool_name} again with no new value the user said"
+    if "lexical" not in turn.ctx.config.router_signals:
+        return ""
+    scores = {item.name: item.score for item in rank_tools(turn.tools, turn.ctx.text)}
+    if scores.get(tool_name, 0.0) < _WEAK:
+        return f"{tool_name} is not a tool the request's words pick"
+    return ""
+
+
+def _leaves(node: JsonValue) -> list[JsonValue]:
+    if isinstance(node, dict):
+        return [leaf for value in node.values() for leaf in _leaves(value)]
+    if isinstance(node, list):
+        return [leaf for value in node for leaf in _leaves(value)]
+    return [node]
+
+
+def _said(found: grounding.Sources, leaf: JsonValue) -> bool:
+    if isinstance(leaf, bool) or leaf is None:
+        return False
+    if isinstance(leaf, int | float):
+        return found.has_number(leaf)
+    return isinstance(leaf, str) and found.says(leaf)
+
+
+def _variant(value: JsonValue, given: JsonValue) -> bool:
+    """*value* is *given* again: equal, or a string that holds it or is held by it."""
+    if isinstance(value, str) and isinstance(given, str):
+        a, b = " ".join(value.casefold().split()), " ".join(given.casefold().split())
+        return bool(a and b) and (a in b or b in a)
+    return value == given
 
 
 # -- running the routed action -------------------------------------------------------------

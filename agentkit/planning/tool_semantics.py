@@ -37,9 +37,11 @@ from agentkit.tools import Tool, ToolRegistry
 
 __all__ = [
     "SemanticIndex",
+    "SemanticSignal",
     "WordLlamaEmbedder",
     "semantic_index",
     "semantic_scores",
+    "semantic_signal",
     "tool_texts",
     "wordllama_embedder",
 ]
@@ -74,6 +76,8 @@ class SemanticIndex:
     owners: tuple[str, ...]
     vectors: tuple[tuple[float, ...], ...]
     mean: tuple[float, ...]
+    #: the texts' vectors before centring, unit length (for :meth:`similarities`)
+    units: tuple[tuple[float, ...], ...] = ()
 
     @classmethod
     def build(
@@ -82,7 +86,8 @@ class SemanticIndex:
         width = len(raw[0]) if raw else 0
         mean = [sum(v[i] for v in raw) / len(raw) for i in range(width)] if raw else []
         vectors = tuple(tuple(_centred(v, mean)) for v in raw)
-        return cls(tuple(names), tuple(owners), vectors, tuple(mean))
+        units = tuple(tuple(_unit(v)) for v in raw)
+        return cls(tuple(names), tuple(owners), vectors, tuple(mean), units)
 
     def scores(self, request: Sequence[float]) -> dict[str, float]:
         """Per tool, the best cosine between the (centred) request and one of its texts."""
@@ -94,6 +99,27 @@ class SemanticIndex:
             cosine = sum(q * v for q, v in zip(query, vector, strict=True))
             best[owner] = max(best[owner], cosine)
         return {name: round(value, 4) for name, value in best.items()}
+
+    def similarities(self, request: Sequence[float]) -> dict[str, float]:
+        """Per tool, the best *raw* cosine between the request and one of its texts: how
+        close in meaning the request is to the tool at all (centring keeps only what tells
+        the tools apart, so a toolset of one tool always scores 0). Meaningful for a
+        sentence embedder (WordLlama); a small causal model's raw cosines all sit near 1."""
+        query = _unit(request)
+        best = {name: -1.0 for name in self.names}
+        for owner, vector in zip(self.owners, self.units, strict=True):
+            cosine = sum(q * v for q, v in zip(query, vector, strict=True))
+            best[owner] = max(best[owner], cosine)
+        return {name: round(value, 4) for name, value in best.items()}
+
+
+@dataclass(frozen=True)
+class SemanticSignal:
+    """A request compared with a toolset: per tool, the centred score (which tool, among
+    these) and the raw similarity (how close to this tool at all)."""
+
+    scores: dict[str, float]
+    similarities: dict[str, float]
 
 
 #: text -> vector, per embedding backend (a tool's texts are embedded once per process)
@@ -141,9 +167,16 @@ async def semantic_scores(
 ) -> dict[str, float]:
     """Per tool, how close *request* is in meaning to what the tool says about itself
     (*embed*: how to call the model, a traced call's ``embed``: the module calls no model)."""
+    return (await semantic_signal(model, tools, request, embed)).scores
+
+
+async def semantic_signal(
+    model: object, tools: ToolRegistry, request: str, embed: Embed
+) -> SemanticSignal:
+    """:func:`semantic_scores` and the raw similarities, from one embedding of *request*."""
     index = await semantic_index(model, tools, embed)
     (vector,) = await embed([" ".join(request.split())])  # not cached
-    return index.scores(vector)
+    return SemanticSignal(index.scores(vector), index.similarities(vector))
 
 
 class WordLlamaEmbedder:

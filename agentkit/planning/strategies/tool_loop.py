@@ -93,7 +93,8 @@ async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
     repeated = _asked_before(
         tool_steps, action, side_effect=tools.get(action.tool_name).side_effect
     )
-    if repeated is not None:  # nothing new to fetch: answer from what is known
+    refused = tool_choice.follow_up_refusal(turn, action.tool_name, action.tool_args, state.steps)
+    if repeated is not None or refused:  # nothing new to fetch: answer from what is known
         answer = PlanStep(
             id=f"answer_{len(state.steps) + 1}",
             type="respond",
@@ -101,9 +102,11 @@ async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
             instruction="Answer the request from the observations.",
         )
         note = Observation(
-            step_id=repeated.id,
+            step_id=(repeated or tool_steps[-1]).id,
             kind="note",
-            content=f"{action.tool_name} asked for again with no new argument value",
+            content=f"{action.tool_name} asked for again with no new argument value"
+            if repeated is not None
+            else f"not run: {refused} (the router admits no such follow-up)",
         )
         steps = (*state.steps, answer)
         turn.flow.save(state.observe(note).with_steps(steps, plan_id=state.plan_id))
