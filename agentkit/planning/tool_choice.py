@@ -645,8 +645,36 @@ async def _fill_arguments(turn: Turn, name: str) -> RoutedAction | None:
             asked = trace.model_copy(update={"decision": "ask", "reason": problem})
             call.read(raw=raw, route=asked.model_dump(mode="json"), error=problem)
             return RoutedAction(kind="ask", question=_arguments_question(turn, name))
+        args, dropped = one_value_one_argument(tool.json_schema(), args)
+        if dropped:
+            reason = f"dropped optional {', '.join(dropped)}: a value another argument holds"
+            trace = trace.model_copy(update={"reason": reason})
         call.read(raw=raw, parsed=mask_secrets(dict(args)), route=trace.model_dump(mode="json"))
     return RoutedAction(kind="tool", tool_name=name, tool_args=args)
+
+
+def one_value_one_argument(
+    schema: Mapping[str, JsonValue], args: Mapping[str, JsonValue]
+) -> tuple[dict[str, JsonValue], tuple[str, ...]]:
+    """*args* without the optional arguments whose value another argument already holds,
+    and their names. A value said once fills one argument: a small model decoding under
+    the said values puts the one number or name it was given into every optional field too
+    (a year as ``top_n``, a current as ``permeability``), where the tool's default was
+    meant. Required arguments are kept as they are (two may be equal)."""
+    required = schema.get("required")
+    needed = {str(key) for key in required} if isinstance(required, list) else set()
+    order = [key for key in args if key in needed] + [key for key in args if key not in needed]
+    kept: dict[str, JsonValue] = {}
+    dropped: list[str] = []
+    held: list[str] = []
+    for key in order:
+        text = json.dumps(args[key], sort_keys=True)
+        if key not in needed and text in held:
+            dropped.append(key)
+            continue
+        held.append(text)
+        kept[key] = args[key]
+    return {key: kept[key] for key in args if key in kept}, tuple(dropped)
 
 
 def _read_arguments(turn: Turn, name: str, raw: str) -> tuple[dict[str, JsonValue], str]:
@@ -688,28 +716,49 @@ def follow_up_refusal(
     whatever is done — another tool the request never named, or the same one with its last
     values stretched (*Miami, Florida* → *Miami, Florida in the upcoming 7*), reshuffled or
     joined by an option nobody asked for. So a further call must be one the router would
-    route too: another tool only when the request's words pick it (a lexical candidate, not
-    a weak one; at least ``router_min_similarity`` close where that floor is set), the same
-    tool only with a value the user said (or a tool returned) that is no variant of one
-    given — several things asked still get several calls."""
+    route too. Another tool only when the request's words pick it as well as the best-ranked
+    tool (a lexical candidate within the near-tie margin of the leader). The same tool only
+    as the next of several things asked: its last call with one argument's value replaced by
+    a value the user said (or a tool returned) that is no variant of one given (*Miami and
+    Boston*: two calls); arguments left out keep their defaults, an added one is an option
+    nobody asked for."""
     done = [s for s in steps if s.type == "tool" and s.status == "done"]
     if not enabled(turn) or not done:
         return ""
-    if tool_name in {s.tool_name for s in done}:
-        given = [leaf for s in done for leaf in _leaves(s.tool_args)]
-        found = grounding.sources(turn)
-        fresh = [
-            leaf
-            for leaf in _leaves(dict(tool_args))
-            if _said(found, leaf) and not any(_variant(leaf, old) for old in given)
-        ]
-        return "" if fresh else f"{tool_name} again with no new value the user said"
+    runs = [s for s in done if s.tool_name == tool_name]
+    if runs:
+        return _same_tool_refusal(turn, tool_name, tool_args, runs[-1], done)
     if "lexical" not in turn.ctx.config.router_signals:
         return ""
     scores = {item.name: item.score for item in rank_tools(turn.tools, turn.ctx.text)}
-    if scores.get(tool_name, 0.0) < _WEAK:
+    score, best = scores.get(tool_name, 0.0), max(scores.values(), default=0.0)
+    if score < _WEAK or score * _NEAR_TIE < best:
         return f"{tool_name} is not a tool the request's words pick"
     return ""
+
+
+def _same_tool_refusal(
+    turn: Turn,
+    tool_name: str,
+    tool_args: Mapping[str, JsonValue],
+    last: PlanStep,
+    done: Sequence[PlanStep],
+) -> str:
+    before = last.tool_args
+    changed = [key for key, value in tool_args.items() if before.get(key) != value]
+    if len(changed) != 1 or changed[0] not in before:
+        return (
+            f"{tool_name} again with {len(changed)} arguments changed or added (the next of "
+            "several things asked replaces one value)"
+        )
+    given = [leaf for step in done for leaf in _leaves(step.tool_args)]
+    found = grounding.sources(turn)
+    leaves = _leaves(tool_args[changed[0]])
+    if leaves and all(
+        _said(found, leaf) and not any(_variant(leaf, old) for old in given) for leaf in leaves
+    ):
+        return ""
+    return f"{tool_name} again with no new value the user said"
 
 
 def _leaves(node: JsonValue) -> list[JsonValue]:
