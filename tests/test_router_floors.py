@@ -23,6 +23,7 @@ from agentkit.memory import MemoryRepository
 from agentkit.models.scripted import ScriptedModel
 from agentkit.planning import TurnContext
 from agentkit.planning.grounding import Sources
+from agentkit.planning.tool_choice import one_value_one_argument
 from agentkit.planning.tool_semantics import semantic_signal, wordllama_embedder
 from agentkit.store import ConversationKey, InMemoryConfigStore, InMemoryConversationStore
 from agentkit.tools import ToolRegistry, tool
@@ -55,8 +56,15 @@ def team_score(team_name: str) -> dict[str, str]:
     return {"team": team_name, "score": "2-1"}
 
 
+@tool
+def top_banks(country: str, year: int, top_n: int = 5) -> dict[str, Any]:
+    """List the banks of a country with the highest revenue in a year."""
+    return {"country": country, "year": year, "banks": ["A", "B"][:top_n]}
+
+
 def _registry() -> ToolRegistry:
-    return ToolRegistry([body_mass_index.bind(), humidity_forecast.bind(), team_score.bind()])
+    tools = (body_mass_index, humidity_forecast, team_score, top_banks)
+    return ToolRegistry([function.bind() for function in tools])
 
 
 def _turn(text: str, script: dict[str, list[Any]], **planner: Any) -> TurnContext:
@@ -191,3 +199,22 @@ def test_a_scaled_number_is_said_both_ways() -> None:
     said = Sources(user=("a total payout of $50 million over 2 thousand shares",)).said()
     assert {50.0, 50_000_000.0, 2.0, 2_000.0} <= set(said.numbers)
     assert 5.0 not in said.numbers  # only what was said
+
+
+def test_an_optional_argument_holding_another_arguments_value_is_dropped() -> None:
+    text = "Which banks of the U.S had the highest revenue in 2020?"
+    script: dict[str, list[Any]] = {
+        "route": [{"country": "U.S", "year": 2020, "top_n": 2020}],
+        "act": ["These two."],
+    }
+    turn = _turn(text, script)
+    events = run(turn)
+    assert _calls(events) == [("top_banks", {"country": "U.S", "year": 2020})]  # top_n: its default
+    (filled,) = [r.route for r in turn.records if r.route and r.route["stage"] == "arguments"]
+    assert filled["reason"] == "dropped optional top_n: a value another argument holds"
+
+
+def test_two_required_arguments_may_hold_the_same_value() -> None:
+    args = {"weight": 5, "height": 5, "unit": 5}
+    schema = {"required": ["weight", "height"]}
+    assert one_value_one_argument(schema, args) == ({"weight": 5, "height": 5}, ("unit",))
