@@ -75,6 +75,7 @@ __all__ = [
     "choose",
     "FirstAction",
     "follow_up_refusal",
+    "leaves",
 ]
 
 #: the choice that means "no tool: answer directly"
@@ -751,21 +752,22 @@ def _same_tool_refusal(
             f"{tool_name} again with {len(changed)} arguments changed or added (the next of "
             "several things asked replaces one value)"
         )
-    given = [leaf for step in done for leaf in _leaves(step.tool_args)]
+    given = [leaf for step in done for leaf in leaves(step.tool_args)]
     found = grounding.sources(turn)
-    leaves = _leaves(tool_args[changed[0]])
-    if leaves and all(
-        _said(found, leaf) and not any(_variant(leaf, old) for old in given) for leaf in leaves
+    values = leaves(tool_args[changed[0]])
+    if values and all(
+        _said(found, leaf) and not any(_variant(leaf, old) for old in given) for leaf in values
     ):
         return ""
     return f"{tool_name} again with no new value the user said"
 
 
-def _leaves(node: JsonValue) -> list[JsonValue]:
+def leaves(node: JsonValue) -> list[JsonValue]:
+    """The leaf values of a call's arguments (inside objects and lists), in order."""
     if isinstance(node, dict):
-        return [leaf for value in node.values() for leaf in _leaves(value)]
+        return [leaf for value in node.values() for leaf in leaves(value)]
     if isinstance(node, list):
-        return [leaf for value in node for leaf in _leaves(value)]
+        return [leaf for value in node for leaf in leaves(value)]
     return [node]
 
 

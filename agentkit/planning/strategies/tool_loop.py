@@ -142,11 +142,7 @@ def _asked_before(steps: list[PlanStep], action: ActReply, *, side_effect: bool)
 
 def _values(node: JsonValue) -> list[str]:
     """The leaf values of a call's arguments, each as its JSON text (``1`` and ``"1"`` differ)."""
-    if isinstance(node, dict):
-        return [v for item in node.values() for v in _values(item)]
-    if isinstance(node, list):
-        return [v for item in node for v in _values(item)]
-    return [json.dumps(node)]
+    return [json.dumps(leaf) for leaf in tool_choice.leaves(node)]
 
 
 def _act_messages(turn: Turn) -> list[ChatMessage]:
