@@ -290,3 +290,49 @@ def test_agentkit_chat_repl_stays_up_when_the_worker_dies(data_dir: Path) -> Non
     history = json.loads((conversations[0] / "history.json").read_text())
     assert [m["role"] for m in history][-2:] == ["user", "assistant"]
     assert history[-2]["content"] == "Say hello." and history[-1]["content"].strip()
+
+
+def test_a_worker_whose_parent_is_gone_stops_its_generation_and_exits() -> None:
+    """End of stdin (the parent closed the pipe, or was killed) cancels the generation under
+    way at its next token: a killed bench or server leaves no worker computing for no one."""
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentkit.models._llama_worker",
+            "--model",
+            str(default_gguf_path()),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert worker.stdin is not None and worker.stdout is not None
+    try:
+        assert json.loads(worker.stdout.readline()).get("ready") is True
+        request = {
+            "op": "generate",
+            "id": 1,
+            "messages": [{"role": "user", "content": LONG_ASK}],
+            "max_tokens": 2000,
+            "temperature": 0.0,
+            "repeat_penalty": 1.1,
+            "seed": 7,
+        }
+        worker.stdin.write(json.dumps(request) + "\n")
+        worker.stdin.flush()
+        first = json.loads(worker.stdout.readline())
+        assert "delta" in first, first  # the generation is under way
+        worker.stdin.close()  # the parent is gone
+        done = [json.loads(line) for line in worker.stdout if '"done"' in line]
+        assert [message["done"]["stop_reason"] for message in done] == ["cancelled"]
+        assert done[0]["done"]["output_tokens"] < 2000
+        assert worker.wait(timeout=120) == 0  # a hang guard, not a deadline
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        worker.stdout.close()
+        if not worker.stdin.closed:
+            worker.stdin.close()

@@ -36,7 +36,8 @@ continuation after the prompt (raw text), read off one batched decode
 
 Requests run one at a time, in order. A cancel stops a generation between tokens (the parent
 kills the process if it does not stop soon). End of stdin — the parent closed the pipe or
-died — ends the process.
+died — cancels the generation under way (a killed parent leaves no worker computing for no
+one) and ends the process.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class _Requests:
     def __init__(self) -> None:
         self.pending: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._cancelled: set[int] = set()
+        self._gone = False  # end of stdin: every request is cancelled
         self._lock = threading.Lock()
         threading.Thread(target=self._read, name="requests", daemon=True).start()
 
@@ -80,11 +82,13 @@ class _Requests:
                     self._cancelled.add(int(request.get("id", -1)))
             else:
                 self.pending.put(request)
+        with self._lock:
+            self._gone = True  # a generation under way stops at its next token
         self.pending.put(None)  # the parent is gone
 
     def cancelled(self, request_id: int) -> bool:
         with self._lock:
-            return request_id in self._cancelled
+            return self._gone or request_id in self._cancelled
 
 
 def _load(path: str, n_ctx: int, seed: int) -> Any:  # noqa: ANN401 - llama_cpp.Llama
