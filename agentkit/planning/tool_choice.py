@@ -14,7 +14,7 @@ action call:
 2. **reads stay reads**: a request that reads as a question (*which …?*, 哪些, 吗), or asks to
    see or find something without saying a change, never gets a side-effecting tool: those candidates
    are dropped, and with none left the answer is "no tool".
-3. **the model's vote, on near-ties only**: candidates within ``_NEAR_TIE`` of the leader are
+3. **the model's vote, on near-ties only**: candidates within ``NEAR_TIE`` of the leader are
    put to the model. A backend that scores likelihoods (the embedded model) gives, for each,
    the log-probability of the request after the tool's description — which request would
    this tool be asked? — read in one batched pass, nothing generated; the vote adds
@@ -68,27 +68,27 @@ from agentkit.planning.tracer import ModelCall, error_text
 from agentkit.tools import mask_secrets
 
 __all__ = [
+    "NEAR_TIE",
     "NO_TOOL",
+    "WEAK",
     "RouteCandidate",
     "RouteTrace",
     "RoutedAction",
     "choose",
     "FirstAction",
-    "follow_up_refusal",
-    "leaves",
 ]
 
 #: the choice that means "no tool: answer directly"
 NO_TOOL = "none"
 #: candidates whose score is within this factor of the leader's are put to the model's vote
-_NEAR_TIE = 1.25
+NEAR_TIE = 1.25
 #: the likelihood vote's weight (per nat) against the candidate's share of the leader's score;
 #: fitted on the dev rows: 0.05 to 0.5 all gave the same decisions there, 0 lost one
 _VOTE_WEIGHT = 0.1
 #: what the likelihood vote reads before the request: would this tool be asked this?
 _VOTE_PROMPT = "Task: {description}\nUser request:"
 #: a leader whose lexical score is below this matched one weak term at best: the model settles
-_WEAK = 1.0
+WEAK = 1.0
 #: how many tools (best by meaning and words) the model settles among, besides "none"
 _SETTLE_POOL = 3
 #: what the settling vote reads for "none": would this request want no tool at all?
@@ -175,7 +175,7 @@ async def choose(turn: Turn) -> RoutedAction | None:  # noqa: PLR0911 - one per 
     ranked = rank_tools(turn.tools, text) if "lexical" in signals else []
     top = max((item.score for item in ranked), default=0.0)
     small = is_small_talk(text)
-    if small and top < _WEAK:
+    if small and top < WEAK:
         return _no_tool(
             turn, (), "small talk: a greeting, thanks or a question about the assistant"
         )
@@ -184,7 +184,7 @@ async def choose(turn: Turn) -> RoutedAction | None:  # noqa: PLR0911 - one per 
     if reads:
         pool = [c for c in pool if not c.side_effect]
     candidates = tuple(c for c in pool if c.score > 0)[: ctx.config.router_candidates]
-    weak = not candidates or candidates[0].score < _WEAK  # the pool is best-first
+    weak = not candidates or candidates[0].score < WEAK  # the pool is best-first
     floors = _floors(turn) if "semantic" in signals else None
     signal = await _semantic(turn) if floors is not None else None
     if signal is not None:
@@ -208,7 +208,7 @@ async def choose(turn: Turn) -> RoutedAction | None:  # noqa: PLR0911 - one per 
             else "no tool matches the request"
         )
         return _no_tool(turn, (), reason)
-    tied = tuple(c for c in candidates if c.score * _NEAR_TIE >= candidates[0].score)
+    tied = tuple(c for c in candidates if c.score * NEAR_TIE >= candidates[0].score)
     trace = RouteTrace(candidates=candidates)
     if len(tied) == 1:
         decided, trace = _decide(turn, candidates[0], "", tied, trace)
@@ -702,89 +702,6 @@ def _trace(turn: Turn, trace: RouteTrace) -> None:
     """A decision taken without a model call: a ``route`` record with no messages."""
     record = CallRecord(purpose="route", messages=[], route=trace.model_dump(mode="json"))
     turn.tracer.note(record)
-
-
-# -- after the routed action ---------------------------------------------------------------
-
-
-def follow_up_refusal(
-    turn: Turn, tool_name: str, tool_args: Mapping[str, JsonValue], steps: Sequence[PlanStep]
-) -> str:
-    """Why the router does not admit *tool_name* as a further call of this turn, after the
-    calls in *steps* ran (``""``: it does, or the router is off or nothing ran yet).
-
-    The router routed the request's first call; a small model asked to go on calls again
-    whatever is done — another tool the request never named, or the same one with its last
-    values stretched (*Miami, Florida* → *Miami, Florida in the upcoming 7*), reshuffled or
-    joined by an option nobody asked for. So a further call must be one the router would
-    route too. Another tool only when the request's words pick it as well as the best-ranked
-    tool (a lexical candidate within the near-tie margin of the leader). The same tool only
-    as the next of several things asked: its last call with one argument's value replaced by
-    a value the user said (or a tool returned) that is no variant of one given (*Miami and
-    Boston*: two calls); arguments left out keep their defaults, an added one is an option
-    nobody asked for."""
-    done = [s for s in steps if s.type == "tool" and s.status == "done"]
-    if not enabled(turn) or not done:
-        return ""
-    runs = [s for s in done if s.tool_name == tool_name]
-    if runs:
-        return _same_tool_refusal(turn, tool_name, tool_args, runs[-1], done)
-    if "lexical" not in turn.ctx.config.router_signals:
-        return ""
-    scores = {item.name: item.score for item in rank_tools(turn.tools, turn.ctx.text)}
-    score, best = scores.get(tool_name, 0.0), max(scores.values(), default=0.0)
-    if score < _WEAK or score * _NEAR_TIE < best:
-        return f"{tool_name} is not a tool the request's words pick"
-    return ""
-
-
-def _same_tool_refusal(
-    turn: Turn,
-    tool_name: str,
-    tool_args: Mapping[str, JsonValue],
-    last: PlanStep,
-    done: Sequence[PlanStep],
-) -> str:
-    before = last.tool_args
-    changed = [key for key, value in tool_args.items() if before.get(key) != value]
-    if len(changed) != 1 or changed[0] not in before:
-        return (
-            f"{tool_name} again with {len(changed)} arguments changed or added (the next of "
-            "several things asked replaces one value)"
-        )
-    given = [leaf for step in done for leaf in leaves(step.tool_args)]
-    found = grounding.sources(turn)
-    values = leaves(tool_args[changed[0]])
-    if values and all(
-        _said(found, leaf) and not any(_variant(leaf, old) for old in given) for leaf in values
-    ):
-        return ""
-    return f"{tool_name} again with no new value the user said"
-
-
-def leaves(node: JsonValue) -> list[JsonValue]:
-    """The leaf values of a call's arguments (inside objects and lists), in order."""
-    if isinstance(node, dict):
-        return [leaf for value in node.values() for leaf in leaves(value)]
-    if isinstance(node, list):
-        return [leaf for value in node for leaf in leaves(value)]
-    return [node]
-
-
-def _said(found: grounding.Sources, leaf: JsonValue) -> bool:
-    if isinstance(leaf, bool) or leaf is None:
-        return False
-    if isinstance(leaf, int | float):
-        return found.has_number(leaf)
-    return isinstance(leaf, str) and found.says(leaf)
-
-
-def _variant(value: JsonValue, given: JsonValue) -> bool:
-    """*value* is *given* again: equal, or a string that holds it or is held by it."""
-    if isinstance(value, str) and isinstance(given, str):
-        a, b = " ".join(value.casefold().split()), " ".join(given.casefold().split())
-        return bool(a and b) and (a in b or b in a)
-    return value == given
 
 
 # -- running the routed action -------------------------------------------------------------

@@ -23,7 +23,7 @@ from agentkit.errors import ModelError
 from agentkit.events import AgentEvent, AgentOutputEvent
 from agentkit.memory import Observation, PlanStep
 from agentkit.models.base import ChatMessage, ToolSpec
-from agentkit.planning import context, grounding, replies, tool_choice
+from agentkit.planning import context, follow_ups, grounding, replies, tool_choice
 from agentkit.planning.errors import TurnFailedError
 from agentkit.planning.graph import End, Stage, Strategy, Turn
 from agentkit.planning.plan import ActReply, PlanFormatError, check_tool_call, parse_act
@@ -93,7 +93,7 @@ async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
     repeated = _asked_before(
         tool_steps, action, side_effect=tools.get(action.tool_name).side_effect
     )
-    refused = tool_choice.follow_up_refusal(turn, action.tool_name, action.tool_args, state.steps)
+    refused = follow_ups.follow_up_refusal(turn, action.tool_name, action.tool_args, state.steps)
     if repeated is not None or refused:  # nothing new to fetch: answer from what is known
         answer = PlanStep(
             id=f"answer_{len(state.steps) + 1}",
@@ -142,7 +142,7 @@ def _asked_before(steps: list[PlanStep], action: ActReply, *, side_effect: bool)
 
 def _values(node: JsonValue) -> list[str]:
     """The leaf values of a call's arguments, each as its JSON text (``1`` and ``"1"`` differ)."""
-    return [json.dumps(leaf) for leaf in tool_choice.leaves(node)]
+    return [json.dumps(leaf) for leaf in follow_ups.leaves(node)]
 
 
 def _act_messages(turn: Turn) -> list[ChatMessage]:
