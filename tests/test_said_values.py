@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from agentkit import FunctionModel, ModelRequest
 from agentkit.config import PlannerConfig
-from agentkit.events import ToolCallEvent
+from agentkit.events import AskUserEvent, ToolCallEvent
 from agentkit.models.function import tool_call
 from agentkit.planning import TurnContext, act_schema, plan_schema
 from agentkit.planning.grounding import Sources
@@ -110,6 +110,21 @@ def test_free_strings_and_numbers_take_values_said_and_declared_choices_stay() -
     assert props["tags"]["items"] == {"$ref": "#/$defs/said_string"}
     assert schema["$defs"]["said_string"] == {"enum": ["Seattle", "Chinese"]}
     assert schema["required"] == ["location", "cuisine"]
+
+
+def test_a_choice_the_user_named_is_the_only_one_offered() -> None:
+    named = tool_args_schema(FIND, Said(strings=("Seattle", "HIGH end"), numbers=()))
+    assert named["properties"]["price"] == {"enum": ["low", "high"]}  # a span, not the choice
+    named = tool_args_schema(FIND, Said(strings=("Seattle", "High"), numbers=()))
+    assert named["properties"]["price"] == {"enum": ["high"]}  # case aside
+    facilities = {
+        "type": "array",
+        "items": {"type": "string", "enum": ["Wi-Fi", "Cafe", "Fiction"]},
+    }
+    schema = {"type": "object", "properties": {"has": facilities}, "required": ["has"]}
+    said = Said(strings=("fiction section", "fiction", "free Wi-Fi", "Wi-Fi"))
+    has = tool_args_schema(schema, said)["properties"]["has"]
+    assert has == {"type": "array", "items": {"enum": ["Wi-Fi", "Fiction"]}, "minItems": 1}
 
 
 def test_an_optional_free_text_argument_is_offered_only_when_the_request_names_it() -> None:
@@ -232,6 +247,178 @@ def test_the_router_fills_arguments_from_what_was_said(env: Env) -> None:
     [route] = [r for r in seen if r.purpose == "route" and r.json_schema]
     assert route.json_schema["properties"]["location"] == {"$ref": "#/$defs/said_string"}  # type: ignore[index]
     assert "Seattle" in route.json_schema["$defs"]["said_string"]["enum"]  # type: ignore[index]
+
+
+# -- a number nobody said ---------------------------------------------------------------------
+
+
+def test_numbers_written_with_a_unit_or_as_a_list_are_numbers() -> None:
+    text = "base 6cm, 100µF, flows [200,300,400,500], 12,5 and 1,000,000 people; mp3 v2"
+    numbers = set(Sources(user=(text,)).said().numbers)
+    assert {6.0, 100.0, 200.0, 300.0, 400.0, 500.0, 12.0, 5.0, 1_000_000.0} <= numbers
+    assert not numbers & {0.0, 1.0, 2.0, 3.0}  # a million's groups, a word's digits: not numbers
+    assert Sources(user=("five guests",)).has_number(5)  # a number word grounds a number
+    assert {5.0, 0.05} <= set(Sources(user=("a rate of 5% a year",)).said().numbers)
+
+
+def test_a_quoted_value_is_one_value_and_no_run_crosses_its_quotes() -> None:
+    said = Sources(user=("lawsuits of the company 'Apple Inc.' from the year 2010",)).said()
+    assert "Apple Inc" in said.strings
+    assert not [s for s in said.strings if "Inc" in s and "from" in s]
+    assert not [s for s in said.strings if "company" in s and "Apple" in s]
+
+
+def test_a_required_list_under_said_values_holds_at_least_one_value() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "parties": {"type": "array", "items": {"type": "string"}},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["parties"],
+    }
+    said = Said(strings=("John", "Alice"), words=frozenset({"tags"}))
+    props = tool_args_schema(schema, said)["properties"]
+    assert props["parties"]["minItems"] == 1
+    assert "minItems" not in props["tags"]  # optional: may stay empty
+    assert "minItems" not in tool_args_schema(schema)["properties"]["parties"]  # free values
+
+
+AREA = {
+    "type": "object",
+    "properties": {"base": {"type": "number"}, "height": {"type": "number"}},
+    "required": ["base", "height"],
+}
+
+
+def _area_tools() -> ToolRegistry:
+    return ToolRegistry(
+        [
+            Tool(
+                name="triangle_area",
+                description="The area of a triangle.",
+                args_model=schema_args_model("triangle_area", AREA),
+                handler=lambda args: {"area": args["base"] * args["height"] / 2},
+                side_effect=False,
+                live_state=False,
+            )
+        ]
+    )
+
+
+def _area_model() -> FunctionModel:
+    """Calls triangle_area with numbers of its own (there is no said number to take)."""
+    args = {"base": 10, "height": 5}
+
+    def reply(request: ModelRequest) -> Any:
+        first = sum(r.purpose == request.purpose for r in model.requests) == 1
+        if request.purpose == "plan":
+            steps = [step("s1", "tool", tool_name="triangle_area", tool_args=args)]
+            return {"goal": "area", "steps": steps if first else []}
+        if request.purpose == "act":
+            return tool_call("triangle_area", **args) if first else "Done."
+        if request.purpose == "replan":
+            return {"action": "finish", "reason": "done"}
+        return "Done."
+
+    model = FunctionModel(reply)
+    return model
+
+
+def _area_turn(
+    env: Env, text: str, model: FunctionModel, strategy: str, values: str
+) -> TurnContext:
+    return TurnContext(
+        key=KEY,
+        text=text,
+        store=env.store,
+        memory=env.memory,
+        model=model,
+        tools=_area_tools(),
+        config=PlannerConfig(strategy=strategy, argument_values=values),  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_under_said_values_a_required_number_nobody_said_is_asked_for(
+    env: Env, strategy: str
+) -> None:
+    model = _area_model()
+    events = run(_area_turn(env, "What is the capital of France?", model, strategy, "said"))
+    [asked] = of(events, AskUserEvent)
+    assert asked.kind == "question" and "base" in asked.question and "height" in asked.question
+    assert not of(events, ToolCallEvent)  # a read, and still no invented number runs
+    calls = len(model.requests)
+    events = run(_area_turn(env, "base 8, height 3", model, strategy, "said"))
+    [call] = of(events, ToolCallEvent)
+    assert call.arguments == {"base": 8, "height": 3}  # the answer went back to the call
+    assert len([r for r in model.requests[calls:] if r.purpose in ("plan", "act")]) <= 1
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_free_values_and_said_numbers_leave_a_read_as_it_is(env: Env, strategy: str) -> None:
+    model = _area_model()
+    events = run(_area_turn(env, "What is the capital of France?", model, strategy, "free"))
+    assert [e.arguments for e in of(events, ToolCallEvent)] == [{"base": 10, "height": 5}]
+    said = run(_area_turn(env, "A triangle, base 10 and height 5", _area_model(), strategy, "said"))
+    assert [e.arguments for e in of(said, ToolCallEvent)] == [{"base": 10, "height": 5}]
+    assert not [e for e in of(said, AskUserEvent) if e.kind == "question"]
+
+
+LAWSUITS = {
+    "type": "object",
+    "properties": {
+        "company": {"type": "string"},
+        "case_type": {
+            "type": "string",
+            "description": "The lawsuit's type, e.g., 'IPR', 'Patent'. Default is 'all'.",
+        },
+        "court": {"type": "string", "description": "The court, e.g. 'federal' or 'state'."},
+    },
+    "required": ["company"],
+}
+
+
+def _lawsuit_turn(env: Env, text: str, values: str) -> tuple[TurnContext, FunctionModel]:
+    tool = Tool(
+        name="find_lawsuits",
+        description="Lawsuits involving a company.",
+        args_model=schema_args_model("find_lawsuits", LAWSUITS),
+        handler=lambda args: {"found": 3},
+        side_effect=False,
+        live_state=False,
+    )
+
+    def reply(request: ModelRequest) -> Any:
+        first = sum(r.purpose == request.purpose for r in model.requests) == 1
+        if request.purpose == "act" and first:
+            return tool_call("find_lawsuits", company="Apple")
+        return "Three."
+
+    model = FunctionModel(reply)
+    config = PlannerConfig(strategy="tool_loop", argument_values=values)  # type: ignore[arg-type]
+    turn = TurnContext(
+        key=KEY, text=text, store=env.store, memory=env.memory, model=model,
+        tools=ToolRegistry([tool]), config=config,
+    )  # fmt: skip
+    return turn, model
+
+
+@pytest.mark.parametrize(
+    ("text", "values", "expected"),
+    [
+        ("Patent lawsuits of Apple", "said", {"company": "Apple", "case_type": "Patent"}),
+        ("patent lawsuits of Apple", "free", {"company": "Apple"}),  # free: as the model wrote
+        ("lawsuits of Apple", "said", {"company": "Apple"}),  # no listed value said
+        ("ipr or patent suits of Apple", "said", {"company": "Apple"}),  # two said: no choice
+    ],
+)
+def test_an_optional_value_the_tool_lists_and_the_user_said_is_filled(
+    env: Env, text: str, values: str, expected: dict[str, Any]
+) -> None:
+    turn, _ = _lawsuit_turn(env, text, values)
+    [call] = of(run(turn), ToolCallEvent)
+    assert call.arguments == expected
 
 
 # -- tool_loop: a read asked again with nothing new is not run again --------------------------

@@ -41,7 +41,7 @@ import math
 import re
 import unicodedata
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import JsonValue
@@ -66,6 +66,7 @@ __all__ = [
     "check",
     "fill_from_answer",
     "fill_from_examples",
+    "fill_listed_options",
     "ground_step",
     "is_fragment",
     "is_placeholder",
@@ -100,7 +101,9 @@ _WRAPPED = re.compile(r"\$?[<{\[(]{1,2}\s*[\w .:/-]*\s*[>}\])]{1,2}")
 _YOUR = re.compile(r"your[\s_-]+\w")
 _FILLER = re.compile(r"(?:x+|\*+|\.{2,}|_+|-+|#+|\?+|0+|1234(?:5(?:6(?:78?9?)?)?)?)", re.IGNORECASE)
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
-_NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?![\w])|(?<![\w.])[-+]?\.\d+(?![\w])")
+#: a number as written: not inside a word (``mp3``), but a unit may follow it (``6cm``,
+#: ``100µF``, ``5m``)
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?!\d)|(?<![\w.])[-+]?\.\d+(?!\d)")
 #: ``label:value`` / ``label=value`` written without a space (not a URL's ``://``)
 _LABELLED = re.compile(r"([^\W\d]+)[:=\uff1a](?!//)(.+)")
 #: what separates an answer's words (full-width comma and semicolon included)
@@ -109,8 +112,20 @@ _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def applies(turn: Turn, tool: Tool[Any]) -> bool:
-    """Whether calls of *tool* are checked in this turn (``planner.grounding``)."""
-    return tool.side_effect or turn.ctx.config.grounding == "all"
+    """Whether calls of *tool* are checked in this turn: every required argument
+    (``planner.grounding``), or under ``planner.argument_values: said`` the required numbers
+    of any other call (:func:`numbers_only`)."""
+    config = turn.ctx.config
+    return tool.side_effect or config.grounding == "all" or config.argument_values == "said"
+
+
+def numbers_only(turn: Turn, tool: Tool[Any]) -> bool:
+    """Only *tool*'s required numbers are checked: a call that needs no consent, under said
+    values. Decoding already limits a number to one said; where the conversation holds no
+    number at all the grammar cannot, and the model invents one (a triangle's base for a
+    question about a capital). That call is a question for the number, never a guess."""
+    config = turn.ctx.config
+    return not tool.side_effect and config.grounding != "all"
 
 
 def _norm(text: str) -> str:
@@ -168,6 +183,8 @@ class Sources:
         tokens = {tok for text in texts for tok in _TOKEN.findall(text)}
         object.__setattr__(self, "_tokens", frozenset(tokens))
         numbers = {n for text in texts for n in _numbers(text)}
+        for text in self.user:  # a number the user wrote as a word (*five*, *a dozen*)
+            numbers.update(_NUMBER_WORDS[w] for w in _words(text) if w in _NUMBER_WORDS)
         object.__setattr__(self, "_numbers", frozenset(numbers))
 
     def says(self, value: str) -> bool:
@@ -210,8 +227,6 @@ class Sources:
         for text in self.tools:
             strings.update(dict.fromkeys(_tool_strings(text)))
         numbers = set(self._numbers)
-        for text in self.user:
-            numbers.update(_NUMBER_WORDS[w] for w in _words(text) if w in _NUMBER_WORDS)
         kept = [s for s in strings if s][:_SAID_STRINGS]
         words = frozenset(w for text in self.user for w in _words(text))
         return Said(tuple(kept), tuple(sorted(numbers)), words)
@@ -251,16 +266,25 @@ _NUMBER_WORDS = {word: float(value) for value, word in enumerate(_WORDS_0_20.spl
 }
 
 
+#: the quotes that open or close a quoted value
+_QUOTES = frozenset("'\"`\u201c\u201d\u2018\u2019")
+
+
 def _spans(text: str) -> list[str]:
-    """Runs of up to ``_SPAN_WORDS`` words of *text*, as written (edge punctuation off), and
-    the runs of up to ``_SPAN_WORDS`` characters inside its Han runs."""
+    """Runs of up to ``_SPAN_WORDS`` words of *text*, as written (edge punctuation off; none
+    crosses a quote: *'Apple Inc.' from* is no value), and the runs of up to ``_SPAN_WORDS``
+    characters inside its Han runs."""
     words = text.split()
     edges = [_norm(word.strip(_EDGE)) in _FUNCTION_WORDS for word in words]
+    opens = [word[0] in _QUOTES for word in words]
+    closes = [word.rstrip(".,;:!?")[-1:] in _QUOTES for word in words]
     spans = []
     for start in range(len(words)):
         if edges[start]:
             continue
         for end in range(start + 1, min(len(words), start + _SPAN_WORDS) + 1):
+            if end - 1 > start and (opens[end - 1] or closes[end - 2]):
+                break  # a quoted value is one: no run goes into or out of the quotes
             if not edges[end - 1]:
                 span = " ".join(words[start:end]).strip(_EDGE)
                 spans.append(span)
@@ -296,26 +320,55 @@ def _tool_strings(text: str) -> list[str]:
 
 
 def _numbers(text: str) -> set[float]:
-    """The numbers *text* says: as written, and scaled where a scale word follows
-    (*50 million* is 50 and 50,000,000)."""
+    """The numbers *text* says: as written, and scaled where a scale word or a percent sign
+    follows (*50 million* is 50 and 50,000,000; *5%* is 5 and 0.05)."""
     found = set()
     for match in _SCALED.finditer(text):
-        number = _number(match.group(1))
+        written = match.group(1)
+        parts = _list_parts(written)
+        found.update(parts)
+        number = _number(written) if _grouped(written) else None
         if number is None:
             continue
         found.add(number)
         scale = (match.group(2) or "").casefold()
         if scale in _SCALES:
             found.add(number * _SCALES[scale])
+        if match.group(3):  # 5% is 5 and 0.05
+            found.add(round(number / 100, 12))
     return found
 
 
 #: scale words after a number, and what they multiply it by
 _SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 _SCALED = re.compile(
-    rf"({_NUMBER.pattern})(?:\s+({'|'.join(_SCALES)})\b)?",
+    rf"({_NUMBER.pattern})(?:\s+({'|'.join(_SCALES)})\b|\s*(%|per\s?cent\b))?",
     re.IGNORECASE,
 )
+
+
+_GROUPED = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?,?|[-+]?[\d.]+,?")
+
+
+def _grouped(written: str) -> bool:
+    """*written* is one number: no comma, or commas that group thousands (``1,250``)."""
+    return _GROUPED.fullmatch(written) is not None
+
+
+def _list_parts(written: str) -> set[float]:
+    """The numbers of a list written without spaces (``200,300,400,500``; ``12,5``): its
+    comma-separated parts, where they are not a number's thousands (``1,000,000``: whose
+    groups after the first start with 0) — for three parts or more, or commas that group
+    nothing."""
+    parts = [part for part in written.split(",") if part]
+    if len(parts) < 2:  # a list has two parts
+        return set()
+    grouped = _grouped(written)
+    leading_zero = any(part.startswith("0") for part in parts[1:])
+    if grouped and (len(parts) < 3 or leading_zero):  # see the docstring
+        return set()
+    found = {_number(part) for part in parts}
+    return {n for n in found if n is not None}
 
 
 def _number(text: str) -> float | None:
@@ -412,10 +465,14 @@ def _schema_parts(tool: Tool[Any]) -> tuple[Mapping[str, Any], tuple[str, ...]]:
     )
 
 
-def check(tool: Tool[Any], args: Mapping[str, JsonValue], found: Sources) -> Grounding:
+def check(
+    tool: Tool[Any], args: Mapping[str, JsonValue], found: Sources, *, numbers: bool = False
+) -> Grounding:
     """*args* of a call of *tool* checked against what grounds them (see the module
-    docstring)."""
+    docstring); with *numbers*, only the required arguments that are numbers."""
     props, required = _schema_parts(tool)
+    if numbers:
+        required = tuple(r for r in required if _is_number(props.get(r) or {}))
     kept: dict[str, JsonValue] = {}
     dropped: list[str] = []
     for name, value in args.items():
@@ -432,6 +489,10 @@ def check(tool: Tool[Any], args: Mapping[str, JsonValue], found: Sources) -> Gro
         elif not _grounded(kept[name], name, schema, found):
             missing.append(name)
     return Grounding(kept, tuple(missing), tuple(dropped))
+
+
+def _is_number(schema: Mapping[str, Any]) -> bool:
+    return schema.get("type") in ("integer", "number") and "enum" not in schema
 
 
 def _label_pairs(answer: str) -> list[tuple[int, str]]:
@@ -500,23 +561,55 @@ def fill_from_answer(
 _EXAMPLES = re.compile(r"\b(?:e\.g\.|for example|such as|one of|like)\s*:?\s*(.+)", re.IGNORECASE)
 
 
+#: a value a description quotes: ``'real' for real roots, 'all' for both``
+_QUOTED = re.compile(r"""(?<!\w)['"\u2018\u201c]([^'"\u2019\u201d]{1,40})['"\u2019\u201d](?!\w)""")
+
+
+def _listed(description: str, name: str) -> list[str]:
+    """The values *description* lists for a string field: after *e.g.* (``e.g. red, blue``)
+    and the ones it quotes."""
+    options: list[str] = []
+    listed = _EXAMPLES.search(description)
+    if listed is not None:
+        options += [o.strip(" .;'\"") for o in re.split(r",|\bor\b|/", listed[1])]
+    options += [o.strip() for o in _QUOTED.findall(description)]
+    return [o for o in dict.fromkeys(options) if o and not is_placeholder(o, name)]
+
+
+def _said_choice(schema: Mapping[str, Any], name: str, found: Sources) -> str | None:
+    """The one value a string field's description lists that the user said, or None."""
+    if schema.get("type") not in ("string", None) or "enum" in schema:
+        return None
+    options = _listed(str(schema.get("description") or ""), name)
+    said = [o for o in options if found.says_user(o)]
+    folded = {_norm(o) for o in said}
+    return said[0] if len(folded) == 1 else None
+
+
 def fill_from_examples(
     tool: Tool[Any], args: Mapping[str, JsonValue], missing: Sequence[str], found: Sources
 ) -> dict[str, JsonValue]:
-    """*args* with each missing string field whose description lists example values (``e.g.
-    red, blue``) set to the one of them the user said (several said: left missing)."""
+    """*args* with each missing string field whose description lists values (``e.g. red,
+    blue``, or quoted: ``'real' for …, 'all' for …``) set to the one of them the user said
+    (several said: left missing)."""
     props, _ = _schema_parts(tool)
     filled = dict(args)
     for name in missing:
-        schema = props.get(name) or {}
-        listed = _EXAMPLES.search(str(schema.get("description") or ""))
-        if schema.get("type") not in ("string", None) or listed is None:
-            continue
-        options = [o.strip(" .;'\"") for o in re.split(r",|\bor\b|/", listed[1])]
-        said = [o for o in options if o and not is_placeholder(o, name) and found.says_user(o)]
-        if len(said) == 1:
-            filled[name] = said[0]
+        choice = _said_choice(props.get(name) or {}, name, found)
+        if choice is not None:
+            filled[name] = choice
     return filled
+
+
+def fill_listed_options(
+    tool: Tool[Any], args: Mapping[str, JsonValue], found: Sources
+) -> dict[str, JsonValue]:
+    """*args* with each optional string field left out whose description lists values set to
+    the one of them the user said (*patent lawsuits* and ``e.g. 'IPR', 'Patent'``): under said
+    values, what the request chose among the tool's own options is not left to its default."""
+    props, required = _schema_parts(tool)
+    optional = [name for name in props if name not in required and name not in args]
+    return fill_from_examples(tool, args, optional, found)
 
 
 def _field_label(name: str) -> str:
@@ -590,14 +683,18 @@ def ground_step(turn: Turn, step: PlanStep, tool: Tool[Any]) -> tuple[PlanStep, 
     flow = turn.flow
     args: dict[str, JsonValue] = dict(flow.tool_args(step))
     found = sources(turn)
-    checked = check(tool, args, found)
+    numbers = numbers_only(turn, tool)
+    checked = check(tool, args, found, numbers=numbers)
     asked = asked_for(turn.state, step)
     if checked.missing and asked is not None and asked.status == "done":
         filled = fill_from_answer(tool, checked.args, checked.missing, turn.ctx.text)
-        checked = check(tool, _valid_fill(turn, tool, checked.args, filled), found)
+        checked = check(tool, _valid_fill(turn, tool, checked.args, filled), found, numbers=numbers)
     if checked.missing:
         filled = fill_from_examples(tool, checked.args, checked.missing, found)
-        checked = check(tool, _valid_fill(turn, tool, checked.args, filled), found)
+        checked = check(tool, _valid_fill(turn, tool, checked.args, filled), found, numbers=numbers)
+    if turn.ctx.config.argument_values == "said":
+        listed = fill_listed_options(tool, checked.args, found)
+        checked = replace(checked, args=_valid_fill(turn, tool, checked.args, listed))
     if checked.args != args:
         state = flow.replace_args(turn.state, step.id, checked.args)
         turn.flow.save(state)

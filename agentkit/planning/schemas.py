@@ -166,7 +166,9 @@ def _said_values(node: Any, said: Said) -> Any:  # noqa: ANN401 - JSON in, JSON 
     """*node* (a lean argument schema) with free strings and numbers limited to *said*."""
     if isinstance(node, list):
         return [_said_values(item, said) for item in node]
-    if not isinstance(node, dict) or "enum" in node or "const" in node:
+    if isinstance(node, dict) and isinstance(node.get("enum"), list):
+        return _said_choices(node, said)
+    if not isinstance(node, dict) or "const" in node:
         return node
     kind = node.get("type")
     if kind == "string" and "pattern" not in node and said.strings:
@@ -183,7 +185,9 @@ def _said_values(node: Any, said: Said) -> Any:  # noqa: ANN401 - JSON in, JSON 
     if isinstance(changed.get("properties"), dict):
         required = set(changed.get("required") or ())
         changed["properties"] = {
-            name: _said_values(value, said)
+            name: _at_least_one(_said_values(value, said))
+            if name in required
+            else _said_values(value, said)
             for name, value in changed["properties"].items()
             if name in required
             or said.words is None
@@ -191,6 +195,23 @@ def _said_values(node: Any, said: Said) -> Any:  # noqa: ANN401 - JSON in, JSON 
             or _named(name, said.words)
         }
     return changed
+
+
+def _said_choices(node: dict[str, Any], said: Said) -> dict[str, Any]:
+    """An enumeration limited to the choices the user named (``Wi-Fi`` and ``fiction`` of a
+    library's facilities), or as declared when the user named none: the tool's own choices
+    stay choices, and the one the request names is not left to chance."""
+    folded = {text.casefold() for text in said.strings}
+    named = [v for v in node["enum"] if isinstance(v, str) and v.casefold() in folded]
+    return {**node, "enum": named} if named else node
+
+
+def _at_least_one(node: Any) -> Any:  # noqa: ANN401 - JSON in, JSON out
+    """A required list holds a value said: never empty (an empty list is no value at all,
+    and what a small model writes when it cannot choose)."""
+    if isinstance(node, dict) and node.get("type") == "array" and "minItems" not in node:
+        return {**node, "minItems": 1}
+    return node
 
 
 def _with_said(schema: JsonSchema, said: Said | None) -> JsonSchema:
