@@ -188,14 +188,22 @@ def _model(seen: list[ModelRequest]) -> FunctionModel:
     return FunctionModel(reply)
 
 
-def _turn(env: Env, model: FunctionModel, strategy: str, values: str) -> TurnContext:
+def _turn(
+    env: Env,
+    model: FunctionModel,
+    strategy: str,
+    values: str,
+    *,
+    text: str = REQUEST,
+    tools: ToolRegistry = TOOLS,
+) -> TurnContext:
     return TurnContext(
         key=KEY,
-        text=REQUEST,
+        text=text,
         store=env.store,
         memory=env.memory,
         model=model,
-        tools=TOOLS,
+        tools=tools,
         config=PlannerConfig(strategy=strategy, argument_values=values),  # type: ignore[arg-type]
     )
 
@@ -328,15 +336,7 @@ def _area_model() -> FunctionModel:
 def _area_turn(
     env: Env, text: str, model: FunctionModel, strategy: str, values: str
 ) -> TurnContext:
-    return TurnContext(
-        key=KEY,
-        text=text,
-        store=env.store,
-        memory=env.memory,
-        model=model,
-        tools=_area_tools(),
-        config=PlannerConfig(strategy=strategy, argument_values=values),  # type: ignore[arg-type]
-    )
+    return _turn(env, model, strategy, values, text=text, tools=_area_tools())
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -396,12 +396,7 @@ def _lawsuit_turn(env: Env, text: str, values: str) -> tuple[TurnContext, Functi
         return "Three."
 
     model = FunctionModel(reply)
-    config = PlannerConfig(strategy="tool_loop", argument_values=values)  # type: ignore[arg-type]
-    turn = TurnContext(
-        key=KEY, text=text, store=env.store, memory=env.memory, model=model,
-        tools=ToolRegistry([tool]), config=config,
-    )  # fmt: skip
-    return turn, model
+    return _turn(env, model, "tool_loop", values, text=text, tools=ToolRegistry([tool])), model
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,10 @@ proposed, so a field nobody gave is asked again.
 
 ``planner.grounding`` says which calls are checked: ``side_effect`` (the default: the calls that
 need consent) or ``all`` (every call with required arguments — a simulated world whose
-state-changing tools run without consent, as BFCL's multi-turn APIs do).
+state-changing tools run without consent, as BFCL's multi-turn APIs do). Under said values
+(below) every other call has its required *numbers* checked (:func:`numbers_only`), and an
+optional string the call left out takes the value of those its description lists that the user
+said (:func:`fill_listed_options`).
 
 The same grounds can also steer the decoding, before any check (``planner.argument_values:
 said``, :func:`said`): the model may then only write argument values the conversation holds —
