@@ -174,10 +174,7 @@ def _said_values(node: Any, said: Said) -> Any:  # noqa: ANN401 - JSON in, JSON 
     if kind == "string" and "pattern" not in node and said.strings:
         return {"$ref": _SAID_REF}
     if kind in ("integer", "number"):
-        numbers = [n for n in said.numbers if kind == "number" or float(n).is_integer()]
-        if numbers:
-            return {"enum": [int(n) if float(n).is_integer() else n for n in numbers]}
-        return node
+        return _said_number(node, said)
     changed = dict(node)
     for key in ("items", "anyOf", "oneOf", "allOf", "additionalProperties"):
         if key in changed:
@@ -195,6 +192,16 @@ def _said_values(node: Any, said: Said) -> Any:  # noqa: ANN401 - JSON in, JSON 
             or _named(name, said.words)
         }
     return changed
+
+
+def _said_number(node: dict[str, Any], said: Said) -> dict[str, Any]:
+    """A free number limited to the numbers said (the whole ones for an integer), or free
+    when none was."""
+    whole = node.get("type") == "integer"
+    numbers = [n for n in said.numbers if not whole or float(n).is_integer()]
+    if not numbers:
+        return node
+    return {"enum": [int(n) if float(n).is_integer() else n for n in numbers]}
 
 
 def _said_choices(node: dict[str, Any], said: Said) -> dict[str, Any]:
