@@ -275,7 +275,7 @@ _QUOTES = frozenset("'\"`\u201c\u201d\u2018\u2019")
 
 def _spans(text: str) -> list[str]:
     """Runs of up to ``_SPAN_WORDS`` words of *text*, as written (edge punctuation off; none
-    crosses a quote: *'Apple Inc.' from* is no value), and the runs of up to ``_SPAN_WORDS``
+    crosses a quote: *'Acme Ltd.' since* is no value), and the runs of up to ``_SPAN_WORDS``
     characters inside its Han runs."""
     words = text.split()
     edges = [_norm(word.strip(_EDGE)) in _FUNCTION_WORDS for word in words]
@@ -564,7 +564,7 @@ def fill_from_answer(
 _EXAMPLES = re.compile(r"\b(?:e\.g\.|for example|such as|one of|like)\s*:?\s*(.+)", re.IGNORECASE)
 
 
-#: a value a description quotes: ``'real' for real roots, 'all' for both``
+#: a value a description quotes: ``'draft' to keep it, 'final' to send it``
 _QUOTED = re.compile(r"""(?<!\w)['"\u2018\u201c]([^'"\u2019\u201d]{1,40})['"\u2019\u201d](?!\w)""")
 
 
@@ -593,7 +593,7 @@ def fill_from_examples(
     tool: Tool[Any], args: Mapping[str, JsonValue], missing: Sequence[str], found: Sources
 ) -> dict[str, JsonValue]:
     """*args* with each missing string field whose description lists values (``e.g. red,
-    blue``, or quoted: ``'real' for …, 'all' for …``) set to the one of them the user said
+    blue``, or quoted: ``'draft' to …, 'final' to …``) set to the one of them the user said
     (several said: left missing)."""
     props, _ = _schema_parts(tool)
     filled = dict(args)
@@ -608,7 +608,7 @@ def fill_listed_options(
     tool: Tool[Any], args: Mapping[str, JsonValue], found: Sources
 ) -> dict[str, JsonValue]:
     """*args* with each optional string field left out whose description lists values set to
-    the one of them the user said (*patent lawsuits* and ``e.g. 'IPR', 'Patent'``): under said
+    the one of them the user said (*a final invoice* and ``e.g. 'draft', 'final'``): under said
     values, what the request chose among the tool's own options is not left to its default."""
     props, required = _schema_parts(tool)
     optional = [name for name in props if name not in required and name not in args]

@@ -205,7 +205,7 @@ def _said_number(node: dict[str, Any], said: Said) -> dict[str, Any]:
 
 
 def _said_choices(node: dict[str, Any], said: Said) -> dict[str, Any]:
-    """An enumeration limited to the choices the user named (``Wi-Fi`` and ``fiction`` of a
+    """An enumeration limited to the choices the user named (``parking`` and ``wifi`` of a
     library's facilities), or as declared when the user named none: the tool's own choices
     stay choices, and the one the request names is not left to chance."""
     folded = {text.casefold() for text in said.strings}
