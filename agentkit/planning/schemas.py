@@ -35,7 +35,7 @@ import re
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -206,11 +206,17 @@ def _said_number(node: dict[str, Any], said: Said) -> dict[str, Any]:
 
 def _said_choices(node: dict[str, Any], said: Said) -> dict[str, Any]:
     """An enumeration limited to the choices the user named (``parking`` and ``wifi`` of a
-    library's facilities), or as declared when the user named none: the tool's own choices
+    hotel's amenities), or as declared when the user named none: the tool's own choices
     stay choices, and the one the request names is not left to chance."""
-    folded = {text.casefold() for text in said.strings}
+    folded = _folded(said.strings)
     named = [v for v in node["enum"] if isinstance(v, str) and v.casefold() in folded]
     return {**node, "enum": named} if named else node
+
+
+@lru_cache(maxsize=8)
+def _folded(strings: tuple[str, ...]) -> frozenset[str]:
+    """The said strings case-folded, once per turn's values (every enumeration reads them)."""
+    return frozenset(text.casefold() for text in strings)
 
 
 def _at_least_one(node: Any) -> Any:  # noqa: ANN401 - JSON in, JSON out
