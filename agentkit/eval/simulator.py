@@ -32,6 +32,7 @@ from typing import Literal, Protocol
 
 from agentkit.errors import ModelError, StructuredOutputError, UsageError
 from agentkit.eval.scenario import Scenario, SimulatedUser
+from agentkit.language import LANGUAGES
 from agentkit.models.base import ChatMessage, ChatModel, SessionBackend, validate_structured
 from agentkit.planning.call_records import CallRecord
 from agentkit.planning.prompts import load_template
@@ -65,10 +66,9 @@ AGENT_NAME = "simulated_user"
 StopReason = Literal["user_done", "user_gave_up", "max_turns", "error", "budget"]
 #: what the simulated user answers a consent request, by language and the scenario's policy
 CONSENT_REPLIES: dict[str, dict[str, str]] = {
-    "en": {"approve": "yes", "reject": "no"},
-    "zh": {"approve": "好的", "reject": "不要"},
+    lang.code: {"approve": lang.approve_reply, "reject": lang.reject_reply} for lang in LANGUAGES
 }
-_LANGUAGES = {"en": "English", "zh": "Chinese (简体中文)"}
+_LANGUAGES = {lang.code: lang.name or lang.code for lang in LANGUAGES}
 _CONSENT_TEXT = {
     "approve": "When the assistant asks you to confirm an action, you approve it.",
     "reject": "When the assistant asks you to confirm an action, you refuse it.",

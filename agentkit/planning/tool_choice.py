@@ -14,11 +14,11 @@ action call:
 2. **reads stay reads**: a request that reads as a question (*which …?*, 哪些, 吗), or asks to
    see or find something without saying a change, never gets a side-effecting tool: those candidates
    are dropped, and with none left the answer is "no tool".
-3. **the model's vote, on near-ties only**: candidates within ``NEAR_TIE`` of the leader are
+3. **the model's vote, on near-ties only**: candidates within ``router_near_tie`` of the leader are
    put to the model. A backend that scores likelihoods (the embedded model) gives, for each,
    the log-probability of the request after the tool's description — which request would
    this tool be asked? — read in one batched pass, nothing generated; the vote adds
-   ``_VOTE_WEIGHT`` times that to the candidate's share of the leader's score (weight and
+   ``router_vote_weight`` times that to the candidate's share of the leader's score (weight and
    margin fitted on the dev rows only). Another backend writes a grammar-constrained choice
    among the tied names and ``none``, which wins the tie outright. A clear leader needs no
    model call.
@@ -44,12 +44,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from agentkit import language
 from agentkit.errors import MissingExtraError, ModelError, StructuredOutputError
 from agentkit.events import AgentEvent
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema
 from agentkit.planning import grounding
 from agentkit.planning.call_records import CallRecord
+from agentkit.planning.follow_ups import router_on
 from agentkit.planning.graph import Stage, Turn
 from agentkit.planning.intents import is_small_talk
 from agentkit.planning.plan import PlanFormatError, check_tool_call, extract_json
@@ -68,9 +70,7 @@ from agentkit.planning.tracer import ModelCall, error_text
 from agentkit.tools import mask_secrets
 
 __all__ = [
-    "NEAR_TIE",
     "NO_TOOL",
-    "WEAK",
     "RouteCandidate",
     "RouteTrace",
     "RoutedAction",
@@ -80,17 +80,8 @@ __all__ = [
 
 #: the choice that means "no tool: answer directly"
 NO_TOOL = "none"
-#: candidates whose score is within this factor of the leader's are put to the model's vote
-NEAR_TIE = 1.25
-#: the likelihood vote's weight (per nat) against the candidate's share of the leader's score;
-#: fitted on the dev rows: 0.05 to 0.5 all gave the same decisions there, 0 lost one
-_VOTE_WEIGHT = 0.1
 #: what the likelihood vote reads before the request: would this tool be asked this?
 _VOTE_PROMPT = "Task: {description}\nUser request:"
-#: a leader whose lexical score is below this matched one weak term at best: the model settles
-WEAK = 1.0
-#: how many tools (best by meaning and words) the model settles among, besides "none"
-_SETTLE_POOL = 3
 #: what the settling vote reads for "none": would this request want no tool at all?
 _NONE_TASK = (
     "Reply to the user in words; no tool is needed (a greeting, thanks, small talk, or a "
@@ -155,27 +146,19 @@ class RoutedAction:
     question: str = ""
 
 
-def enabled(turn: Turn) -> bool:
-    ctx = turn.ctx
-    return (
-        ctx.config.tool_choice == "router"
-        and len(turn.tools) > 0
-        and isinstance(ctx.model, ChatModel)
-    )
-
-
 async def choose(turn: Turn) -> RoutedAction | None:  # noqa: PLR0911 - one per decision
     """The first action for ``turn``'s request, or None: the router is off (then the
     strategy asks its own model, as without the router)."""
-    if not enabled(turn):
+    if not router_on(turn):
         return None
     ctx = turn.ctx
     signals = ctx.config.router_signals
     text = ctx.text
     ranked = rank_tools(turn.tools, text) if "lexical" in signals else []
     top = max((item.score for item in ranked), default=0.0)
+    config = ctx.config
     small = is_small_talk(text)
-    if small and top < WEAK:
+    if small and top < config.router_weak_score:
         return _no_tool(
             turn, (), "small talk: a greeting, thanks or a question about the assistant"
         )
@@ -184,7 +167,7 @@ async def choose(turn: Turn) -> RoutedAction | None:  # noqa: PLR0911 - one per 
     if reads:
         pool = [c for c in pool if not c.side_effect]
     candidates = tuple(c for c in pool if c.score > 0)[: ctx.config.router_candidates]
-    weak = not candidates or candidates[0].score < WEAK  # the pool is best-first
+    weak = not candidates or candidates[0].score < config.router_weak_score  # best-first
     floors = _floors(turn) if "semantic" in signals else None
     signal = await _semantic(turn) if floors is not None else None
     if signal is not None:
@@ -197,7 +180,7 @@ async def choose(turn: Turn) -> RoutedAction | None:  # noqa: PLR0911 - one per 
         refused = _below_settle_floor(signal, floors)
         if refused:
             return _no_tool(turn, tuple(pool[:3]), refused)
-        return await _settle(turn, _settle_pool(pool))
+        return await _settle(turn, _settle_pool(pool, config.router_settle_pool))
     candidates, refused = _close_enough(candidates, floors)
     if refused:
         return _no_tool(turn, candidates, refused)
@@ -208,7 +191,8 @@ async def choose(turn: Turn) -> RoutedAction | None:  # noqa: PLR0911 - one per 
             else "no tool matches the request"
         )
         return _no_tool(turn, (), reason)
-    tied = tuple(c for c in candidates if c.score * NEAR_TIE >= candidates[0].score)
+    near = config.router_near_tie
+    tied = tuple(c for c in candidates if c.score * near >= candidates[0].score)
     trace = RouteTrace(candidates=candidates)
     if len(tied) == 1:
         decided, trace = _decide(turn, candidates[0], "", tied, trace)
@@ -357,16 +341,16 @@ def _pool(turn: Turn, ranked: Sequence[RankedTool]) -> list[RouteCandidate]:
     return [entry[2] for entry in pooled]
 
 
-def _settle_pool(pool: Sequence[RouteCandidate]) -> tuple[RouteCandidate, ...]:
-    """The tools the model settles among: the best ``_SETTLE_POOL`` by meaning (standard
-    deviations above the toolset's mean similarity) plus words; every tool when there is
-    no semantic signal."""
+def _settle_pool(pool: Sequence[RouteCandidate], size: int) -> tuple[RouteCandidate, ...]:
+    """The tools the model settles among: the best *size* (``router_settle_pool``) by
+    meaning (standard deviations above the toolset's mean similarity) plus words; every tool
+    when there is no semantic signal."""
     values = {c.name: c.semantic for c in pool if c.semantic is not None}
     if len(values) < len(pool):
         return tuple(pool)
     spread = _standardised({name: float(value) for name, value in values.items()})
     best = sorted(pool, key=lambda c: -(spread[c.name] + c.score))
-    return tuple(best[:_SETTLE_POOL])
+    return tuple(best[:size])
 
 
 def _standardised(values: Mapping[str, float]) -> dict[str, float]:
@@ -558,7 +542,8 @@ async def _vote(
             for c in candidates
         )
         pool = [c for c in voted if c.name in votes]
-        chosen = max(pool, key=lambda c: c.score / top + _VOTE_WEIGHT * (c.vote or 0.0))
+        weight = turn.ctx.config.router_vote_weight
+        chosen = max(pool, key=lambda c: c.score / top + weight * (c.vote or 0.0))
         return chosen, chosen.name, trace.model_copy(update={"candidates": voted}), "", ""
     names = [candidate.name for candidate in tied]
     raw, problem = await _ask_model(call)
@@ -613,10 +598,12 @@ def _which_question(turn: Turn, candidates: Sequence[RouteCandidate]) -> str:
     options = "\n".join(
         f"- {_one_line(tools.get(c.name).description, 100)} ({c.name})" for c in candidates
     )
-    return (
-        "I am not sure what you would like me to do. Did you mean one of these?\n"
-        f"{options}\nOr tell me in other words."
-    )
+    return language.which_tool(options, _language_of(turn), turn.ctx.agent_dir)
+
+
+def _language_of(turn: Turn) -> str:
+    user = [m.content for m in reversed(turn.intake.window) if m.role == "user"]
+    return language.detect([turn.ctx.text, *user])
 
 
 async def _fill_arguments(turn: Turn, name: str) -> RoutedAction | None:
@@ -691,11 +678,10 @@ def _read_arguments(turn: Turn, name: str, raw: str) -> tuple[dict[str, JsonValu
 
 def _arguments_question(turn: Turn, name: str) -> str:
     tool = turn.tools.get(name)
-    schema = tool.json_schema()
-    required = schema.get("required")
-    needed = ", ".join(str(item) for item in required) if isinstance(required, list) else ""
-    what = f" I need: {needed}." if needed else ""
-    return f"To {_one_line(tool.description, 100).rstrip('.').lower()},{what} Can you tell me?"
+    required = tool.json_schema().get("required")
+    needed = [str(item) for item in required] if isinstance(required, list) else []
+    does = _one_line(tool.description, 100)
+    return language.ask_arguments(name, does, needed, _language_of(turn), turn.ctx.agent_dir)
 
 
 def _trace(turn: Turn, trace: RouteTrace) -> None:

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from agentkit import language
 from agentkit.eval.scanners.findings import Finding, ScanContext, Scanner
 from agentkit.eval.transcript import Transcript
 from agentkit.events import (
@@ -58,18 +58,9 @@ REPEATS = 3
 SAME_QUESTION = 0.9
 _LIVE_PREFIX = "live-"  # the planner's own re-reads of the live state (reads)
 
-_SUCCESS = re.compile(
-    r"\b(?:done|success(?:ful(?:ly)?)?|succeeded|created|saved|added|deleted|removed|updated|"
-    r"completed|stored|set up|all set)\b|"
-    r"成功|已创建|已保存|已添加|已删除|已更新|已完成|完成了|好了",
-    re.IGNORECASE,
-)
-_FAILURE = re.compile(
-    r"\b(?:fail(?:ed|s|ure)?|error|could ?n[o']t|cannot|can't|unable|not (?:been )?"
-    r"(?:created|saved|added|deleted|removed|updated|done)|did ?n[o']t|problem|sorry)\b|"
-    r"失败|未能|无法|错误|没有成功|出错",
-    re.IGNORECASE,
-)
+#: a reply that claims success / failure, in any language agentkit knows
+_SUCCESS = language.pattern("success_claims")
+_FAILURE = language.pattern("failure_claims")
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +231,8 @@ def false_success(transcript: Transcript, context: ScanContext) -> list[Finding]
                 answer, answer_at = event.text or "".join(pieces), at
         if last is None or last[1] or answer_at is None:
             continue
-        if _SUCCESS.search(answer) and not _FAILURE.search(answer):
+        claims = _SUCCESS is not None and _SUCCESS.search(answer) is not None
+        if claims and not (_FAILURE is not None and _FAILURE.search(answer)):
             found.append(
                 _finding(
                     "false_success",
