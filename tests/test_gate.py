@@ -292,3 +292,13 @@ def test_the_gate_is_a_config_key_and_a_rule_can_be_left_out(notes: Notes) -> No
     config = {"gate": ("reads", "consent")}  # no grounding: the invented value is asked about
     [asked] = of(run(notes.turn("Add a note", model, **config)), AskUserEvent)
     assert asked.kind == "confirmation" and asked.rule == "consent"
+
+
+def test_a_string_with_a_quote_is_never_offered_to_the_decoder() -> None:
+    # llama.cpp's grammar from a JSON schema mis-escapes such a string and its process died
+    from agentkit.planning.grounding import Sources
+
+    result = 'list_notes: {"notes": [{"title": "the \\"big\\" one"}, {"title": "gym"}]}'
+    said = Sources(user=("find my notes",), tools=(result,)).said()
+    assert "gym" in said.strings  # the observation is read after its tool's name
+    assert not [s for s in said.strings if '"' in s or "\\" in s]

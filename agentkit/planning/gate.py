@@ -84,11 +84,13 @@ class Allow:
 
 @dataclass(frozen=True, slots=True)
 class Ask:
-    """The call waits for the user: *fields* to fill (a question), or none (a consent)."""
+    """The call waits for the user: *fields* to fill (a question), or none (a consent); with
+    *args* when the rule filled some fields meanwhile (kept for the answer)."""
 
     rule: str
     why: str
     fields: tuple[str, ...] = ()
+    args: dict[str, JsonValue] | None = None
     kind: Literal["ask"] = "ask"
 
 
@@ -196,7 +198,8 @@ class Grounded:
         if said_values:
             args = _valid(turn, tool, args, answers.fill_listed_options(tool, args, found))
         if missing:
-            return Ask(self.name, f"not given in the conversation: {', '.join(missing)}", missing)
+            why = f"not given in the conversation: {', '.join(missing)}"
+            return Ask(self.name, why, missing, args)
         dropped = f"dropped {', '.join(checked.dropped)}" if checked.dropped else ""
         return Allow(args=args, note=dropped)
 
@@ -236,8 +239,10 @@ class Policy:
         notes: list[str] = []
         for rule in self.rules:
             verdict = rule.review(turn, Call(step, tool, args))
-            if not isinstance(verdict, Allow):
+            if isinstance(verdict, Refuse):
                 return Decision(verdict, args, tuple(notes))
+            if isinstance(verdict, Ask):
+                return Decision(verdict, verdict.args or args, tuple(notes))
             if verdict.args is not None:
                 args = verdict.args
             if verdict.note:

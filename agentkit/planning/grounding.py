@@ -73,6 +73,8 @@ _WRAPPED = re.compile(r"\$?[<{\[(]{1,2}\s*[\w .:/-]*\s*[>}\])]{1,2}")
 #: ``your_api_key``, ``YOUR API KEY``, ``your-name``
 _YOUR = re.compile(r"your[\s_-]+\w")
 _FILLER = re.compile(r"(?:x+|\*+|\.{2,}|_+|-+|#+|\?+|0+|1234(?:5(?:6(?:78?9?)?)?)?)", re.IGNORECASE)
+#: a live-state observation: ``tool_name: {json}``
+_NAMED_RESULT = re.compile(r"^[A-Za-z_][\w.-]*:\s*([\[{].*)$", re.DOTALL)
 #: a tool result's string longer than this is not offered as a value
 _TOOL_STRING_CHARS = 200
 
@@ -185,13 +187,19 @@ class Sources:
             strings.update(dict.fromkeys(language.spans(text, max_words, edges)))
         for text in self.tools:
             strings.update(dict.fromkeys(_tool_strings(text)))
-        kept = [s for s in strings if s][:max_strings]
+        # a string holding a quote or a backslash is not offered: llama.cpp's grammar from a
+        # JSON schema mis-escapes it and its process dies (seen with a live-state result)
+        kept = [s for s in strings if s and '"' not in s and "\\" not in s][:max_strings]
         words = frozenset(w for text in self.user for w in language.words(text))
         return Said(tuple(kept), tuple(sorted(self._numbers)), words)
 
 
 def _tool_strings(text: str) -> list[str]:
-    """The strings of a tool's JSON result (the whole text when it is a short plain one)."""
+    """The strings of a tool's JSON result (the whole text when it is a short plain one); a
+    live-state observation (``tool: {json}``) is read after its tool's name."""
+    named = _NAMED_RESULT.match(text)
+    if named is not None:
+        text = named[1]
     try:
         value = json.loads(text)
     except ValueError:
