@@ -302,3 +302,24 @@ def test_a_string_with_a_quote_is_never_offered_to_the_decoder() -> None:
     said = Sources(user=("find my notes",), tools=(result,)).said()
     assert "gym" in said.strings  # the observation is read after its tool's name
     assert not [s for s in said.strings if '"' in s or "\\" in s]
+
+
+def test_the_run_browser_and_report_show_the_rule_beside_the_step(notes: Notes) -> None:
+    from agentkit.eval.timeline import timeline
+    from agentkit.eval.transcript import Transcript, UserTurn
+
+    asked = run(notes.turn("Add a note", proposing("add_note", {"title": "]["})))
+    held = run(
+        notes.turn(
+            "which notes do I have?", proposing("add_note", {"title": "x"}), strategy="tool_loop"
+        )
+    )
+    turns = [UserTurn(number=1, said="Add a note", events=asked), UserTurn(number=2, events=held)]
+    view = timeline(Transcript(run="r", scenario="s", turns=turns))
+    details = [entry.detail for turn in view.turns for entry in turn.entries]
+    assert any(
+        d.startswith("held by grounding: not given in the conversation: title") for d in details
+    )
+    assert any(
+        d.startswith("held by reads: the request asks for nothing to change") for d in details
+    )

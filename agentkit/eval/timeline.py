@@ -314,7 +314,16 @@ def _entry(  # noqa: PLR0911 - one case per event type
                 status=_decision(following, event),
                 detail=_json(mask, event.tool_args) or "{}",
             )
-        return Entry("question", mask.text(event.question), name=event.step_id)
+        held = f"held by {event.rule}: {mask.text(event.reason)}" if event.rule else ""
+        return Entry("question", mask.text(event.question), name=event.step_id, detail=held)
+    if isinstance(event, StepCompleteEvent) and event.rule:  # a call the gate refused
+        return Entry(
+            "step",
+            f"{event.step_id} not run",
+            name=event.step_id,
+            status="skipped",
+            detail=f"held by {event.rule}: {mask.text(event.reason)}",
+        )
     if isinstance(event, PermissionEvent):
         return Entry(
             "consent", mask.text(event.title), name=event.tool_call_id, status=event.decision

@@ -50,7 +50,7 @@ class CallRecord(BaseModel):
     output_tokens: int = 0
     latency_ms: float = 0.0
     #: a tool-choice decision (purpose ``route``): the ranked candidates with their scores, the
-    #: model's choice and what was decided (:class:`agentkit.planning.tool_choice.RouteTrace`)
+    #: model's choice and what was decided (:class:`agentkit.planning.routes.RouteTrace`)
     route: JsonValue = None
 
     def to_json_line(self) -> str:
