@@ -110,7 +110,7 @@ Preset = Literal["plain", "small_model"]
 GateRule = Literal["reads", "repeat", "follow_up", "grounding", "consent"]
 _PRESETS: dict[str, dict[str, object]] = {
     "plain": {},
-    "small_model": {"tool_choice": "router", "argument_values": "said"},
+    "small_model": {"tool_choice": "router", "argument_values": "said", "answers": "observed"},
 }
 #: the gate's rules when the config names none (``follow_up`` acts only with the router on)
 DEFAULT_GATE: tuple[GateRule, ...] = ("reads", "repeat", "follow_up", "grounding", "consent")
@@ -208,6 +208,10 @@ class PlannerConfig(_Config):
     said_span_words: int = Field(default=6, ge=1, le=32)
     #: said values: at most this many strings are offered (the grammar stays small)
     said_max_strings: int = Field(default=600, ge=1, le=10_000)
+    #: how a turn that ran tools is answered: ``model`` (the model writes it from the
+    #: observations) or ``observed`` (told from the tools' results, no model call:
+    #: :mod:`agentkit.planning.observed`; what the ``small_model`` preset uses)
+    answers: Literal["model", "observed"] = "model"
     #: seconds a pending approval stays valid (None: no limit); an expired one is rejected
     approval_ttl_seconds: float | None = Field(default=None, gt=0)
     #: what changes when the agent runs on the embedded model (see EmbeddedModelPlanner)

@@ -27,7 +27,14 @@ from agentkit.language._script import (
     unspaced_runs,
     words,
 )
-from agentkit.language._texts import ask_arguments, consent, field_label, listed, which_tool
+from agentkit.language._texts import (
+    answer_line,
+    ask_arguments,
+    consent,
+    field_label,
+    listed,
+    which_tool,
+)
 
 __all__ = [
     "EDGE_PUNCTUATION",
@@ -35,6 +42,7 @@ __all__ = [
     "QUOTES",
     "UNSPACED",
     "Language",
+    "answer_line",
     "ask_arguments",
     "consent",
     "count_cjk",

@@ -12,7 +12,7 @@ from agentkit.language._registry import language
 from agentkit.language._script import words
 from agentkit.templates import render_template
 
-__all__ = ["ask_arguments", "consent", "field_label", "listed", "which_tool"]
+__all__ = ["answer_line", "ask_arguments", "consent", "field_label", "listed", "which_tool"]
 
 _PACKAGE = "agentkit.language"
 
@@ -55,3 +55,10 @@ def consent(tool: str, args: str, does: str, code: str, agent_dir: Path | None =
 def which_tool(options: str, code: str, agent_dir: Path | None = None) -> str:
     """The question asking which of several tools (*options*, one per line) was meant."""
     return _template("which_tool", code, agent_dir, options=options)
+
+
+def answer_line(kind: str, code: str, agent_dir: Path | None = None, **values: str) -> str:
+    """One line of an answer told from what the tools returned: ``answer_empty`` ($what),
+    ``answer_list`` ($count, $what, $items), ``answer_done`` ($tool, $result),
+    ``answer_failed`` ($tool, $error)."""
+    return _template(kind, code, agent_dir, **values)

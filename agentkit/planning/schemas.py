@@ -142,9 +142,14 @@ def _named(name: str, words: frozenset[str]) -> bool:
 
 
 def _free_text(node: Any) -> bool:  # noqa: ANN401
-    """A string (or a list of strings) without an enumeration, pattern or format."""
+    """A string (or a list of strings, or either or null: ``str | None``) without an
+    enumeration, pattern or format."""
     if not isinstance(node, dict) or "enum" in node or "const" in node:
         return False
+    options = node.get("anyOf")
+    if isinstance(options, list):
+        kinds = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
+        return bool(kinds) and all(_free_text(o) for o in kinds)
     if node.get("type") == "array":
         return _free_text(node.get("items"))
     return node.get("type") == "string" and "pattern" not in node

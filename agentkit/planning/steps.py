@@ -36,6 +36,7 @@ from agentkit.planning.approvals import new_approval
 from agentkit.planning.consent import consent_question
 from agentkit.planning.errors import TurnCancelledError
 from agentkit.planning.graph import End, Stage, Turn
+from agentkit.planning.observed import observed_answer
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.state import cut, planned
 from agentkit.planning.tracer import error_text
@@ -55,6 +56,7 @@ __all__ = [
     "RunPlan",
     "RunStep",
     "RunTool",
+    "Told",
     "ToolStep",
     "plan_event",
     "run_step",
@@ -100,11 +102,28 @@ def run_step(step: PlanStep) -> Stage:
 
 def _after(turn: Turn, step: PlanStep) -> Stage | End:
     """After a tool or reason step: the strategy's decision while the flow is running (by
-    default the next step), else the end of the turn."""
+    default the next step), else the end of the turn. Under ``answers: observed`` a write the
+    user consented to, with nothing left pending, ends the turn with what it returned (no
+    model call after a decision)."""
     state = turn.state
     if state.status != "running":
         return End(state.final_answer)
+    tools = turn.tools
+    wrote = step.tool_name in tools and tools.get(step.tool_name).side_effect
+    if wrote and turn.ctx.config.answers == "observed" and state.next_pending_step() is None:
+        return Told()
     return turn.strategy.after_step(turn, step.id) or Execute()
+
+
+@dataclass(frozen=True, slots=True)
+class Told(Stage):
+    """The answer told from what the flow's tools returned (``answers: observed``)."""
+
+    async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | End]:
+        said = observed_answer(turn) or context.fallback_answer(turn.state)
+        yield AgentOutputEvent(text=said)
+        turn.flow.save(turn.state.complete(said))
+        yield End(said)
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +446,13 @@ class Respond(Stage):
         step, ctx = self.step, turn.ctx
         state = turn.flow.save(turn.state.mark_step_running(step.id))
         yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
+        told = observed_answer(turn) if ctx.config.answers == "observed" else None
+        if told is not None:  # the tools' results, told: no model call
+            yield AgentOutputEvent(text=told)
+            turn.flow.save(turn.state.mark_step_done(step.id, cut(told, 300)).complete(told))
+            yield StepCompleteEvent(step_id=step.id, status="done", summary=cut(told, 300))
+            yield End(told)
+            return
         values = turn.prompt.values(
             state, request=ctx.text, instruction=step.instruction or step.title
         )

@@ -25,6 +25,7 @@ from agentkit.models.base import ChatMessage, ToolSpec
 from agentkit.planning import context, grounding, replies, tool_choice
 from agentkit.planning.errors import TurnFailedError
 from agentkit.planning.graph import End, Stage, Strategy, Turn
+from agentkit.planning.observed import observed_answer
 from agentkit.planning.plan import ActReply, PlanFormatError, check_tool_call, parse_act
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import act_schema, tool_args_schema
@@ -81,7 +82,8 @@ async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
             "invalid_action", f"no usable action after one repair round: {problem}"
         )
     if action.action == "answer":
-        said = ctx.scrub(action.text.strip())
+        told = observed_answer(turn) if config.answers == "observed" else None
+        said = told if told is not None else ctx.scrub(action.text.strip())
         yield AgentOutputEvent(text=said)
         turn.flow.save(state.complete(said))
         yield End(said)
