@@ -50,6 +50,10 @@ class Language:
     #: regular expressions for a reply that claims something succeeded / failed
     success_claims: str = ""
     failure_claims: str = ""
+    #: a regular expression for an answer that says nothing was found (*no notes*, 没有)
+    none_claims: str = ""
+    #: a regular expression for a template placeholder left in a text (*[Your Name]*)
+    placeholders: str = ""
     #: words that link a label to its value in an answer (``key is …``, ``名字是…``)
     links: frozenset[str] = frozenset()
     #: regular-expression pieces small talk is made of (greetings, thanks, who are you)

@@ -61,6 +61,11 @@ LANGUAGE = Language(
         r"(?:created|saved|added|deleted|removed|updated|done)|did ?n[o']t|problem|sorry)\b"
     ),
     links=frozenset({"is", "are", "="}),
+    none_claims=(
+        r"\b(?:no \w+ (?:found|yet|saved|available)|(?:there are|there is|you have|i have) "
+        r"(?:no|none)|nothing (?:found|saved|yet|here)|none found|not any)\b"
+    ),
+    placeholders=r"\[(?:your|user|insert|name|tool|the user)[^\]\n]{0,40}\]",
     retry_words=("retry", "try again", "start over", "from scratch"),
     switch_phrases=(
         "never mind",

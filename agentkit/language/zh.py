@@ -16,6 +16,8 @@ LANGUAGE = Language(
     success_claims=r"成功|已创建|已保存|已添加|已删除|已更新|已完成|完成了|好了",
     failure_claims=r"失败|未能|无法|错误|没有成功|出错",
     links=frozenset({"为", "是"}),
+    none_claims=r"没有找到|没有任何|一个也没有|暂无|还没有",
+    placeholders=r"\[(?:你的|用户|姓名|名字)[^\]\n]{0,20}\]|【(?:你的|用户|姓名)[^】\n]{0,20}】",
     unspaced=True,
     stop_words=frozenset(
         "的了是我你他她它们吗呢吧啊呀哦嗯好一下个有在和与或请帮把这那些么什也都就要给看"

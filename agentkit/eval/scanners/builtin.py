@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from agentkit import language
+from agentkit.eval.scanners.faithfulness import unfaithful_answer
 from agentkit.eval.scanners.findings import Finding, ScanContext, Scanner
 from agentkit.eval.transcript import Transcript
 from agentkit.events import (
@@ -362,4 +363,5 @@ BUILTIN_SCANNERS: dict[str, Scanner] = {
     "secret_leak": secret_leak,
     "repeated_call": repeated_call,
     "repeated_question": repeated_question,
+    "unfaithful_answer": unfaithful_answer,
 }

@@ -1,0 +1,108 @@
+"""The ``unfaithful_answer`` scanner: an answer that contradicts or invents beyond what the
+turn's tools returned.
+
+Why a rule, not a judge: the failures it looks for are mechanical and common on small models —
+"none" said when a tool returned items, a number or a name in the answer that no tool result,
+call or user message holds, a template placeholder left in (*[Your Name]*) — and a rule finds
+them on every run for free. It reads only turns that ran a tool (placeholders: every turn), and
+never the planner's own live-state re-reads as the turn's subject.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from agentkit import language
+from agentkit.eval.scanners.findings import Finding, ScanContext
+from agentkit.eval.transcript import Transcript, UserTurn
+from agentkit.events import ResultEvent, ToolCallEvent, ToolResultEvent
+
+__all__ = ["unfaithful_answer"]
+
+_LIVE_PREFIX = "live-"
+#: a capitalised word inside a sentence (not its first word): a name, when no source holds it
+_NAME = re.compile(r"(?<=[a-z0-9,;:] )([A-Z][a-zA-Z]+(?:[ -][A-Z][a-zA-Z]+)*)")
+#: a number written in digits
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
+
+
+def _non_empty_list(output: str) -> bool:
+    """The result holds a list with something in it."""
+    try:
+        value = json.loads(output)
+    except ValueError:
+        return False
+    if isinstance(value, list):
+        return bool(value)
+    return isinstance(value, dict) and any(isinstance(v, list) and v for v in value.values())
+
+
+def _finding(turn: int, event: int, sentence: str, severity: str = "error") -> Finding:
+    return Finding(
+        kind="unfaithful_answer",
+        severity=severity,  # type: ignore[arg-type]  # one of the literals
+        turn=turn,
+        event=event,
+        event_type="result",
+        sentence=sentence,
+    )
+
+
+def _read_turn(turn: UserTurn, index: int) -> tuple[list[str], str, tuple[int, str] | None]:
+    """The turn's tool results (live-state re-reads aside), everything the answer may draw
+    on (results, calls, the user's message) and its answer ``(event index, text)``."""
+    results: list[str] = []
+    grounds = [turn.said]
+    answer: tuple[int, str] | None = None
+    for offset, event in enumerate(turn.events):
+        if isinstance(event, ToolResultEvent):
+            grounds += [event.output, event.name]
+            if not event.id.startswith(_LIVE_PREFIX):
+                results.append(event.output)
+        elif isinstance(event, ToolCallEvent):
+            grounds += [event.name, json.dumps(event.arguments, ensure_ascii=False)]
+        elif isinstance(event, ResultEvent) and event.status == "completed":
+            answer = (index + offset, event.text)
+    return results, "\n".join(grounds), answer
+
+
+def _problems(text: str, results: list[str], source: str) -> list[tuple[str, str]]:
+    """What is wrong with the answer *text*: ``(severity, sentence)`` each."""
+    found: list[tuple[str, str]] = []
+    placeholder = language.pattern("placeholders")
+    left = placeholder.search(text) if placeholder is not None else None
+    if left is not None:
+        found.append(("error", f"a template placeholder: {left.group(0)!r}"))
+    if not results:
+        return found
+    none_claim = language.pattern("none_claims")
+    said_none = none_claim.search(text) if none_claim is not None else None
+    if said_none is not None and any(_non_empty_list(r) for r in results):
+        found.append(("error", f"says {said_none.group(0)!r} but a tool returned items"))
+    numbers = language.numbers_in(source)
+    invented = [w for w in _NUMBER.findall(text) if language.parse_number(w) not in numbers]
+    if invented:
+        found.append(("error", f"the number {invented[0]} is in no result"))
+    folded = language.normalize(source)
+    names = [n for n in _NAME.findall(text) if language.normalize(n) not in folded]
+    if names:
+        found.append(("warning", f"the name {names[0]!r} is in no result, call or message"))
+    return found
+
+
+def unfaithful_answer(transcript: Transcript, context: ScanContext) -> list[Finding]:
+    """An answer that contradicts the turn's tool results ("none" when they hold items),
+    invents beyond them (a number or a name no result, call or user message holds) or keeps a
+    template placeholder."""
+    del context
+    found: list[Finding] = []
+    index = 0
+    for turn in transcript.turns:
+        results, source, answer = _read_turn(turn, index)
+        index += len(turn.events)
+        if answer is not None:
+            at, text = answer
+            for severity, sentence in _problems(text, results, source):
+                found.append(_finding(turn.number, at, sentence, severity))
+    return found
