@@ -110,7 +110,12 @@ Preset = Literal["plain", "small_model"]
 GateRule = Literal["reads", "repeat", "follow_up", "grounding", "consent"]
 _PRESETS: dict[str, dict[str, object]] = {
     "plain": {},
-    "small_model": {"tool_choice": "router", "argument_values": "said", "answers": "observed"},
+    "small_model": {
+        "tool_choice": "router",
+        "argument_values": "said",
+        "answers": "observed",
+        "labelled_arguments": True,
+    },
 }
 #: the gate's rules when the config names none (``follow_up`` acts only with the router on)
 DEFAULT_GATE: tuple[GateRule, ...] = ("reads", "repeat", "follow_up", "grounding", "consent")
@@ -208,6 +213,10 @@ class PlannerConfig(_Config):
     said_span_words: int = Field(default=6, ge=1, le=32)
     #: said values: at most this many strings are offered (the grammar stays small)
     said_max_strings: int = Field(default=600, ge=1, le=10_000)
+    #: a string argument the request names and gives a value to (*the front door code to
+    #: 1234*) takes that value, whatever the model wrote (:func:`agentkit.planning.answers.
+    #: labelled_values`; the ``small_model`` preset turns it on)
+    labelled_arguments: bool = False
     #: how a turn that ran tools is answered: ``model`` (the model writes it from the
     #: observations) or ``observed`` (told from the tools' results, no model call:
     #: :mod:`agentkit.planning.observed`; what the ``small_model`` preset uses)

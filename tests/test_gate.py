@@ -323,3 +323,37 @@ def test_the_run_browser_and_report_show_the_rule_beside_the_step(notes: Notes) 
     assert any(
         d.startswith("held by reads: the request asks for nothing to change") for d in details
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("set the front door code to 1234", {"door": "front", "code": "1234"}),
+        ("door: back, code = 0000", {"door": "back", "code": "0000"}),
+        ("the code is 4321 for the garage door", {"code": "4321", "door": "garage"}),
+        ("set a door code", {}),
+    ],
+)
+def test_the_request_s_labelled_words_fill_their_arguments(text: str, expected: Any) -> None:
+    from agentkit.planning.answers import labelled_values
+
+    door = _tool(
+        "set_door_code",
+        "Set a door's code.",
+        {"door": {"type": "string"}, "code": {"type": "string"}},
+        ["door", "code"],
+        [],
+    )
+    assert labelled_values(door, text) == expected
+
+
+def test_labelled_words_win_over_the_model_only_when_the_config_says(notes: Notes) -> None:
+    model = proposing("set_timer", {"minutes": 5, "label": "minutes"})
+    text = "start a 5 minute timer, label tea"
+    [asked] = of(run(notes.turn(text, model, labelled_arguments=True)), AskUserEvent)
+    assert asked.tool_args == {"minutes": 5, "label": "tea"}
+    [asked] = of(
+        run(notes.turn(text, proposing("set_timer", {"minutes": 5, "label": "minutes"}))),
+        AskUserEvent,
+    )
+    assert asked.tool_args == {"minutes": 5, "label": "minutes"}

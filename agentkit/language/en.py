@@ -60,7 +60,7 @@ LANGUAGE = Language(
         r"\b(?:fail(?:ed|s|ure)?|error|could ?n[o']t|cannot|can't|unable|not (?:been )?"
         r"(?:created|saved|added|deleted|removed|updated|done)|did ?n[o']t|problem|sorry)\b"
     ),
-    links=frozenset({"is", "are", "="}),
+    links=frozenset({"is", "are", "=", "to", "as"}),
     none_claims=(
         r"\b(?:no \w+ (?:found|yet|saved|available)|(?:there are|there is|you have|i have) "
         r"(?:no|none)|nothing (?:found|saved|yet|here)|none found|not any)\b"

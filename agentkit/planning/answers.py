@@ -21,7 +21,14 @@ from agentkit.memory import ExecutionState, PlanStep
 from agentkit.planning.grounding import Sources, is_placeholder, schema_parts
 from agentkit.tools import Tool
 
-__all__ = ["asked_for", "fill_from_answer", "fill_from_examples", "fill_listed_options", "value_of"]
+__all__ = [
+    "asked_for",
+    "fill_from_answer",
+    "fill_from_examples",
+    "fill_listed_options",
+    "labelled_values",
+    "value_of",
+]
 
 #: ``label:value`` / ``label=value`` written without a space (not a URL's ``://``)
 _LABELLED = re.compile(r"([^\W\d]+)[:=\uff1a](?!//)(.+)")
@@ -135,6 +142,45 @@ def fill_from_answer(
         for name, text in zip(missing, texts, strict=True):  # plain values, in order
             filled[name] = _coerce(text, props.get(name) or {})
     return filled
+
+
+def labelled_values(tool: Tool[Any], text: str) -> dict[str, str]:
+    """The string arguments of *tool* that *text* names and gives a value to: the word after
+    the argument's name (*code to 1234*: ``code`` is ``1234``; a link word — *to*, *is*, *=* —
+    skipped), else, when the next word names another argument or is a function word, the word
+    before it (*the front door code*: ``door`` is ``front``). The user's own labelled words."""
+    props, _ = schema_parts(tool)
+    fields = {
+        name: set(language.words(name)) for name, schema in props.items() if _free_string(schema)
+    }
+    if not fields:
+        return {}
+    every_label = set().union(*fields.values())
+    links = language.merged("links")
+    edges = language.merged("function_words")
+    words = [w.strip(language.EDGE_PUNCTUATION) for w in text.split()]
+    folded = [language.normalize(w) for w in words]
+    found: dict[str, str] = {}
+    for name, labels in fields.items():
+        for at, word in enumerate(folded):
+            if word not in labels:
+                continue
+            after = at + 1
+            while after < len(folded) and folded[after] in links:
+                after += 1
+            if after < len(folded) and folded[after] not in every_label | edges and words[after]:
+                found[name] = words[after]
+                break
+            before = at - 1
+            if before >= 0 and folded[before] not in every_label | edges | links and words[before]:
+                found[name] = words[before]
+                break
+    values = list(found.values())
+    return {k: v for k, v in found.items() if values.count(v) == 1}  # one word, one field
+
+
+def _free_string(schema: Mapping[str, Any]) -> bool:
+    return schema.get("type") == "string" and not {"enum", "pattern", "format"} & set(schema)
 
 
 def _listed(description: str, name: str) -> list[str]:

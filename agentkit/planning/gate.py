@@ -181,7 +181,10 @@ class Grounded:
         # the conversation holds no number the grammar cannot limit one, the model invents it
         numbers = not tool.side_effect and config.grounding != "all"
         found = sources(turn)
-        checked = check(tool, call.args, found, numbers=numbers)
+        args = dict(call.args)
+        if config.labelled_arguments and turn.ctx.decision is None:
+            args |= answers.labelled_values(tool, turn.ctx.text)  # the user's labelled words
+        checked = check(tool, args, found, numbers=numbers)
         asked = answers.asked_for(turn.state, call.step)
         answered: set[str] = set()
         if checked.missing and asked is not None and asked.status == "done":
