@@ -97,6 +97,7 @@ bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under b
 	$(BIN)/python bench/bench_desk_turn.py
 	$(BIN)/python bench/bench_compression.py
 	$(BIN)/python bench/bench_bfcl.py
+	$(BIN)/python bench/bench_faithful.py
 
 AGENT ?= innovator-001
 chat: $(STAMP) ## Chat with an agent in the terminal (AGENT=innovator-001, MODEL=spec optional)
