@@ -69,7 +69,7 @@ def scenarios(model: str) -> dict[str, object]:
             findings += 1
             kind = finding.sentence.split(" ")[0:2]
             kinds[" ".join(kind)] = kinds.get(" ".join(kind), 0) + 1
-            contradictions += "but a tool returned items" in finding.sentence
+            contradictions += "but a tool returned them" in finding.sentence
     return {
         "runs": len(frame),
         "answers": answers,

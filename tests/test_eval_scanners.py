@@ -42,6 +42,7 @@ EXPECTED = {
     "false_success_en": ("false_success", 2, "result"),
     "secret_leak_en": ("secret_leak", 1, "plan"),
     "repeated_call_en": ("repeated_call", 1, "tool_call"),
+    "unfaithful_answer_en": ("unfaithful_answer", 1, "result"),
     "repeated_question_en": ("repeated_question", 2, "ask_user"),
 }
 #: what the secret scenario's user asked the notes toolset to keep

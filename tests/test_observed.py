@@ -93,7 +93,7 @@ def _run(said: str, output: Any, answer: str) -> Transcript:
 @pytest.mark.parametrize(
     ("output", "answer", "found"),
     [
-        (NOTES, "You have no notes yet.", "but a tool returned items"),
+        (NOTES, "You have no notes yet.", "but a tool returned them"),
         (NOTES, "Your notes: dentist, groceries and Paris.", "the name 'Paris'"),
         (NOTES, "You have 5 notes.", "the number 5"),
         ({"notes": []}, "Hello [Your Name], nothing here.", "placeholder"),
@@ -112,6 +112,7 @@ def test_the_scanner_finds_what_contradicts_or_invents(
     [
         (NOTES, "2 notes:\n- dentist (id: 1, body: Tuesday 9:00)\n- groceries (id: 2)"),
         ({"notes": []}, "No notes found."),
+        ({"traders": [], "models": [{"id": 1}]}, "One model (gpt-4o) and no traders yet."),
         ({"notes": []}, "没有找到 notes。"),
     ],
 )

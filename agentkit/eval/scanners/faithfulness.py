@@ -23,19 +23,40 @@ __all__ = ["unfaithful_answer"]
 _LIVE_PREFIX = "live-"
 #: a capitalised word inside a sentence (not its first word): a name, when no source holds it
 _NAME = re.compile(r"(?<=[a-z0-9,;:] )([A-Z][a-zA-Z]+(?:[ -][A-Z][a-zA-Z]+)*)")
-#: a number written in digits
-_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
+#: a number written in digits, on its own (not inside a name: *gpt-4o*, *ex-1*)
+_NUMBER = re.compile(r"(?<![\w.\-/])\d[\d,]*(?:\.\d+)?(?![A-Za-z_\d-])")
+#: what a "none" claim is about: *no traders*, *no notes yet*
+_NONE_OF = re.compile(r"\bno (\w+)", re.IGNORECASE)
 
 
-def _non_empty_list(output: str) -> bool:
-    """The result holds a list with something in it."""
+def _lists(output: str) -> dict[str, int]:
+    """The lists a result holds, by their key (``""`` for a bare list), with their lengths."""
     try:
         value = json.loads(output)
     except ValueError:
-        return False
+        return {}
     if isinstance(value, list):
-        return bool(value)
-    return isinstance(value, dict) and any(isinstance(v, list) and v for v in value.values())
+        return {"": len(value)}
+    if isinstance(value, dict):
+        return {k: len(v) for k, v in value.items() if isinstance(v, list)}
+    return {}
+
+
+def _stem(word: str) -> str:
+    return language.normalize(word).removesuffix("s")
+
+
+def _contradicts(claim: str, results: list[str]) -> bool:
+    """A "none" *claim* that the results deny: a list of what it names holds items, or
+    (a claim naming nothing) every list returned holds items."""
+    lists: dict[str, int] = {}
+    for result in results:
+        lists.update(_lists(result))
+    named = _NONE_OF.search(claim)
+    if named is not None:
+        about = _stem(named.group(1))
+        return any(count and _stem(key) == about for key, count in lists.items())
+    return bool(lists) and all(lists.values())
 
 
 def _finding(turn: int, event: int, sentence: str, severity: str = "error") -> Finding:
@@ -78,8 +99,8 @@ def _problems(text: str, results: list[str], source: str) -> list[tuple[str, str
         return found
     none_claim = language.pattern("none_claims")
     said_none = none_claim.search(text) if none_claim is not None else None
-    if said_none is not None and any(_non_empty_list(r) for r in results):
-        found.append(("error", f"says {said_none.group(0)!r} but a tool returned items"))
+    if said_none is not None and _contradicts(said_none.group(0), results):
+        found.append(("error", f"says {said_none.group(0)!r} but a tool returned them"))
     numbers = language.numbers_in(source)
     invented = [w for w in _NUMBER.findall(text) if language.parse_number(w) not in numbers]
     if invented:
@@ -98,11 +119,13 @@ def unfaithful_answer(transcript: Transcript, context: ScanContext) -> list[Find
     del context
     found: list[Finding] = []
     index = 0
+    said: list[str] = []  # what the user said so far: it grounds a name or a number too
     for turn in transcript.turns:
         results, source, answer = _read_turn(turn, index)
         index += len(turn.events)
+        said.append(turn.said)
         if answer is not None:
             at, text = answer
-            for severity, sentence in _problems(text, results, source):
+            for severity, sentence in _problems(text, results, "\n".join([source, *said])):
                 found.append(_finding(turn.number, at, sentence, severity))
     return found
