@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pydantic import JsonValue
 
 from agentkit.eval.scenario import Expectations
+from agentkit.eval.trajectory import SeenCall, match_trajectory
 from agentkit.eval.transcript import RunState
 from agentkit.events import (
     AgentEvent,
@@ -58,6 +59,8 @@ class TurnFacts:
     """What the events of one or more turns showed."""
 
     planned_tools: tuple[str, ...] = ()
+    #: every tool call with its arguments, the planner's live-state re-reads marked
+    calls: tuple[SeenCall, ...] = ()
     questions: tuple[str, ...] = ()
     consents: tuple[str, ...] = ()  # tool names a confirmation was asked for
     live_state: bool = False
@@ -77,6 +80,7 @@ class TurnFacts:
         """These facts followed by *later*'s (counts add up; last-turn fields are *later*'s)."""
         return TurnFacts(
             planned_tools=self.planned_tools + later.planned_tools,
+            calls=self.calls + later.calls,
             questions=self.questions + later.questions,
             consents=self.consents + later.consents,
             live_state=self.live_state or later.live_state,
@@ -95,6 +99,7 @@ class TurnFacts:
 def turn_facts(events: Iterable[AgentEvent]) -> TurnFacts:
     """Read one turn's events."""
     planned: list[str] = []
+    calls: list[SeenCall] = []
     questions: list[str] = []
     consents: list[str] = []
     compressions: list[CompressionEvent] = []
@@ -106,8 +111,11 @@ def turn_facts(events: Iterable[AgentEvent]) -> TurnFacts:
     result: ResultEvent | None = None
     usage = Usage()
     for event in events:
-        if isinstance(event, ToolCallEvent) and not event.id.startswith(_LIVE_PREFIX):
-            planned.append(event.name)
+        if isinstance(event, ToolCallEvent):
+            live_read = event.id.startswith(_LIVE_PREFIX)
+            calls.append(SeenCall(event.name, dict(event.arguments), live_read))
+            if not live_read:
+                planned.append(event.name)
         elif isinstance(event, AskUserEvent):
             if event.kind == "confirmation":
                 consents.append(event.tool_name)
@@ -130,6 +138,7 @@ def turn_facts(events: Iterable[AgentEvent]) -> TurnFacts:
             usage += event.usage
     return TurnFacts(
         planned_tools=tuple(planned),
+        calls=tuple(calls),
         questions=tuple(questions),
         consents=tuple(consents),
         live_state=live,
@@ -309,6 +318,9 @@ def check(expect: Expectations, seen: Observed, where: str) -> list[Check]:  # n
     if expect.state is not None:
         problems = state_problems(dict(expect.state), seen.state)
         add("state", not problems, "; ".join(problems))
+    if expect.trajectory is not None:
+        mismatch = match_trajectory(expect.trajectory, facts.calls)
+        add("trajectory", not mismatch, mismatch)
     return checks
 
 

@@ -53,6 +53,7 @@ from agentkit.eval.results import param_columns, require_pandas, run_ids, to_fra
 from agentkit.eval.row import RunRow, outcome_of
 from agentkit.eval.scanners import AgentContexts
 from agentkit.eval.scenario import Scenario, load_scenarios, read_file
+from agentkit.eval.sim_check import sim_user_columns
 from agentkit.eval.transcript import Transcript, load_transcripts
 from agentkit.models.base import ChatModel
 from agentkit.planning.call_records import CallRecord
@@ -338,6 +339,11 @@ def _rescored(row: RunRow, scenario: Scenario, judgements: tuple[Judgement, ...]
             row = replace(row, source=score.columns)
     checks += judge_checks(judgements)
     failed = [item for item in checks if not item.passed]
+    if row.outcome != "not_started":
+        sim_ok, sim_issues = sim_user_columns(
+            scenario.simulated_user, row.transcript, row.sim_stopped_by
+        )
+        row = replace(row, sim_user_ok=sim_ok, sim_user_issues=sim_issues)
     outcome = outcome_of(
         error=error,
         failed=bool(failed),
