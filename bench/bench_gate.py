@@ -38,9 +38,9 @@ def _table(runs: int, broken: float, seed: int) -> object:
     """A results table of *runs* runs (every column), *broken*: the share of passing runs
     made failing."""
     from agentkit.eval import RunRow, Transcript, UserTurn, to_frame
+    from agentkit.eval.transcript import RunState
     from agentkit.events import ResultEvent
     from agentkit.memory import TaskState
-    from agentkit.eval.transcript import RunState
 
     chooser = random.Random(seed)
     base = random.Random(7)  # the same pass/fail draw for both tables
@@ -64,24 +64,66 @@ def _table(runs: int, broken: float, seed: int) -> object:
         )
         rows.append(
             RunRow(
-                scenario=scenario, title="", language="en", agent="desk-001", tags="bench",
-                point=0, repeat=repeat, params={"planner.strategy": "plan_replan"},
-                model="openai:gpt-4o-mini", user_model="", passed=passed,
-                outcome="passed" if passed else "failed", expectations={"status": passed},
-                checks=1, checks_failed=0 if passed else 1,
-                failures="" if passed else "run: status FAILED", error="", turns=1, steps=2,
-                tool_calls=1, tools="get_exchange_configs", questions=0, consents=0,
-                model_calls=3, input_tokens=900, output_tokens=60, cached_tokens=0,
-                cost_usd=0.000171, cost_note="", compressions=0, messages_before=None,
-                messages_after=None, tokens_before=None, tokens_after=None,
-                compression_strategy="", facts_ungrounded=0, facts_total=None, facts_kept=None,
-                fact_retention=None, final_status="completed", result_status="completed",
-                answer="One account: binance main.", errors="", budget_reason="", sim_turns=0,
-                sim_stopped_by="", sim_model_calls=0, sim_tokens=0, sim_user_ok=None,
-                sim_user_issues="", attempts=1, transport_retries=0, source=None,
-                latency_ms=900.0, wall_ms=950.0, trace_id="", span_id="", judgements=(),
+                scenario=scenario,
+                title="",
+                language="en",
+                agent="desk-001",
+                tags="bench",
+                point=0,
+                repeat=repeat,
+                params={"planner.strategy": "plan_replan"},
+                model="openai:gpt-4o-mini",
+                user_model="",
+                passed=passed,
+                outcome="passed" if passed else "failed",
+                expectations={"status": passed},
+                checks=1,
+                checks_failed=0 if passed else 1,
+                failures="" if passed else "run: status FAILED",
+                error="",
+                turns=1,
+                steps=2,
+                tool_calls=1,
+                tools="get_exchange_configs",
+                questions=0,
+                consents=0,
+                model_calls=3,
+                input_tokens=900,
+                output_tokens=60,
+                cached_tokens=0,
+                cost_usd=0.000171,
+                cost_note="",
+                compressions=0,
+                messages_before=None,
+                messages_after=None,
+                tokens_before=None,
+                tokens_after=None,
+                compression_strategy="",
+                facts_ungrounded=0,
+                facts_total=None,
+                facts_kept=None,
+                fact_retention=None,
+                final_status="completed",
+                result_status="completed",
+                answer="One account: binance main.",
+                errors="",
+                budget_reason="",
+                sim_turns=0,
+                sim_stopped_by="",
+                sim_model_calls=0,
+                sim_tokens=0,
+                sim_user_ok=None,
+                sim_user_issues="",
+                attempts=1,
+                transport_retries=0,
+                source=None,
+                latency_ms=900.0,
+                wall_ms=950.0,
+                trace_id="",
+                span_id="",
+                judgements=(),
                 transcript=transcript,
-            )  # fmt: skip
+            )
         )
     return to_frame(rows, params=["planner.strategy"])
 

@@ -15,7 +15,9 @@ from .conftest import run_cli
 from .test_eval_runs import SCENARIOS
 
 
-def table(outcomes: dict[str, list[bool]], *, sim_ok: dict[str, bool] | None = None) -> pd.DataFrame:
+def table(
+    outcomes: dict[str, list[bool]], *, sim_ok: dict[str, bool] | None = None
+) -> pd.DataFrame:
     """A results table: per scenario, the passed column of each repeat."""
     rows = [
         {

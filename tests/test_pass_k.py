@@ -17,10 +17,21 @@ RUNS = {"x": [True, False, True], "y": [False, True], "z": [True, True, True]}
 
 def table(runs: dict[str, list[bool]]) -> pd.DataFrame:
     rows = [
-        {"scenario": name, "point": 0, "repeat": repeat, "model": "scripted", "passed": passed,
-         "outcome": "passed" if passed else "failed", "error": "", "checks_failed": 0,
-         "compressions": 0, "model_calls": 1, "output_tokens": 1, "fact_retention": None,
-         "latency_ms": 1.0}  # fmt: skip
+        {
+            "scenario": name,
+            "point": 0,
+            "repeat": repeat,
+            "model": "scripted",
+            "passed": passed,
+            "outcome": "passed" if passed else "failed",
+            "error": "",
+            "checks_failed": 0,
+            "compressions": 0,
+            "model_calls": 1,
+            "output_tokens": 1,
+            "fact_retention": None,
+            "latency_ms": 1.0,
+        }
         for name, passes in runs.items()
         for repeat, passed in enumerate(passes)
     ]

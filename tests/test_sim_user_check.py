@@ -8,7 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from agentkit.eval import Scenario, check_sim_user, load_transcripts, rescore, run_eval, save_results
+from agentkit.eval import (
+    Scenario,
+    check_sim_user,
+    load_transcripts,
+    rescore,
+    run_eval,
+    save_results,
+)
 
 from .conftest import run_cli
 from .test_eval_runs import scenario

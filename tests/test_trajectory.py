@@ -53,13 +53,17 @@ def verdict(
 ) -> tuple[bool, str]:
     """Whether the run of *flow* meets *trajectory* (the run-level check), and why not."""
     item, row = flows[flow]
-    variant = item.model_copy(update={"expect": Expectations(trajectory=Trajectory.model_validate(trajectory))})
+    variant = item.model_copy(
+        update={"expect": Expectations(trajectory=Trajectory.model_validate(trajectory))}
+    )
     checks = [c for c in scenario_checks(variant, row.transcript, row) if c.kind == "trajectory"]
     assert len(checks) == 1
     return checks[0].passed, checks[0].detail
 
 
-def trader(trajectory: dict[str, Any], flows: dict[str, tuple[Scenario, RunRow]]) -> tuple[bool, str]:
+def trader(
+    trajectory: dict[str, Any], flows: dict[str, tuple[Scenario, RunRow]]
+) -> tuple[bool, str]:
     return verdict(flows, trajectory, "desk_create_trader_en")
 
 
@@ -75,7 +79,9 @@ def test_strict_passes_on_the_same_calls_and_names_each_kind_of_mismatch(flows: 
     assert not ok and why.startswith("extra call 2: create_trader(")
     ok, why = trader({"calls": [READ, WRITE, {"tool": "delete_trader"}], "order": "strict"}, flows)
     assert (ok, why) == (False, "missing call 3: delete_trader")
-    ok, why = trader({"calls": [READ, {"tool": "create_trader", "args": {**CREATE, "name": "Beta"}}]}, flows)
+    ok, why = trader(
+        {"calls": [READ, {"tool": "create_trader", "args": {**CREATE, "name": "Beta"}}]}, flows
+    )
     assert (ok, why) == (False, 'call 2 (create_trader): argument name = "Alpha", expected "Beta"')
 
 
@@ -133,7 +139,10 @@ def test_per_argument_comparators(flows: Any) -> None:
     assert (ok, why) == (False, 'call 2 (create_trader): argument name = "Alpha", expected "ALPHA"')
     folded = {"calls": [READ, shouted], "comparators": {"name": "case_insensitive"}}
     assert trader(folded, flows) == (True, "")
-    by_tool = {"calls": [READ, shouted], "comparators": {"create_trader.name": {"case_insensitive": True}}}
+    by_tool = {
+        "calls": [READ, shouted],
+        "comparators": {"create_trader.name": {"case_insensitive": True}},
+    }
     assert trader(by_tool, flows) == (True, "")
     other = {"calls": [READ, {"tool": "create_trader", "args": {**CREATE, "name": "Alpine"}}],
              "comparators": {"name": "case_insensitive"}}  # fmt: skip
@@ -174,9 +183,7 @@ def test_live_reads_are_left_out_unless_asked_for(flows: Any) -> None:
     ok, why = verdict(flows, {"calls": [], "include_live_reads": True}, live)
     assert not ok and why.startswith("extra call 1: ")
     _, row = flows[live]
-    read = next(
-        e.name for e in row.transcript.events() if getattr(e, "id", "").startswith("live-")
-    )
+    read = next(e.name for e in row.transcript.events() if getattr(e, "id", "").startswith("live-"))
     ok, why = verdict(
         flows, {"calls": [{"tool": read}], "include_live_reads": True, "order": "superset"}, live
     )
@@ -188,7 +195,7 @@ def test_a_trajectory_in_a_scenario_file_is_a_column_and_a_failure_reason(
 ) -> None:
     from agentkit.eval import to_frame
 
-    item, row = flows["desk_create_trader_en"]
+    _, row = flows["desk_create_trader_en"]
     table = to_frame([row])
     text = (SCENARIOS / "desk_create_trader_en.yaml").read_text(encoding="utf-8")
     edited = text.replace(
@@ -219,7 +226,7 @@ def test_the_schema_is_validated(tmp_path: Path) -> None:
     )
     path = tmp_path / "bad.yaml"
     path.write_text(bad, encoding="utf-8")
-    with pytest.raises(ConfigError, match="expect.trajectory.order"):
+    with pytest.raises(ConfigError, match=r"expect\.trajectory\.order"):
         load_scenario(path)
     unknown = text.replace(
         "  tool_sequence: [get_exchange_configs, create_trader]\n",

@@ -253,9 +253,7 @@ def eval_command(
     ] = False,
     max_cost: Annotated[
         float | None,
-        typer.Option(
-            "--max-cost", help="US dollars one run may spend (priced by genai-prices)."
-        ),
+        typer.Option("--max-cost", help="US dollars one run may spend (priced by genai-prices)."),
     ] = None,
     baseline: Annotated[
         str | None,

@@ -76,8 +76,8 @@ from agentkit.eval.results import (
 from agentkit.eval.row import RunRow
 from agentkit.eval.scenario import (
     Comparator,
-    ExpectedCall,
     Expectations,
+    ExpectedCall,
     Scenario,
     SimulatedUser,
     Trajectory,

@@ -92,11 +92,7 @@ def list_baselines(data_dir: Path) -> list[Baseline]:
     folder = data_dir / BASELINES_DIR
     if not folder.is_dir():
         return []
-    return [
-        _baseline(path)
-        for path in sorted(folder.glob("*.parquet"))
-        if is_valid_id(path.stem)
-    ]
+    return [_baseline(path) for path in sorted(folder.glob("*.parquet")) if is_valid_id(path.stem)]
 
 
 def remove_baseline(name: str, data_dir: Path) -> None:

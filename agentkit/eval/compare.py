@@ -270,12 +270,6 @@ def compare(
     pair_columns = [*keys, "passed_a", "passed_b", "flip"]
     pair_columns += [f"{metric}{suffix}" for metric in metrics for suffix in ("_a", "_b")]
     pair_columns += ["row_a", "row_b"]
-    group = [column for column in keys if column != "repeat"]
-    reliability_rows = []
-    for name, suffix in ((labels[0], "_a"), (labels[1], "_b")):
-        side = both[[*group, f"passed{suffix}"]].rename(columns={f"passed{suffix}": "passed"})
-        figures = reliability(side, group)
-        reliability_rows += [{"side": name, **record} for record in figures.to_dict("records")]
     return Comparison(
         labels=labels,
         on=tuple(keys),
@@ -288,11 +282,23 @@ def compare(
         deltas=deltas,
         pairs=both[pair_columns].copy(),
         unpaired=unpaired,
-        reliability=pd.DataFrame(
-            reliability_rows, columns=["side", "k", "pass^k", "pass@k", "scenarios"]
-        ),
+        reliability=_reliability_by_side(both, keys, labels),
         excluded=excluded,
     )
+
+
+def _reliability_by_side(
+    both: pd.DataFrame, keys: Sequence[str], labels: tuple[str, str]
+) -> pd.DataFrame:
+    """pass^k and pass@k of each side over the pairs, per scenario and shared parameters."""
+    import pandas as pd
+
+    group = [column for column in keys if column != "repeat"]
+    rows = []
+    for name, suffix in ((labels[0], "_a"), (labels[1], "_b")):
+        side = both[[*group, f"passed{suffix}"]].rename(columns={f"passed{suffix}": "passed"})
+        rows += [{"side": name, **record} for record in reliability(side, group).to_dict("records")]
+    return pd.DataFrame(rows, columns=["side", "k", "pass^k", "pass@k", "scenarios"])
 
 
 def _without_sim_deviations(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:

@@ -104,7 +104,9 @@ class GateVerdict:
         ]
         lines += [f"  regression {item}" for item in self.regressions]
         if self.flaky:
-            lines.append(f"  flaky (repeats disagree; not counted as regressions): {len(self.flaky)}")
+            lines.append(
+                f"  flaky (repeats disagree; not counted as regressions): {len(self.flaky)}"
+            )
             lines += [f"    {item}" for item in self.flaky]
         left_a, left_b = self.comparison.excluded
         if left_a or left_b:
@@ -123,8 +125,12 @@ class GateVerdict:
                 for r in self.regressions
             ],
             "flaky": [
-                {"scenario": f.scenario, "passed_a": f.passed_a, "passed_b": f.passed_b,
-                 "runs": f.runs}  # fmt: skip
+                {
+                    "scenario": f.scenario,
+                    "passed_a": f.passed_a,
+                    "passed_b": f.passed_b,
+                    "runs": f.runs,
+                }
                 for f in self.flaky
             ],
             "excluded": list(self.comparison.excluded),
@@ -209,7 +215,11 @@ def _scenarios(result: Comparison) -> tuple[list[Regression], list[FlakyScenario
         label = str(where["scenario"]) + (
             " [" + ", ".join(f"{c}={where[c]}" for c in shown) + "]" if shown else ""
         )
-        runs, passed_a, passed_b = int(record["runs"]), int(record["passed_a"]), int(record["passed_b"])
+        runs, passed_a, passed_b = (
+            int(record["runs"]),
+            int(record["passed_a"]),
+            int(record["passed_b"]),
+        )
         if 0 < passed_a < runs or 0 < passed_b < runs:
             flaky.append(FlakyScenario(label, passed_a, passed_b, runs))
         elif passed_a == runs and passed_b == 0:

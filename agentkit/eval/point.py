@@ -53,8 +53,8 @@ from agentkit.eval.expectations import EXPECTATION_KINDS, Check, Observed, check
 from agentkit.eval.expectations import summarize_checks as verdicts
 from agentkit.eval.judges.grading import GraderModels, judge_checks, judge_transcript
 from agentkit.eval.judges.values import Judgement
-from agentkit.eval.row import RunRow, outcome_of
 from agentkit.eval.pricing import price_usage
+from agentkit.eval.row import RunRow, outcome_of
 from agentkit.eval.scorer import SourceScore
 from agentkit.eval.sim_check import sim_user_columns
 from agentkit.eval.task import PointTask, model_label

@@ -305,7 +305,7 @@ def _cell(value: object) -> object:
     return item() if callable(item) and not isinstance(value, str) else value
 
 
-def _typed(value: object, hint: object) -> object:
+def _typed(value: object, hint: object) -> object:  # noqa: PLR0911 - one case per type
     """*value* as the field's type (a CSV reads "" as missing and whole floats as floats)."""
     if hint is str or typing.get_origin(hint) is Literal:
         return "" if value is None else str(value)

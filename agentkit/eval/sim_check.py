@@ -73,7 +73,9 @@ def check_sim_user(
     docstring); *stopped_by*: why the conversation ended (the row's ``sim_stopped_by``)."""
     from agentkit.eval.simulator import CONSENT_REPLIES
 
-    consent_words = {_folded(word) for replies in CONSENT_REPLIES.values() for word in replies.values()}
+    consent_words = {
+        _folded(word) for replies in CONSENT_REPLIES.values() for word in replies.values()
+    }
     given = _given(user)
     heard = ""  # what the agent said so far
     deviations: list[SimDeviation] = []

@@ -93,7 +93,8 @@ def _in_order(expected: Trajectory, made: Sequence[SeenCall]) -> str:
             (
                 index
                 for index in range(position, len(made))
-                if made[index].name == want.tool and not argument_problem(expected, want, made[index])
+                if made[index].name == want.tool
+                and not argument_problem(expected, want, made[index])
             ),
             None,
         )

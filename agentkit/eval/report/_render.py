@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentkit._extras import require
 from agentkit.errors import UsageError
+from agentkit.eval.gate import verdict
 from agentkit.eval.notes import Note
 from agentkit.eval.pairs import (
     AlignedTurn,
@@ -23,7 +24,6 @@ from agentkit.eval.pairs import (
     points,
 )
 from agentkit.eval.report._svg import Interval, interval_svg
-from agentkit.eval.gate import verdict
 from agentkit.eval.results import param_columns, reliability, require_pandas, summarize
 from agentkit.eval.stats import wilson_interval
 from agentkit.eval.timeline import MISSING_TRANSCRIPT, Timeline, timeline
@@ -387,8 +387,8 @@ def _reliability(frame: pd.DataFrame) -> pd.DataFrame:
     for values, rows in ran.groupby(params, dropna=False, sort=False) if params else [((), ran)]:
         point = values if isinstance(values, tuple) else (values,)
         table = reliability(rows, ["scenario"])
-        for name, value in zip(params, point, strict=True):
-            table.insert(0, name, value)
+        for position, (name, value) in enumerate(zip(params, point, strict=True)):
+            table.insert(position, name, [value] * len(table))
         tables.append(table)
     return pd.concat(tables, ignore_index=True)
 
