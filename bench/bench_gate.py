@@ -2,7 +2,9 @@
 runs each (figures, not pass/fail; the target is 2 s).
 
 Two results tables are made with every column of a real one (:class:`agentkit.eval.RunRow`'s,
-through ``to_frame``): 2,500 scenarios x 4 repeats, B with 3% of A's passing runs broken, and
+through ``to_frame``): 2,500 scenarios x 4 repeats — 85% of the scenarios pass every repeat,
+10% fail every one, 5% are flaky (each repeat a coin) — B with 3% of the stable passing
+scenarios broken in every repeat, and
 a short transcript per run (a user turn and an answer), written as parquet. Then:
 
 * ``cli_s``: the command as a CI job runs it, in a fresh process (the interpreter, the
@@ -35,21 +37,27 @@ REPEATS = 4
 
 
 def _table(runs: int, broken: float, seed: int) -> object:
-    """A results table of *runs* runs (every column), *broken*: the share of passing runs
-    made failing."""
+    """A results table of *runs* runs (every column), *broken*: the share of the stably passing
+    scenarios made failing."""
     from agentkit.eval import RunRow, Transcript, UserTurn, to_frame
     from agentkit.eval.transcript import RunState
     from agentkit.events import ResultEvent
     from agentkit.memory import TaskState
 
     chooser = random.Random(seed)
-    base = random.Random(7)  # the same pass/fail draw for both tables
+    base = random.Random(7)  # the same scenarios' fates for both tables
+    fates: dict[str, str] = {}
     rows = []
     for index in range(runs):
         scenario, repeat = f"s{index // REPEATS:05d}", index % REPEATS
-        passed = base.random() < 0.8
-        if passed and chooser.random() < broken:
-            passed = False
+        if scenario not in fates:
+            draw = base.random()
+            fate = "pass" if draw < 0.85 else "fail" if draw < 0.95 else "flaky"
+            if fate == "pass" and chooser.random() < broken:
+                fate = "fail"
+            fates[scenario] = fate
+        fate = fates[scenario]
+        passed = fate == "pass" or (fate == "flaky" and chooser.random() < 0.5)
         transcript = Transcript(
             run=f"{scenario}--p0" + (f"--r{repeat}" if repeat else ""),
             scenario=scenario,
@@ -57,7 +65,14 @@ def _table(runs: int, broken: float, seed: int) -> object:
                 UserTurn(
                     number=1,
                     said="which accounts do I have?",
-                    events=[ResultEvent(text="One account: binance main.", status="completed")],
+                    events=[
+                        ResultEvent(
+                            conversation_id="conv-1",
+                            message_id="msg-1",
+                            text="One account: binance main.",
+                            status="completed",
+                        )
+                    ],
                 )
             ],
             final=RunState(status="completed", task_state=TaskState()),

@@ -534,7 +534,7 @@ def compare_command(
     flipped, token/call/latency/cost deltas, pass^k under repeats, and the rows without a
     partner; with --gate, the regression verdict and its exit status."""
     with clean_errors():
-        require("eval", "agentkit compare", "pandas", "scipy")
+        require("eval", "agentkit compare", "pandas")
         import json
 
         from agentkit.eval import compare, load_results, save_results
@@ -543,9 +543,10 @@ def compare_command(
 
         if out is not None and out.suffix not in (".json", ".parquet", ".csv"):
             raise UsageError(f"--out takes a .json, .parquet or .csv file, not {out.name!r}")
+        heavy = ("transcript", "judgements")  # not compared: most of a table's bytes
         result = compare(
-            load_results(a),
-            load_results(b),
+            load_results(a, without=heavy),
+            load_results(b, without=heavy),
             on=on or None,
             labels=(str(a), str(b)),
             seed=DEFAULT_SEED if seed is None else seed,

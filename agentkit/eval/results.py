@@ -433,8 +433,9 @@ def save_results(frame: pd.DataFrame, path: Path | str) -> Path:
     return target
 
 
-def load_results(path: Path | str) -> pd.DataFrame:
-    """Read a table written by :func:`save_results` (or ``agentkit eval --out``)."""
+def load_results(path: Path | str, *, without: Sequence[str] = ()) -> pd.DataFrame:
+    """Read a table written by :func:`save_results` (or ``agentkit eval --out``); *without*:
+    columns not to read (``agentkit compare`` skips the transcripts: most of a table's bytes)."""
     require_pandas()
     import pandas as pd
 
@@ -443,5 +444,13 @@ def load_results(path: Path | str) -> pd.DataFrame:
     if not source.is_file():
         raise UsageError(f"no results file at {source}")
     if suffix == ".parquet":
-        return pd.read_parquet(source)
-    return pd.read_csv(source)
+        if not without:
+            return pd.read_parquet(source)
+        require("eval", "reading parquet", "pyarrow")
+        import pyarrow.parquet as pq
+
+        names = [name for name in pq.read_schema(source).names if name not in without]
+        return pd.read_parquet(source, columns=names)
+    if not without:
+        return pd.read_csv(source)
+    return pd.read_csv(source, usecols=lambda name: name not in without)
