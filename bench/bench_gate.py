@@ -10,6 +10,8 @@ a short transcript per run (a user turn and an answer), written as parquet. Then
 * ``cli_s``: the command as a CI job runs it, in a fresh process (the interpreter, the
   imports of pandas and scipy, reading both tables, pairing 10,000 runs, McNemar, the
   bootstrap's 10,000 resamples, the per-scenario rule, printing), best of 3;
+* ``cli_cpu_s``: that process's CPU time (user + system), which a busy shared machine
+  inflates less than the wall time;
 * ``gate_s``: :func:`agentkit.eval.gate` alone on the loaded tables, in this process, best of 3.
 
 Figures are appended to ``bench/results/gate.csv``.
@@ -25,6 +27,7 @@ import csv
 import os
 import platform
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -158,11 +161,15 @@ def main() -> None:
         script = str(Path(sys.executable).parent / "agentkit")
         command = [script, "compare", str(a_path), str(b_path), "--gate"]
         cli: list[float] = []
+        cpu: list[float] = []
         status = 0
         for _ in range(3):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             cli.append(time.perf_counter() - started)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
             status = done.returncode
         a, b = load_results(a_path), load_results(b_path)
         alone: list[float] = []
@@ -177,6 +184,7 @@ def main() -> None:
         "load": round(os.getloadavg()[0], 1),
         "runs": args.runs,
         "cli_s": round(min(cli), 3),
+        "cli_cpu_s": round(min(cpu), 3),
         "gate_s": round(min(alone), 3),
         "exit_status": status,
         "regressions": len(judged.regressions),

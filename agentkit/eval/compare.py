@@ -153,13 +153,19 @@ def _pairing(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list[str], list[str]]:
         if column not in seen_a or column not in seen_b:
             varies.append(column)
             continue
-        values_a = set(a[column].fillna("").astype(str))
-        values_b = set(b[column].fillna("").astype(str))
+        values_a, values_b = _values(a[column]), _values(b[column])
         if values_a & values_b:
             on.append(column)
         else:
             varies.append(column)
     return on, varies
+
+
+def _values(column: pd.Series[object]) -> set[str]:
+    """The distinct values of *column* as text ("" for a missing one), from its unique values
+    (iterating an arrow-backed column cell by cell is slow at 10,000 rows)."""
+    values = {str(value) for value in column.dropna().unique()}
+    return values | {""} if column.isna().any() else values
 
 
 def compare(
@@ -397,6 +403,8 @@ def _report(result: Comparison) -> str:
     lines.append("")
     lines.append("deltas over the pairs (B - A):")
     for record in result.deltas.to_dict("records"):
+        if _rate(record["a_mean"]) == _rate(record["b_mean"]) == "-":
+            continue  # a figure neither side has (cost_usd of unpriced models)
         lines.append(
             f"  {record['metric']:<12} mean {_signed(record['mean_delta'], 3)}"
             f"  median {_signed(record['median_delta'], 3)}"

@@ -212,9 +212,8 @@ def _scenarios(result: Comparison) -> tuple[list[Regression], list[FlakyScenario
     for key, record in zip(counts.index, counts.to_dict("records"), strict=True):
         values = key if isinstance(key, tuple) else (key,)
         where = dict(zip(group, values, strict=True))
-        label = str(where["scenario"]) + (
-            " [" + ", ".join(f"{c}={where[c]}" for c in shown) + "]" if shown else ""
-        )
+        rest = [f"{c}={where[c]}" for c in shown if str(where[c]) != ""]
+        label = str(where["scenario"]) + (f" [{', '.join(rest)}]" if rest else "")
         runs, passed_a, passed_b = (
             int(record["runs"]),
             int(record["passed_a"]),
