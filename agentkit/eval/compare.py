@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentkit.errors import UsageError
 from agentkit.eval.results import param_columns, reliability, require_pandas
@@ -161,7 +161,7 @@ def _pairing(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list[str], list[str]]:
     return on, varies
 
 
-def _values(column: pd.Series[object]) -> set[str]:
+def _values(column: pd.Series[Any]) -> set[str]:
     """The distinct values of *column* as text ("" for a missing one), from its unique values
     (iterating an arrow-backed column cell by cell is slow at 10,000 rows)."""
     values = {str(value) for value in column.dropna().unique()}

@@ -447,7 +447,7 @@ def load_results(path: Path | str, *, without: Sequence[str] = ()) -> pd.DataFra
         if not without:
             return pd.read_parquet(source)
         require("eval", "reading parquet", "pyarrow")
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
         names = [name for name in pq.read_schema(source).names if name not in without]
         return pd.read_parquet(source, columns=names)

@@ -49,6 +49,7 @@ from agentkit.eval.judges.grading import (
 from agentkit.eval.judges.table import judge_names, load_judgements
 from agentkit.eval.judges.values import Judge, Judgement
 from agentkit.eval.point import run_sync
+from agentkit.eval.reading import read_run
 from agentkit.eval.results import param_columns, require_pandas, run_ids, to_frame
 from agentkit.eval.row import RunRow, outcome_of
 from agentkit.eval.scanners import AgentContexts
@@ -134,9 +135,10 @@ def scenario_checks(scenario: Scenario, transcript: Transcript, row: RunRow) -> 
     stopped = row.outcome in ("budget", "not_started")
     checks: list[Check] = []
     facts = TurnFacts()
-    turns = transcript.turns
-    for position, turn in enumerate(turns):
-        seen = turn_facts(turn.events)
+    turns = read_run(transcript).turns
+    for position, read in enumerate(turns):
+        turn = read.turn
+        seen = turn_facts(read)
         facts = facts.then(seen)
         if scenario.simulated_user is not None or not 0 < turn.number <= len(scenario.turns):
             continue

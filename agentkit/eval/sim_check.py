@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from agentkit.eval.reading import read_run
 from agentkit.eval.scenario import SimulatedUser
 from agentkit.eval.transcript import Transcript
-from agentkit.events import AskUserEvent, ResultEvent
 
 __all__ = ["SimDeviation", "check_sim_user", "sim_user_columns"]
 
@@ -80,8 +80,8 @@ def check_sim_user(
     heard = ""  # what the agent said so far
     deviations: list[SimDeviation] = []
     waiting = False
-    for number, turn in enumerate(transcript.turns, start=1):
-        said = _folded(turn.said)
+    for number, turn in enumerate(read_run(transcript).turns, start=1):
+        said = _folded(turn.turn.said)
         if said and said not in consent_words:
             deviations += _leaks(user, said, given, heard, number)
             deviations += [
@@ -89,13 +89,10 @@ def check_sim_user(
                 for phrase in user.goal_contradictions
                 if _folded(phrase) in said
             ]
-        waiting = False
-        for event in turn.events:
-            if isinstance(event, AskUserEvent):
-                heard += " " + _folded(event.question)
-                waiting = True
-            elif isinstance(event, ResultEvent):
-                heard += " " + _folded(event.text)
+        asked = [*turn.questions, *turn.consents]
+        heard += "".join(" " + _folded(event.question) for event in asked)
+        heard += " " + _folded(turn.answer)
+        waiting = bool(asked)
     if waiting and stopped_by in ("user_done", "user_gave_up"):
         how = "said it was done" if stopped_by == "user_done" else "gave up"
         deviations.append(

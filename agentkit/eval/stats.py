@@ -72,7 +72,7 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     for i in range(smaller):
         term = term * (discordant - i) // (i + 1)
         total += term
-    return min(1.0, 2 * total / 2**discordant)
+    return min(1.0, 2 * total / (1 << discordant))
 
 
 def paired_bootstrap(
