@@ -174,3 +174,10 @@ def test_eval_with_a_baseline_gates_the_same_way(
     unknown = run_cli(*root, "eval", *chosen, "--model", "scripted", "--no-progress",
                       "--baseline", "nope")  # fmt: skip
     assert unknown.exit_code == 2 and "no baseline 'nope'" in unknown.stderr
+
+
+def test_tables_without_a_run_in_common_fail_the_gate() -> None:
+    renamed = {f"t{n:02d}": passes for n, passes in enumerate(STABLE.values())}
+    verdict = gate(table(STABLE), table(renamed))
+    assert verdict.regressed and [item.rule for item in verdict.regressions] == ["no_pairs"]
+    assert "no run of B pairs with a run of A (120 rows without a partner)" in verdict.report()

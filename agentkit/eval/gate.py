@@ -16,6 +16,9 @@ when any of three rules fires (each fired rule is a :class:`Regression` naming w
   deterministic agent (the scripted model) gates on every broken run, and a sampled one should
   be run with ``--repeat 3`` or more.
 
+Two tables with no run in common (renamed scenarios, a B that ran nothing) cannot show that B
+is no worse: the gate fails them too (rule ``no_pairs``), rather than pass on no evidence.
+
 A scenario whose paired repeats disagree on one side (some passed, some failed, on A or on B)
 is *flaky*: it is listed as such (:class:`FlakyScenario`) and never a ``scenario`` regression
 by itself. Its runs still count in the two tests over all pairs, so a change that makes many
@@ -49,7 +52,7 @@ ALPHA = 0.05
 class Regression:
     """One rule that fired: which, and what it saw (``scenario``: where, for that rule)."""
 
-    rule: Literal["mcnemar", "bootstrap", "scenario"]
+    rule: Literal["mcnemar", "bootstrap", "scenario", "no_pairs"]
     detail: str
     scenario: str = ""
 
@@ -59,7 +62,10 @@ class Regression:
 
 @dataclass(frozen=True, slots=True)
 class FlakyScenario:
-    """A scenario whose paired repeats disagree on one side (passed / ran, on A and B)."""
+    """Two tables with no run in common (renamed scenarios, a B that ran nothing) cannot show that B
+    is no worse: the gate fails them too (rule ``no_pairs``), rather than pass on no evidence.
+
+    A scenario whose paired repeats disagree on one side (passed / ran, on A and B)."""
 
     scenario: str
     passed_a: int
@@ -165,6 +171,10 @@ def verdict(result: Comparison, *, alpha: float = ALPHA) -> GateVerdict:
     """The gate's verdict on a comparison already made."""
     d = result.difference.iloc[0]
     regressions: list[Regression] = []
+    if int(d["pairs"]) == 0:
+        unpaired = len(result.unpaired)
+        detail = f"no run of B pairs with a run of A ({unpaired} rows without a partner)"
+        return GateVerdict((Regression("no_pairs", detail),), (), result, alpha)
     only_a, only_b, p_value = int(d["only_a"]), int(d["only_b"]), float(d["p_value"])
     if p_value < alpha and only_a > only_b:
         regressions.append(
