@@ -235,3 +235,21 @@ def test_the_schema_is_validated(tmp_path: Path) -> None:
     path.write_text(unknown, encoding="utf-8")
     with pytest.raises(ConfigError, match="unknown key"):
         load_scenario(path)
+
+
+def test_a_turn_level_trajectory_reads_that_turns_calls_only(flows: Any) -> None:
+    item, row = flows["desk_create_trader_en"]
+
+    def at_turn(number: int, trajectory: dict[str, Any]) -> list[tuple[bool, str]]:
+        turns = list(item.turns)
+        expect = Expectations(trajectory=Trajectory.model_validate(trajectory))
+        turns[number - 1] = turns[number - 1].model_copy(update={"expect": expect})
+        variant = item.model_copy(update={"turns": tuple(turns), "expect": Expectations()})
+        checks = scenario_checks(variant, row.transcript, row)
+        return [(c.passed, c.detail) for c in checks if c.kind == "trajectory"]
+
+    assert at_turn(1, {"calls": [READ]}) == [(True, "")]
+    assert at_turn(3, {"calls": [WRITE]}) == [(True, "")]
+    assert at_turn(3, {"calls": [READ, WRITE]}) == [
+        (False, "call 1: expected get_exchange_configs, called create_trader")
+    ]
