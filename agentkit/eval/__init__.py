@@ -33,9 +33,10 @@ source's own columns), :mod:`~agentkit.eval.judges` (model judges: ``expect: jud
 :mod:`~agentkit.eval.agreement` (a judge against them: kappa with its interval) and
 :mod:`~agentkit.eval.scanners` (transcript scanners that flag rare failures);
 :mod:`~agentkit.eval.reading` (the one walker over a kept run: the typed view every reader
-of a transcript reads), :mod:`~agentkit.eval.timeline` (a run as a reader sees it), :mod:`~agentkit.eval.pairs` (paired
-runs flips first, the first divergence), :mod:`~agentkit.eval.notes` (judges, findings and
-labels by run) and :mod:`~agentkit.eval.report` (``agentkit report``: one HTML file).
+of a transcript reads), :mod:`~agentkit.eval.timeline` (a run as a reader sees it),
+:mod:`~agentkit.eval.pairs` (paired runs flips first, the first divergence),
+:mod:`~agentkit.eval.notes` (judges, findings and labels by run) and
+:mod:`~agentkit.eval.report` (``agentkit report``: one HTML file).
 pandas, pyarrow, dask and tqdm (the ``eval`` extra) are imported only when used.
 """
 
