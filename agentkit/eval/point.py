@@ -53,8 +53,10 @@ from agentkit.eval.expectations import EXPECTATION_KINDS, Check, Observed, check
 from agentkit.eval.expectations import summarize_checks as verdicts
 from agentkit.eval.judges.grading import GraderModels, judge_checks, judge_transcript
 from agentkit.eval.judges.values import Judgement
+from agentkit.eval.pricing import price_usage
 from agentkit.eval.row import RunRow, outcome_of
 from agentkit.eval.scorer import SourceScore
+from agentkit.eval.sim_check import sim_user_columns
 from agentkit.eval.task import PointTask, model_label
 from agentkit.eval.transcript import RunState, Transcript
 from agentkit.eval.world import RunWorld, run_root
@@ -336,6 +338,12 @@ def _row(
         error=error, failed=bool(failed), budget=bool(budget), not_started=not_started is not None
     )
     passed = outcome == "passed"
+    cost = price_usage(model_label(task.model), facts.usage)
+    sim_ok, sim_issues = (
+        sim_user_columns(scenario.simulated_user, transcript, user.stopped_by or "")
+        if not_started is None
+        else (None, "")
+    )
     row = RunRow(
         scenario=scenario.id,
         title=scenario.title,
@@ -367,6 +375,9 @@ def _row(
         model_calls=facts.usage.calls,
         input_tokens=facts.usage.input_tokens,
         output_tokens=facts.usage.output_tokens,
+        cached_tokens=facts.usage.cached_tokens,
+        cost_usd=cost.cost_usd if not_started is None else None,
+        cost_note=cost.note if not_started is None else "",
         compressions=len(facts.compressions),
         messages_before=last.messages_before if last else None,
         messages_after=last.messages_after if last else None,
@@ -386,6 +397,8 @@ def _row(
         sim_stopped_by=user.stopped_by or "",
         sim_model_calls=user.usage.calls,
         sim_tokens=user.usage.input_tokens + user.usage.output_tokens,
+        sim_user_ok=sim_ok,
+        sim_user_issues=sim_issues,
         attempts=0,
         transport_retries=transport_retries,
         source=score.columns if score is not None else None,

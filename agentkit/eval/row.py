@@ -94,6 +94,12 @@ class RunRow:
     model_calls: int
     input_tokens: int
     output_tokens: int
+    #: of the input tokens, those read from the provider's prompt cache
+    cached_tokens: int
+    #: what the agent's model calls cost in US dollars (None: not priced; ``cost_note`` says
+    #: why: :mod:`agentkit.eval.pricing`)
+    cost_usd: float | None
+    cost_note: str
     compressions: int
     messages_before: int | None
     messages_after: int | None
@@ -113,6 +119,10 @@ class RunRow:
     sim_stopped_by: str
     sim_model_calls: int
     sim_tokens: int
+    #: the simulated user kept to its persona, goal and what it knew (None: fixed turns, or
+    #: a run that did not start; :mod:`agentkit.eval.sim_check`), and what it did not
+    sim_user_ok: bool | None
+    sim_user_issues: str
     attempts: int
     #: requests the model backends sent again after a transient fault (all attempts)
     transport_retries: int
@@ -270,9 +280,9 @@ def _hints() -> dict[str, object]:
     return typing.get_type_hints(RunRow)
 
 
-def nullable_columns() -> dict[str, Literal["Int64", "Float64"]]:
+def nullable_columns() -> dict[str, Literal["Int64", "Float64", "boolean"]]:
     """The columns that may be missing, by the pandas dtype that keeps them nullable."""
-    dtypes: dict[str, Literal["Int64", "Float64"]] = {}
+    dtypes: dict[str, Literal["Int64", "Float64", "boolean"]] = {}
     for name, hint in _hints().items():
         if name in _GROUPS:
             continue
@@ -280,6 +290,8 @@ def nullable_columns() -> dict[str, Literal["Int64", "Float64"]]:
             dtypes[name] = "Int64"
         elif hint == float | None:
             dtypes[name] = "Float64"
+        elif hint == bool | None:
+            dtypes[name] = "boolean"
     return dtypes
 
 
@@ -293,7 +305,7 @@ def _cell(value: object) -> object:
     return item() if callable(item) and not isinstance(value, str) else value
 
 
-def _typed(value: object, hint: object) -> object:
+def _typed(value: object, hint: object) -> object:  # noqa: PLR0911 - one case per type
     """*value* as the field's type (a CSV reads "" as missing and whole floats as floats)."""
     if hint is str or typing.get_origin(hint) is Literal:
         return "" if value is None else str(value)
@@ -307,4 +319,6 @@ def _typed(value: object, hint: object) -> object:
         return None if value is None else int(typing.cast(float, value))
     if hint == float | None:
         return None if value is None else float(typing.cast(float, value))
+    if hint == bool | None:
+        return None if value is None else bool(value)
     raise TypeError(f"no reading for {hint!r}")

@@ -49,10 +49,12 @@ from agentkit.eval.judges.grading import (
 from agentkit.eval.judges.table import judge_names, load_judgements
 from agentkit.eval.judges.values import Judge, Judgement
 from agentkit.eval.point import run_sync
+from agentkit.eval.reading import read_run
 from agentkit.eval.results import param_columns, require_pandas, run_ids, to_frame
 from agentkit.eval.row import RunRow, outcome_of
 from agentkit.eval.scanners import AgentContexts
 from agentkit.eval.scenario import Scenario, load_scenarios, read_file
+from agentkit.eval.sim_check import sim_user_columns
 from agentkit.eval.transcript import Transcript, load_transcripts
 from agentkit.models.base import ChatModel
 from agentkit.planning.call_records import CallRecord
@@ -133,9 +135,10 @@ def scenario_checks(scenario: Scenario, transcript: Transcript, row: RunRow) -> 
     stopped = row.outcome in ("budget", "not_started")
     checks: list[Check] = []
     facts = TurnFacts()
-    turns = transcript.turns
-    for position, turn in enumerate(turns):
-        seen = turn_facts(turn.events)
+    turns = read_run(transcript).turns
+    for position, read in enumerate(turns):
+        turn = read.turn
+        seen = turn_facts(read)
         facts = facts.then(seen)
         if scenario.simulated_user is not None or not 0 < turn.number <= len(scenario.turns):
             continue
@@ -338,6 +341,11 @@ def _rescored(row: RunRow, scenario: Scenario, judgements: tuple[Judgement, ...]
             row = replace(row, source=score.columns)
     checks += judge_checks(judgements)
     failed = [item for item in checks if not item.passed]
+    if row.outcome != "not_started":
+        sim_ok, sim_issues = sim_user_columns(
+            scenario.simulated_user, row.transcript, row.sim_stopped_by
+        )
+        row = replace(row, sim_user_ok=sim_ok, sim_user_issues=sim_issues)
     outcome = outcome_of(
         error=error,
         failed=bool(failed),

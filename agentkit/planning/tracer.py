@@ -286,6 +286,7 @@ class ModelCall:
             input_tokens=tracer.usage.input_tokens + usage.input_tokens,
             output_tokens=tracer.usage.output_tokens + usage.output_tokens,
             calls=tracer.usage.calls + 1,
+            cached_tokens=tracer.usage.cached_tokens + usage.cached_tokens,
         )
         read = self._read  # what the caller made of the reply, when it said
         if read is None:

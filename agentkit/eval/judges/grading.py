@@ -43,6 +43,7 @@ from agentkit.eval.judges.values import (
     JudgePart,
     JudgeReply,
 )
+from agentkit.eval.reading import read_run
 from agentkit.eval.transcript import Transcript
 from agentkit.events import AskUserEvent, ResultEvent, ToolCallEvent, ToolResultEvent
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema
@@ -130,27 +131,20 @@ def run_view(transcript: Transcript, sees: Sequence[JudgePart], mask: SecretMask
     return "\n\n".join(blocks)
 
 
-def _said(turn_said: str, decision: str | None) -> str:
-    if decision is not None:
-        return f"({decision}s the pending action)"
-    return turn_said
-
-
 def _answer(transcript: Transcript) -> str:
     request = answer = ""
-    for turn in transcript.turns:
-        request = _said(turn.said, turn.decision) or request
-        for event in turn.events:
-            if isinstance(event, ResultEvent):
-                answer = event.text
+    for turn in read_run(transcript).turns:
+        request = turn.said or request
+        answer = turn.answer if turn.result is not None else answer
     return f"User: {request}\n\nAssistant: {answer}"
 
 
 def _conversation(transcript: Transcript) -> str:
     lines = []
-    for turn in transcript.turns:
-        lines.append(f"User: {_said(turn.said, turn.decision)}")
-        for event in turn.events:
+    for turn in read_run(transcript).turns:
+        lines.append(f"User: {turn.said}")
+        for moment in turn.moments:
+            event = moment.event
             if isinstance(event, AskUserEvent):
                 kind = "asks to confirm" if event.kind == "confirmation" else "asks"
                 lines.append(f"Assistant ({kind}): {event.question}")
@@ -161,7 +155,8 @@ def _conversation(transcript: Transcript) -> str:
 
 def _tool_calls(transcript: Transcript) -> str:
     lines = []
-    for event in transcript.events():
+    for moment in read_run(transcript).moments():
+        event = moment.event
         if isinstance(event, ToolCallEvent):
             arguments = json.dumps(event.arguments, ensure_ascii=False, sort_keys=True)
             lines.append(f"- call {event.name} {arguments}")

@@ -14,13 +14,12 @@ import json
 import re
 
 from agentkit import language
+from agentkit.eval.reading import TurnRead, read_run
 from agentkit.eval.scanners.findings import Finding, ScanContext
-from agentkit.eval.transcript import Transcript, UserTurn
-from agentkit.events import ResultEvent, ToolCallEvent, ToolResultEvent
+from agentkit.eval.transcript import Transcript
 
 __all__ = ["unfaithful_answer"]
 
-_LIVE_PREFIX = "live-"
 #: a capitalised word inside a sentence (not its first word): a name, when no source holds it
 _NAME = re.compile(r"(?<=[a-z0-9,;:] )([A-Z][a-zA-Z]+(?:[ -][A-Z][a-zA-Z]+)*)")
 #: a number written in digits, on its own (not inside a name: *gpt-4o*, *ex-1*)
@@ -70,22 +69,18 @@ def _finding(turn: int, event: int, sentence: str, severity: str = "error") -> F
     )
 
 
-def _read_turn(turn: UserTurn, index: int) -> tuple[list[str], str, tuple[int, str] | None]:
-    """The turn's tool results (live-state re-reads aside), everything the answer may draw
-    on (results, calls, the user's message) and its answer ``(event index, text)``."""
+def _read_turn(turn: TurnRead) -> tuple[list[str], str]:
+    """The turn's tool results (live-state re-reads aside) and everything its answer may draw
+    on (results, calls, the user's message)."""
+    grounds = [turn.turn.said]
     results: list[str] = []
-    grounds = [turn.said]
-    answer: tuple[int, str] | None = None
-    for offset, event in enumerate(turn.events):
-        if isinstance(event, ToolResultEvent):
-            grounds += [event.output, event.name]
-            if not event.id.startswith(_LIVE_PREFIX):
-                results.append(event.output)
-        elif isinstance(event, ToolCallEvent):
-            grounds += [event.name, json.dumps(event.arguments, ensure_ascii=False)]
-        elif isinstance(event, ResultEvent) and event.status == "completed":
-            answer = (index + offset, event.text)
-    return results, "\n".join(grounds), answer
+    for call in turn.calls:
+        grounds += [call.name, json.dumps(call.arguments, ensure_ascii=False)]
+        if call.result is not None:
+            grounds.append(call.result.output)
+            if not call.live:
+                results.append(call.result.output)
+    return results, "\n".join(grounds)
 
 
 def _problems(text: str, results: list[str], source: str) -> list[tuple[str, str]]:
@@ -118,14 +113,14 @@ def unfaithful_answer(transcript: Transcript, context: ScanContext) -> list[Find
     template placeholder."""
     del context
     found: list[Finding] = []
-    index = 0
     said: list[str] = []  # what the user said so far: it grounds a name or a number too
-    for turn in transcript.turns:
-        results, source, answer = _read_turn(turn, index)
-        index += len(turn.events)
-        said.append(turn.said)
-        if answer is not None:
-            at, text = answer
-            for severity, sentence in _problems(text, results, "\n".join([source, *said])):
-                found.append(_finding(turn.number, at, sentence, severity))
+    for turn in read_run(transcript).turns:
+        results, source = _read_turn(turn)
+        said.append(turn.turn.said)
+        result = turn.result
+        if result is None or result.status != "completed":
+            continue
+        at = next(m.position for m in turn.moments if m.event is result)
+        for severity, sentence in _problems(result.text, results, "\n".join([source, *said])):
+            found.append(_finding(turn.number, at, sentence, severity))
     return found

@@ -228,14 +228,10 @@ class AgentContexts:
         return self._made[agent]
 
     def __call__(self, transcript: Transcript, record: Mapping[str, object]) -> ScanContext:
-        from agentkit.events import AskUserEvent
+        from agentkit.eval.reading import read_run
 
         found = self.of(str(record.get("agent", "")))
         if found is not None:
             return found
-        asked = {
-            event.tool_name
-            for event in transcript.events()
-            if isinstance(event, AskUserEvent) and event.kind == "confirmation"
-        }
+        asked = {event.tool_name for turn in read_run(transcript).turns for event in turn.consents}
         return ScanContext.of(asked)
