@@ -44,7 +44,7 @@ from agentkit.models._requests import check_model_requests
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning import PlannerEngine, approvals
 from agentkit.planning.approvals import Decision
-from agentkit.planning.call_records import CallRecord
+from agentkit.calls.records import CallRecord
 from agentkit.planning.replay import TraceNotFoundError, load_call_records
 from agentkit.planning.state import TurnContext
 from agentkit.runtime import AgentRuntime, Engine

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import ipywidgets as widgets
 from agentkit.memory import PendingApproval
-from agentkit.tools.secrets import is_secret_key
+from agentkit.calls.secrets import is_secret_key
 
 __all__ = ["ApprovalForm", "FormField", "form_fields", "read_fields"]
 

@@ -56,7 +56,7 @@ from agentkit.events import (
 )
 from agentkit.memory import Observation, PendingApproval, PlanStep, StepType, Waiting
 from agentkit.tools import is_secret_key, mask_secrets, mask_value
-from agentkit.tools.secrets import MASK
+from agentkit.calls.secrets import MASK
 from pydantic import JsonValue
 
 __all__ = ["PlanFold"]

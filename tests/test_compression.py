@@ -23,7 +23,7 @@ from agentkit.memory import (
 from agentkit.memory.compression import Summarize
 from agentkit.models.base import ChatModel
 from agentkit.models.scripted import ScriptedModel
-from agentkit.planning.tracer import CallTracer
+from agentkit.calls.tracer import CallTracer
 from agentkit.planning.upkeep import summarizer
 from agentkit.types import Message, ToolCallRecord
 

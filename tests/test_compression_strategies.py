@@ -22,7 +22,7 @@ from agentkit.memory.sweep import ThresholdGrid, load_scenario, sweep_compressio
 from agentkit.models.base import ChatModel
 from agentkit.models.function import FunctionModel
 from agentkit.models.request import ModelRequest
-from agentkit.planning.tracer import CallTracer
+from agentkit.calls.tracer import CallTracer
 from agentkit.planning.upkeep import summarizer
 from agentkit.types import Message
 from pydantic import ValidationError

@@ -27,7 +27,7 @@ from agentkit.eval.results import report_text
 from agentkit.eval.transcript import RunState
 from agentkit.events import ResultEvent, ToolCallEvent, ToolResultEvent
 from agentkit.memory import TaskState
-from agentkit.planning.call_records import CallRecord
+from agentkit.calls.records import CallRecord
 from agentkit.testing import FunctionModel, ModelRequest
 from pydantic import ValidationError
 

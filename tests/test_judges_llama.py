@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 from agentkit.eval import GraderModels, Judge, Judgement, judge_run
-from agentkit.planning.call_records import CallRecord
+from agentkit.calls.records import CallRecord
 
 from .test_judges import transcript
 

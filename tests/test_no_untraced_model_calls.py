@@ -6,8 +6,8 @@ wrappers reads a model's request methods (``request``, ``stream``, ``complete``,
 backend's one entry point (:meth:`ChatModel.request`) and its scoring and embeddings are
 instrumented for the test, and real flows run — an eval of chat, planner, native tool-loop,
 simulated-user and compression scenarios, the router's likelihood vote, BFCL's prompt mode —
-and every call they make must be inside a :class:`~agentkit.planning.tracer.ModelCall` of the
-same purpose (:func:`~agentkit.planning.tracer.current_call`).
+and every call they make must be inside a :class:`~agentkit.calls.tracer.ModelCall` of the
+same purpose (:func:`~agentkit.calls.tracer.current_call`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from agentkit.models.base import ChatModel, ModelEvent, ModelRequest
-from agentkit.planning.tracer import CallTracer, current_call
+from agentkit.calls.tracer import CallTracer, current_call
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "agentkit"

@@ -14,7 +14,7 @@ from agentkit.models.scripted import ScriptedModel
 from agentkit.planning import TurnContext
 from agentkit.store import InMemoryConfigStore, InMemoryConversationStore, SqliteConfigStore
 from agentkit.tools import ToolRegistry
-from agentkit.tools.secrets import mask_value
+from agentkit.calls.secrets import mask_value
 from agentkit_desk import open_desk
 
 from .test_planner import KEY, Env, env, of, run, step

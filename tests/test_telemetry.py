@@ -656,7 +656,7 @@ def test_compression_is_an_update_memory_span(no_otel: None, reply: str) -> None
     from agentkit.config import CompressionConfig
     from agentkit.memory import TaskState, estimate_tokens, maybe_compress
     from agentkit.models.scripted import ScriptedModel
-    from agentkit.planning.tracer import CallTracer
+    from agentkit.calls.tracer import CallTracer
     from agentkit.planning.upkeep import summarizer
 
     trace = Telemetry(agent_id="a").turn(
@@ -698,7 +698,7 @@ def test_the_incremental_update_is_an_update_memory_span(no_otel: None) -> None:
     from agentkit.memory import TaskState
     from agentkit.memory.compression import update_task_state
     from agentkit.models.scripted import ScriptedModel
-    from agentkit.planning.tracer import CallTracer
+    from agentkit.calls.tracer import CallTracer
     from agentkit.planning.upkeep import summarizer
 
     trace = Telemetry(agent_id="a").turn(conversation_id="c", message_id="m")
@@ -719,7 +719,7 @@ def test_untraced_compression_makes_no_span(no_otel: None) -> None:
     from agentkit.config import CompressionConfig
     from agentkit.memory import TaskState, estimate_tokens, maybe_compress
     from agentkit.models.scripted import ScriptedModel
-    from agentkit.planning.tracer import CallTracer
+    from agentkit.calls.tracer import CallTracer
     from agentkit.planning.upkeep import summarizer
 
     model = ScriptedModel({"summarize": ['{"current_goal": "g"}']})

@@ -67,7 +67,7 @@ from agentkit.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from agentkit.tools.secrets import mask_secrets
+from agentkit.calls.secrets import mask_secrets
 
 __all__ = ["PromptTurn"]
 

@@ -56,7 +56,9 @@ def score_command(
         list[Path] | None,
         typer.Option(
             "--scenarios",
-            help="The runs' scenario files or folders (default: DATA_DIR/scenarios).",
+            help="The runs' scenario files or folders (default: DATA_DIR/scenarios when it "
+            "exists; a run whose scenario is in neither is scored by the scenario its "
+            "transcript kept).",
         ),
     ] = None,
 ) -> None:
@@ -82,9 +84,13 @@ def score_command(
                     chosen += load_judges(item)
                 else:
                     chosen.append(item)
+        for path in scenarios or ():
+            if not path.exists():
+                raise UsageError(f"no scenario file or folder at {path} (--scenarios)")
+        default = root / "scenarios"
         rescored = rescore(
             frame,
-            list(scenarios) if scenarios else root / "scenarios",
+            list(scenarios) if scenarios else (default if default.is_dir() else None),
             judges=chosen,
             # --expectations or --scan alone: the stored judgements are kept as they are
             expectations_only=not judges and (expectations or bool(scanners)),

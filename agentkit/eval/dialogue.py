@@ -39,7 +39,7 @@ from agentkit.eval.transcript import RunState, UserTurn
 from agentkit.eval.world import RunWorld, ScenarioReplies
 from agentkit.events import AgentEvent
 from agentkit.models.base import ChatModel
-from agentkit.planning.call_records import CallRecord
+from agentkit.calls.records import CallRecord
 from agentkit.types import Usage
 
 __all__ = [

@@ -44,7 +44,7 @@ from agentkit.events import (
     ToolCallEvent,
 )
 from agentkit.layout import DataLayout
-from agentkit.planning.call_records import CallRecord
+from agentkit.calls.records import CallRecord
 
 __all__ = [
     "FirstToolRow",

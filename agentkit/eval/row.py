@@ -30,6 +30,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from agentkit.calls.secrets import SecretMask
 from agentkit.eval.expectations import EXPECTATION_KINDS
 from agentkit.eval.judges.table import (
     JUDGE_PREFIX,
@@ -199,6 +200,27 @@ class RunRow:
     def tokens(self) -> int:
         """The tokens the run spent: the agent's (input + output) and the simulated user's."""
         return self.input_tokens + self.output_tokens + self.sim_tokens
+
+    def masked(self, mask: SecretMask, *, transcript: bool = True) -> RunRow:
+        """This row with every secret *mask* knows masked in its text columns and (unless
+        *transcript* is False: it is already) its transcript (a key the user typed, one
+        passed as a secret-named argument)."""
+        text = mask.text
+        return replace(
+            self,
+            title=text(self.title),
+            failures=text(self.failures),
+            error=text(self.error),
+            answer=text(self.answer),
+            errors=text(self.errors),
+            budget_reason=text(self.budget_reason),
+            params=typing.cast(Mapping[str, JsonValue], mask.deep(dict(self.params))),
+            judgements=tuple(
+                Judgement.model_validate(mask.deep(judgement.model_dump(mode="json")))
+                for judgement in self.judgements
+            ),
+            transcript=self.transcript.masked(mask) if transcript else self.transcript,
+        )
 
     def with_attempts(self, attempts: int, transport_retries: int) -> RunRow:
         """The row of the last of *attempts*, with the retries of all of them."""

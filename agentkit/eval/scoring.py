@@ -55,14 +55,21 @@ from agentkit.eval.scanners import AgentContexts
 from agentkit.eval.scenario import Scenario, load_scenarios, read_file
 from agentkit.eval.transcript import Transcript, load_transcripts
 from agentkit.models.base import ChatModel
-from agentkit.planning.call_records import CallRecord
+from agentkit.calls.records import CallRecord
 from agentkit.telemetry import Telemetry
-from agentkit.tools import SecretMask
+from agentkit.calls.secrets import SecretMask
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Rescored", "judge_verdicts", "load_judges", "rescore", "scenario_checks"]
+__all__ = [
+    "Rescored",
+    "judge_verdicts",
+    "kept_scenarios",
+    "load_judges",
+    "rescore",
+    "scenario_checks",
+]
 
 _JUDGES = TypeAdapter(tuple[Judge, ...])
 
@@ -151,7 +158,7 @@ def scenario_checks(scenario: Scenario, transcript: Transcript, row: RunRow) -> 
 
 def rescore(
     results: pd.DataFrame,
-    scenarios: Sequence[Scenario] | Sequence[Path | str] | Path | str,
+    scenarios: Sequence[Scenario] | Sequence[Path | str] | Path | str | None = None,
     *,
     judges: Sequence[str | Judge] | None = None,
     expectations_only: bool = False,
@@ -161,7 +168,9 @@ def rescore(
 ) -> Rescored:
     """*results* scored again from its transcripts (see the module docstring).
 
-    *scenarios*: the scenario files (or folders, or Scenario values) of the table's runs.
+    *scenarios*: the scenario files (or folders, or Scenario values) of the table's runs;
+    a run whose scenario is not among them is scored by the scenario its transcript kept
+    (None: every run by its own, the files not needed).
     *judges*: which judges to ask again — names of the scenarios' judges, or Judge values
     for every run (None: every judge of the scenarios; judgements not asked again are kept).
     *expectations_only*: re-check the expectations and keep the stored judgements.
@@ -178,13 +187,14 @@ def rescore(
         raise UsageError(
             f"row {missing[0]} of the table kept no transcript: it cannot be re-scored"
         )
-    by_id = _scenarios(scenarios)
+    by_id = {**kept_scenarios(transcripts), **(_scenarios(scenarios) if scenarios else {})}
     cells = [{str(k): v for k, v in record.items()} for record in results.to_dict("records")]
     unknown = sorted({str(r["scenario"]) for r in cells} - set(by_id))
     if unknown:
         raise UsageError(
-            f"no scenario {unknown[0]!r} among the scenarios given: the table's runs need "
-            "their scenario files (--scenarios)"
+            f"no scenario {unknown[0]!r}: the table does not keep it (written before "
+            "scenarios were kept in transcripts) and the scenarios given do not hold it; "
+            "give its scenario file or folder with --scenarios"
         )
     asked = _chosen_judges(by_id.values(), judges, expectations_only)
     check_judge_models([judge for chosen in asked.values() for judge in chosen], judge_model)
@@ -217,6 +227,21 @@ def rescore(
     return Rescored(
         table, findings, asked=len(records), reused=cache.hits, changed=changed, records=records
     )
+
+
+def kept_scenarios(transcripts: Iterable[Transcript | None]) -> dict[str, Scenario]:
+    """By id, the scenarios the transcripts kept (the first of each id; one that no longer
+    validates, e.g. a field this release dropped, is left out: its files are needed)."""
+    kept: dict[str, Scenario] = {}
+    for transcript in transcripts:
+        spec = transcript.scenario_spec if transcript is not None else None
+        if spec is None or transcript is None or transcript.scenario in kept:
+            continue
+        try:
+            kept[transcript.scenario] = Scenario.model_validate(spec)
+        except ValidationError:
+            continue
+    return kept
 
 
 def _scenarios(

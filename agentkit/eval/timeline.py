@@ -42,7 +42,7 @@ from agentkit.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from agentkit.tools.secrets import SecretMask
+from agentkit.calls.secrets import SecretMask
 
 __all__ = [
     "MISSING_TRANSCRIPT",

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from agentkit.memory.task_state import FactSource, looks_secret
 from agentkit.memory.tokens import TokenEstimator, is_cjk
-from agentkit.tools.secrets import mask_value
+from agentkit.calls.secrets import mask_value
 from agentkit.types import Message
 
 __all__ = [

@@ -29,9 +29,9 @@ from agentkit.memory.repository import Versioned
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning.approvals import Decision
 from agentkit.planning.background import Admit, BackgroundUpkeep
-from agentkit.planning.call_records import CallRecord
-from agentkit.planning.cancel import CancelScope
-from agentkit.planning.errors import TurnCancelledError, TurnFailedError
+from agentkit.calls.records import CallRecord
+from agentkit.calls.cancel import CancelScope
+from agentkit.calls.errors import TurnCancelledError, TurnFailedError
 from agentkit.planning.recording import skip_pending
 from agentkit.sessions import RunningTurn, SessionPool
 from agentkit.store import ConversationKey, ConversationStore

@@ -33,11 +33,11 @@ from agentkit.models.base import ChatMessage, TextDelta
 from agentkit.planning import context, grounding, reads, replies
 from agentkit.planning.approvals import new_approval
 from agentkit.planning.consent import consent_question, conversation_language
-from agentkit.planning.errors import TurnCancelledError
+from agentkit.calls.errors import TurnCancelledError
 from agentkit.planning.graph import End, Stage, Turn
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.state import cut, planned
-from agentkit.planning.tracer import error_text
+from agentkit.calls.tracer import error_text
 from agentkit.telemetry import semconv
 from agentkit.tools.registry import ToolArgumentsError, ToolCrashedError, UnknownToolError
 

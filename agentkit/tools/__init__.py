@@ -21,7 +21,7 @@ from agentkit.tools.registry import (
     ToolResult,
     UnknownToolError,
 )
-from agentkit.tools.secrets import (
+from agentkit.calls.secrets import (
     SecretMask,
     is_secret_key,
     mask_secrets,

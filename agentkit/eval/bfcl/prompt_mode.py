@@ -30,7 +30,7 @@ from agentkit.eval.bfcl.catalog import BfclItem
 from agentkit.eval.bfcl.scoring import BfclScore, score_text
 from agentkit.models.base import ChatMessage, ChatModel
 from agentkit.models.spec import create_model
-from agentkit.planning.tracer import CallTracer
+from agentkit.calls.tracer import CallTracer
 
 __all__ = ["MODE", "run_prompt_mode", "prompt_mode_row"]
 

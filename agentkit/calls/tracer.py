@@ -11,7 +11,7 @@ turn's context, :meth:`CallTracer.of`), memory upkeep's, and the calls made outs
 (compression sweeps, simulated users, judges: :meth:`CallTracer.standalone`).
 
 Leaving the block times the call, counts its usage into the turn's, writes one
-:class:`~agentkit.planning.call_records.CallRecord` (in memory and in the turn's ``calls.jsonl``,
+:class:`~agentkit.calls.records.CallRecord` (in memory and in the turn's ``calls.jsonl``,
 secrets scrubbed) and ends its ``{operation} {model}`` span — whether the call succeeded,
 failed, timed out or was cancelled. The block runs under the stage's timeout, and the model's
 reply is awaited as a task of its own so that a cancel interrupts it (:class:`CancelScope`).
@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import JsonValue
 
@@ -44,18 +44,41 @@ from agentkit.models.base import (
     ToolSpec,
     final_completion,
 )
-from agentkit.planning.call_records import CallRecord
-from agentkit.planning.cancel import CancelScope
-from agentkit.planning.errors import TurnCancelledError, TurnFailedError
-from agentkit.planning.state import TurnContext
-from agentkit.store.base import CallRecordSink
+from agentkit.calls.records import CallRecord
+from agentkit.calls.cancel import CancelScope
+from agentkit.calls.errors import TurnCancelledError, TurnFailedError
+from agentkit.calls.secrets import SecretMask
+from agentkit.store.base import CallRecordSink, ConversationStore
+from agentkit.store.values import ConversationKey
 from agentkit.telemetry import ModelCallSpan, Span, ToolCallPart, TurnTrace
-from agentkit.tools import SecretMask
 from agentkit.types import Usage
 
-__all__ = ["CallTracer", "ModelCall", "current_call", "error_text"]
+__all__ = ["CallTracer", "ModelCall", "TurnCalls", "current_call", "error_text"]
 
 T = TypeVar("T")
+
+
+class TurnCalls(Protocol):
+    """What a turn's context gives its tracer (a planner or chat turn's
+    :class:`~agentkit.planning.state.TurnContext`): the tracer lives beneath the engines and
+    knows a turn only by these."""
+
+    @property
+    def key(self) -> ConversationKey: ...
+    @property
+    def store(self) -> ConversationStore: ...
+    @property
+    def model(self) -> ChatModel | SessionBackend: ...
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def mask(self) -> SecretMask: ...
+    @property
+    def cancel_scope(self) -> CancelScope: ...
+    @property
+    def records(self) -> list[CallRecord]: ...
+
+    def timeout(self, purpose: str, /) -> float | None: ...
 
 
 #: the model call in progress in this context (see :func:`current_call`)
@@ -102,7 +125,7 @@ class CallTracer:
 
     @classmethod
     def of(
-        cls, ctx: TurnContext, trace: TurnTrace | None, *, cancel: CancelScope | None = None
+        cls, ctx: TurnCalls, trace: TurnTrace | None, *, cancel: CancelScope | None = None
     ) -> CallTracer:
         """The tracer of turn *ctx*: its records in the store's trace of the turn (the file
         store's ``{messageId}/calls.jsonl``) and in ``ctx.records``, its spans in *trace*;
@@ -366,7 +389,7 @@ class ModelCall:
 
     async def stream(self) -> AsyncIterator[ModelEvent]:
         """The reply's events as they come, under the stage's time; a cancel interrupts the
-        wait for the next one (:class:`~agentkit.planning.errors.TurnCancelledError`)."""
+        wait for the next one (:class:`~agentkit.calls.errors.TurnCancelledError`)."""
         interruptible = True
         if self._session is not None:
             session, prompt, interruptible = self._session

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from agentkit.planning.errors import TurnCancelledError
+from agentkit.calls.errors import TurnCancelledError
 
 __all__ = ["CancelScope"]
 

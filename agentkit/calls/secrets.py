@@ -1,4 +1,4 @@
-"""Secret masking for tool results, prompts, events and logs.
+"""The one secret mask: tool results, prompts, the journal, events, transcripts, spans.
 
 Invariant: a secret (an API key, a secret key, a passphrase, a token, …) is stored raw only in
 the domain's own storage (a toolset's database). Everything that leaves a tool (its
@@ -6,8 +6,10 @@ the domain's own storage (a toolset's database). Everything that leaves a tool (
 quote a secret (an error message, a log line, a prompt) goes through :func:`scrub_text` with the
 secret values the domain knows.
 
-Wherever a turn writes or shows text (ExecutionState, TaskState, the turn log, traces, spans,
-events, widgets), one :class:`SecretMask` does the masking: the values of secret-named keys,
+Wherever a turn writes or shows text (ExecutionState, TaskState, the journal and turn log,
+call records, spans, events, widgets, an evaluation's transcripts, exports and reports), one
+:class:`SecretMask` does the masking (it lives beneath the engines, with the call tracer,
+because everything that writes text imports it downward): the values of secret-named keys,
 every value the secret store holds, and what a toolset's declared secret patterns match (a
 key the user types in a request, before any tool has stored it).
 
@@ -19,6 +21,7 @@ A masked value keeps at most its last 4 characters, and only when the secret is 
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +32,7 @@ from pydantic import JsonValue
 __all__ = [
     "MASK",
     "SecretMask",
+    "Secrets",
     "StreamMask",
     "is_masked",
     "is_secret_key",
@@ -154,8 +158,9 @@ class SecretMask:
         self.learned.update(value for value in values if len(value) >= _MIN_SCRUB_LENGTH)
 
     def learn_json(self, value: JsonValue) -> None:
-        """Learn the values of *value*'s secret-named keys, at any depth (a model's reply that
-        plans a call with keys: its raw text is masked of them from then on)."""
+        """Learn the values of *value*'s secret-named keys, at any depth, JSON texts inside
+        it read too (a model's reply that plans a call with keys: its raw text is masked of
+        them from then on)."""
         if isinstance(value, dict):
             for key, item in value.items():
                 if is_secret_key(key) and isinstance(item, str):
@@ -165,6 +170,41 @@ class SecretMask:
         elif isinstance(value, list):
             for item in value:
                 self.learn_json(item)
+        elif isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+            parsed = _json_of(value)
+            if parsed is not None:
+                self.learn_json(parsed)
+
+    @classmethod
+    def of(cls, secrets: Secrets) -> SecretMask:
+        """*secrets* as a mask: a mask as it is; values (a list, or a function read once,
+        when first needed) as a mask of those values."""
+        if isinstance(secrets, SecretMask):
+            return secrets
+        if callable(secrets):
+            return cls(_once(secrets))
+        values = tuple(secrets)
+        return cls(lambda: values) if values else cls()
+
+    def apart(self) -> SecretMask:
+        """A mask that masks all this one does (now and as it learns) but learns apart from
+        it: what a trace learns from what it records stays the trace's."""
+        if self.known is None and not self.patterns and not self.learned:
+            return SecretMask()
+        return SecretMask(self.values, self.patterns, memo=self.memo)
+
+    def json_text(self, text: str) -> str:
+        """*text* masked as :meth:`text` does; a JSON object or array text is masked inside
+        (its secret-named keys' values too, see :meth:`deep`) and written back as JSON."""
+        if text.lstrip()[:1] in ("{", "["):
+            value = _json_of(text)
+            if value is not None:
+                return json.dumps(self.deep(value), ensure_ascii=False)
+        return self.text(text)
+
+    def deep(self, value: JsonValue) -> JsonValue:
+        """:meth:`json`, with the JSON texts in its strings masked inside too."""
+        return _mask_with(value, self.json_text)
 
     @classmethod
     def compile(cls, patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
@@ -228,6 +268,11 @@ class SecretMask:
         return StreamMask(self)
 
 
+Secrets = SecretMask | Callable[[], Iterable[str]] | Iterable[str]
+"""What a caller gives to mask by value (:meth:`SecretMask.of`): a mask, or the secret values
+themselves — a list, or a function called once, when first needed."""
+
+
 class StreamMask:
     """Masks a text that arrives in pieces: each piece is passed on up to its last
     whitespace, masked, and the rest held back until more comes (a secret written without a
@@ -286,6 +331,27 @@ def _masked_match(match: re.Match[str]) -> str:
         pieces += [text[last:begin], mask_value(text[begin:end])]
         last = end
     return "".join(pieces) + text[last:]
+
+
+def _json_of(text: str) -> dict[str, JsonValue] | list[JsonValue] | None:
+    """The object or array a JSON text holds; None for any other text."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict | list) else None
+
+
+def _once(source: Callable[[], Iterable[str]]) -> Callable[[], Sequence[str]]:
+    """*source*, called the first time it is asked and remembered."""
+    found: list[Sequence[str]] = []
+
+    def values() -> Sequence[str]:
+        if not found:
+            found.append(tuple(source()))
+        return found[0]
+
+    return values
 
 
 def _mask_with(value: JsonValue, text: Callable[[str], str]) -> JsonValue:
