@@ -26,6 +26,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agentkit.calls.errors import TurnCancelledError
+from agentkit.calls.secrets import StreamMask
+from agentkit.calls.tracer import CallTracer
 from agentkit.errors import AgentkitError, ModelError, StoreError
 from agentkit.events import (
     AgentEvent,
@@ -49,14 +52,11 @@ from agentkit.models.base import (
     ThinkingDelta,
     ToolCallRequest,
 )
-from agentkit.calls.errors import TurnCancelledError
 from agentkit.planning.state import TurnContext
-from agentkit.calls.tracer import CallTracer
 from agentkit.sessions import PoolEntry, SessionPool, TranscriptSession, summarize_history
 from agentkit.sessions.context import HISTORY_LIMIT
 from agentkit.telemetry import TurnTrace
 from agentkit.tools import SecretMask
-from agentkit.calls.secrets import StreamMask
 from agentkit.types import ConversationStatus, Message, ToolCallRecord, Usage
 
 __all__ = ["ChatEngine"]

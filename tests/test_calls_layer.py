@@ -78,7 +78,9 @@ def test_the_spans_mask_with_the_one_mask() -> None:
     assert "SecretMask" in imported.get("agentkit.calls.secrets", set())
     # no masker of its own: nothing there replaces a secret in a text
     text = spans.read_text(encoding="utf-8")
-    assert ".replace(secret" not in text and "def _masked(" not in text and "class _Values" not in text
+    assert (
+        ".replace(secret" not in text and "def _masked(" not in text and "class _Values" not in text
+    )
     for path in sorted((PACKAGE / "telemetry").glob("*.py")):
         lines = len(path.read_text(encoding="utf-8").splitlines())
         assert lines < 800, f"{path.name}: {lines} lines"

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from agentkit import Agent, ScriptedModel
 from agentkit.events import AskUserEvent, ToolCallEvent
-from agentkit.store import ConversationKey, FileConversationStore, SqliteConfigStore
+from agentkit.store import FileConversationStore, SqliteConfigStore
 from agentkit.store._views import VIEW_FORMAT
-from agentkit.store.transfer import copy_data, export_to, import_from
+from agentkit.store.transfer import export_to, import_from
 
 from tests._postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from tests.conftest import run_cli
@@ -63,25 +63,31 @@ def _conversations(root: Path) -> dict[str, list[str]]:
     }
 
 
-def _take_turns(root: Path, store: str | None = None) -> None:
-    """A turn on every conversation: the chat ones a message; the planner's waiting one is
-    approved ("yes": its tool runs once), the other a new request."""
+def _take_turns(root: Path, store: str | None = None, *, waiting: int = 1) -> None:
+    """A turn on every conversation: the chat ones a message; the planner's *waiting* ones
+    (as the fixture holds it: one) approved (its tool runs once), then a new request each."""
     keys = _conversations(root) if store is None else None
     with Agent.open(CHAT, data_dir=root, store=store, model=ScriptedModel(["Fine."] * 20)) as a:
-        for conversation in keys[CHAT] if keys else [m.conversation_id for m in a.list_conversations()]:
+        for conversation in (
+            keys[CHAT] if keys else [m.conversation_id for m in a.list_conversations()]
+        ):
             before = len(a.load_conversation_history(conversation))
             done = a.send("one more thing after the upgrade", conversation)
             assert done.text == "Fine."
             assert len(a.load_conversation_history(conversation)) == before + 2
     model = ScriptedModel(PLANNER_SCRIPT)
     with Agent.open(PLANNER, data_dir=root, store=store, model=model) as a:
-        conversations = keys[PLANNER] if keys else [m.conversation_id for m in a.list_conversations()]
-        waiting = [c for c in conversations if a.pending_approvals(c)]
-        assert len(waiting) == 1, "the fixture has one planner turn waiting for consent"
-        (pending,) = a.pending_approvals(waiting[0])
-        done = a.decide(waiting[0], pending.approval_id, "approve")
-        runs = [e for e in done.events if isinstance(e, ToolCallEvent) and e.name == pending.tool_name]
-        assert len(runs) == 1 and not a.pending_approvals(waiting[0])
+        conversations = (
+            keys[PLANNER] if keys else [m.conversation_id for m in a.list_conversations()]
+        )
+        paused = [c for c in conversations if a.pending_approvals(c)]
+        assert len(paused) == waiting, paused
+        for conversation in paused:
+            (pending,) = a.pending_approvals(conversation)
+            done = a.decide(conversation, pending.approval_id, "approve")
+            ran = [e for e in done.events if isinstance(e, ToolCallEvent)]
+            assert [e.name for e in ran] == [pending.tool_name]
+            assert not a.pending_approvals(conversation)
         for conversation in conversations:
             turn = a.send("list the traders", conversation)
             assert not [e for e in turn.events if isinstance(e, AskUserEvent)]
@@ -94,9 +100,10 @@ def test_an_earlier_data_root_verifies_clean_as_written(release: str, tmp_path: 
     shown = _verified_clean(root)
     report = FileConversationStore(root).verify()
     assert report.ok and report.conversations >= 5, report.problems
-    if json.loads((FIXTURES / release / "FIELDS.json").read_text())["formats"][
-        "VIEW_FORMAT"
-    ] < VIEW_FORMAT:
+    if (
+        json.loads((FIXTURES / release / "FIELDS.json").read_text())["formats"]["VIEW_FORMAT"]
+        < VIEW_FORMAT
+    ):
         assert report.notes and "written by an earlier release (fine)" in shown
         assert all(note.kind == "earlier-format" for note in report.notes)
     # neither opening nor verifying writes: an old view changes only by a write or --repair
@@ -109,21 +116,31 @@ def test_an_earlier_data_root_verifies_clean_as_written(release: str, tmp_path: 
 @pytest.mark.parametrize("release", RELEASES)
 def test_an_earlier_data_root_takes_turns_forks_and_moves(release: str, tmp_path: Path) -> None:
     root = _root(release, tmp_path)
-    remembered = {}
+    with Agent.open(PLANNER, data_dir=root, model=ScriptedModel([])) as agent:
+        metas = agent.list_conversations()
+        assert any(meta.forked_from is not None for meta in metas)
+        compressed = [
+            m.conversation_id for m in metas if agent.conversation_records(m.conversation_id)
+        ]
+        assert compressed, "the fixture's compressed window"
+        facts = [agent.task_state(c).value.important_facts for c in compressed]
+        assert any("pinned: tea, not coffee" in kept for kept in facts)
     with Agent.open(CHAT, data_dir=root, model=ScriptedModel([])) as agent:
-        for meta in agent.list_conversations():
-            remembered[meta.conversation_id] = agent.task_state(meta.conversation_id).value
         assert any(meta.forked_from is not None for meta in agent.list_conversations())
-        assert any(agent.conversation_records(c) for c in remembered)  # the compression
-    assert any("pinned: tea, not coffee" in s.important_facts for s in remembered.values())
 
     _take_turns(root)
     _verified_clean(root)
 
-    with Agent.open(CHAT, data_dir=root, model=ScriptedModel([])) as agent:
-        source = next(c for c in remembered if agent.conversation_records(c))
-        fork = agent.fork(source, title="after the upgrade")
-        assert agent.task_state(fork.conversation_id).value.important_facts
+    with Agent.open(PLANNER, data_dir=root, model=ScriptedModel([])) as agent:
+        pinned = next(
+            c
+            for c in compressed
+            if "pinned: tea, not coffee" in agent.task_state(c).value.important_facts
+        )
+        fork = agent.fork(pinned, title="after the upgrade")
+        kept = agent.task_state(fork.conversation_id).value.important_facts
+        assert "pinned: tea, not coffee" in kept
+        assert agent.conversation_records(fork.conversation_id)
     _verified_clean(root)
 
     # export and import: the file store
@@ -131,13 +148,15 @@ def test_an_earlier_data_root_takes_turns_forks_and_moves(release: str, tmp_path
     store = FileConversationStore(root)
     with SqliteConfigStore(root / "agentkit.db") as config:
         export_to(store, config, export, [CHAT, PLANNER])
-    shutil.copytree(root / "agents", target / "agents", ignore=shutil.ignore_patterns("conversations"))
+    shutil.copytree(
+        root / "agents", target / "agents", ignore=shutil.ignore_patterns("conversations")
+    )
     with SqliteConfigStore(target / "agentkit.db") as config:
         moved = import_from(export, FileConversationStore(target), config)
     assert moved.conversations == sum(len(v) for v in _conversations(root).values())
     _verified_clean(export)
     _verified_clean(target)
-    _take_turns(target)
+    _take_turns(target, waiting=0)
     _verified_clean(target)
 
 
@@ -160,7 +179,7 @@ def test_verify_repair_brings_earlier_views_to_the_current_format(
 @pytest.mark.parametrize("release", RELEASES)
 def test_a_view_damaged_on_purpose_is_still_a_problem(release: str, tmp_path: Path) -> None:
     root = _root(release, tmp_path)
-    folders = sorted(p.parent for p in (root / "agents" / CHAT).rglob("history.json"))
+    folders = sorted(p.parent for p in (root / "agents").rglob("history.json"))
     changed, missing, renamed = folders[:3]
 
     history = changed / "history.json"
@@ -223,7 +242,9 @@ def test_an_earlier_postgresql_export_imports_and_verifies_clean(
     _verified_clean(_copy(export, tmp_path / "as-written"))
     root = _root(release, tmp_path)
     target = tmp_path / "target"
-    shutil.copytree(root / "agents", target / "agents", ignore=shutil.ignore_patterns("conversations"))
+    shutil.copytree(
+        root / "agents", target / "agents", ignore=shutil.ignore_patterns("conversations")
+    )
     with SqliteConfigStore(target / "agentkit.db") as config:
         import_from(export, FileConversationStore(target), config)
     _verified_clean(target)

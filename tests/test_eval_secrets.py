@@ -135,7 +135,9 @@ def test_a_sweep_with_typed_keys_leaves_no_key_in_any_artifact(
     assert transcript is not None
     said = transcript.turns[0].said
     assert said.startswith("add my binance account 'main', api key ****") and "9c21d0" not in said
-    assert transcript.turns[1].args is not None and transcript.turns[1].args["api_key"] == "****e1f7"
+    assert (
+        transcript.turns[1].args is not None and transcript.turns[1].args["api_key"] == "****e1f7"
+    )
     assert transcript.scenario_spec is not None  # masked as the rest
 
     table = tmp_path / "results.parquet"
@@ -160,23 +162,26 @@ def test_a_sweep_with_typed_keys_leaves_no_key_in_any_artifact(
         "findings": [k for f in findings for k in _found(_table_text(f))],
         "report": _found(report.read_text(encoding="utf-8")),
         "kept folders": _files(keep),
-        "spans": _found(
-            json.dumps(
-                [
-                    {"name": s.name, "attributes": dict(s.attributes or {}),
-                     "events": [dict(e.attributes or {}) for e in s.events],
-                     "status": s.status.description}
-                    for s in otel.spans()
-                ],
-                default=str,
-                ensure_ascii=False,
-            )
-        ),  # fmt: skip
+        "spans": _found(_spans_text(otel)),
     }
     assert not any(leaks.values()), leaks
     # the keys did reach the domain's own storage (the approved, edited call ran)
     assert EDITED_KEY in {*_rows_raw(next(keep.rglob("desk.db")))}
     assert otel.spans() and any(s.name.startswith("invoke_agent") for s in otel.spans())
+
+
+def _spans_text(otel: OtelCapture) -> str:
+    """Every exported span's name, attributes, events and status, as one text."""
+    spans = [
+        {
+            "name": span.name,
+            "attributes": dict(span.attributes or {}),
+            "events": [dict(event.attributes or {}) for event in span.events],
+            "status": span.status.description,
+        }
+        for span in otel.spans()
+    ]
+    return json.dumps(spans, default=str, ensure_ascii=False)
 
 
 def _rows_raw(database: Path) -> list[str]:

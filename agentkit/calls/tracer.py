@@ -30,6 +30,10 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import JsonValue
 
+from agentkit.calls.cancel import CancelScope
+from agentkit.calls.errors import TurnCancelledError, TurnFailedError
+from agentkit.calls.records import CallRecord
+from agentkit.calls.secrets import SecretMask
 from agentkit.errors import ModelError
 from agentkit.models.base import (
     ChatMessage,
@@ -44,10 +48,6 @@ from agentkit.models.base import (
     ToolSpec,
     final_completion,
 )
-from agentkit.calls.records import CallRecord
-from agentkit.calls.cancel import CancelScope
-from agentkit.calls.errors import TurnCancelledError, TurnFailedError
-from agentkit.calls.secrets import SecretMask
 from agentkit.store.base import CallRecordSink, ConversationStore
 from agentkit.store.values import ConversationKey
 from agentkit.telemetry import ModelCallSpan, Span, ToolCallPart, TurnTrace

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import JsonValue
 
+from agentkit.calls.secrets import SecretMask
 from agentkit.eval.dialogue import Chat, RunError, RunLog, UserSide, dialogue_for
 from agentkit.eval.expectations import EXPECTATION_KINDS, Check, Observed, check
 from agentkit.eval.expectations import summarize_checks as verdicts
@@ -66,7 +67,6 @@ from agentkit.models.base import ChatModel
 from agentkit.models.transport import TransportCount, counting_transport
 from agentkit.telemetry import Telemetry, Trace
 from agentkit.telemetry import semconv as sc
-from agentkit.calls.secrets import SecretMask
 
 if TYPE_CHECKING:
     from agentkit.eval.pools import EndpointPools

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 from pydantic import TypeAdapter, ValidationError
 
 from agentkit.agent_folder import resolve_data_dir
+from agentkit.calls.records import CallRecord
+from agentkit.calls.secrets import SecretMask
 from agentkit.errors import ConfigError, UsageError
 from agentkit.eval.expectations import (
     EXPECTATION_KINDS,
@@ -55,9 +57,7 @@ from agentkit.eval.scanners import AgentContexts
 from agentkit.eval.scenario import Scenario, load_scenarios, read_file
 from agentkit.eval.transcript import Transcript, load_transcripts
 from agentkit.models.base import ChatModel
-from agentkit.calls.records import CallRecord
 from agentkit.telemetry import Telemetry
-from agentkit.calls.secrets import SecretMask
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from agentkit.calls.records import CallRecord
+from agentkit.calls.tracer import CallTracer
 from agentkit.errors import ModelError, StructuredOutputError, UsageError
 from agentkit.eval.scenario import Scenario, SimulatedUser
 from agentkit.models.base import ChatMessage, ChatModel, SessionBackend, validate_structured
-from agentkit.calls.records import CallRecord
 from agentkit.planning.prompts import load_template
-from agentkit.calls.tracer import CallTracer
 from agentkit.telemetry import Telemetry, provider_name
 from agentkit.tools import SecretMask
 from agentkit.types import Usage

@@ -25,6 +25,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from agentkit.calls.secrets import SecretMask
 from agentkit.eval.transcript import Transcript, UserTurn
 from agentkit.events import (
     AgentEvent,
@@ -42,7 +43,6 @@ from agentkit.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from agentkit.calls.secrets import SecretMask
 
 __all__ = [
     "MISSING_TRANSCRIPT",

@@ -33,9 +33,9 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from agentkit.calls.secrets import mask_value
 from agentkit.memory.task_state import FactSource, looks_secret
 from agentkit.memory.tokens import TokenEstimator, is_cjk
-from agentkit.calls.secrets import mask_value
 from agentkit.types import Message
 
 __all__ = [

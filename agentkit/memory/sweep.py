@@ -39,6 +39,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from agentkit.calls.records import CallRecord
+from agentkit.calls.tracer import CallTracer
 from agentkit.config import CompressionConfig, CompressionStrategy
 from agentkit.errors import ConfigError, UsageError
 from agentkit.memory.compression import CompressionOutcome, maybe_compress, should_compress
@@ -48,8 +50,6 @@ from agentkit.memory.strategies import STRATEGIES
 from agentkit.memory.task_state import TaskState
 from agentkit.memory.tokens import TokenEstimator, estimate_messages, estimator_for
 from agentkit.models.base import ChatModel
-from agentkit.calls.records import CallRecord
-from agentkit.calls.tracer import CallTracer
 from agentkit.planning.upkeep import summarizer
 from agentkit.telemetry import Telemetry
 from agentkit.types import Message, utc_now

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
+from agentkit.calls.secrets import mask_secrets
 from agentkit.errors import ModelError, ModelSpecError, StructuredOutputError
 from agentkit.models.base import (
     ChatModel,
@@ -46,7 +47,6 @@ from agentkit.models.base import (
     ToolCallRequest,
     WrapperModel,
 )
-from agentkit.calls.secrets import mask_secrets
 from agentkit.types import Usage
 
 __all__ = ["CassetteEntry", "CassetteRequest", "RecordingModel", "ReplayModel"]

@@ -27,8 +27,8 @@ model call in :mod:`agentkit.planning.intents`, the prompt templates in
 
 from __future__ import annotations
 
-from agentkit.planning import intents
 from agentkit.calls.records import CallRecord
+from agentkit.planning import intents
 from agentkit.planning.graph import End, Stage, Strategy, Turn
 from agentkit.planning.plan import (
     ClassifyReply,

@@ -26,12 +26,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from agentkit.calls.tracer import CallTracer
 from agentkit.events import AgentEvent
 from agentkit.memory import ExecutionState
 from agentkit.planning.context import PromptContext
 from agentkit.planning.recording import FlowRecorder
 from agentkit.planning.state import Intake, Request, TurnContext, TurnStatus
-from agentkit.calls.tracer import CallTracer
 from agentkit.telemetry import TurnTrace
 from agentkit.tools import ToolRegistry
 

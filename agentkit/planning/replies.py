@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from pydantic import JsonValue
 
+from agentkit.calls.errors import TurnFailedError
+from agentkit.calls.tracer import error_text
 from agentkit.errors import ModelError, StructuredOutputError
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, JsonSchema, Purpose
 from agentkit.planning import grounding, reads
-from agentkit.calls.errors import TurnFailedError
 from agentkit.planning.graph import Turn
 from agentkit.planning.plan import PlanFormatError, extract_json, parse_plan
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import batch_schema, plan_schema
-from agentkit.calls.tracer import error_text
 from agentkit.telemetry import PlanSpan, Span
 
 __all__ = ["repair", "request_plan", "structured", "text_reply"]

@@ -17,6 +17,8 @@ import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from agentkit.calls.errors import TurnCancelledError
+from agentkit.calls.tracer import error_text
 from agentkit.errors import ModelError
 from agentkit.events import (
     AgentEvent,
@@ -33,11 +35,9 @@ from agentkit.models.base import ChatMessage, TextDelta
 from agentkit.planning import context, grounding, reads, replies
 from agentkit.planning.approvals import new_approval
 from agentkit.planning.consent import consent_question, conversation_language
-from agentkit.calls.errors import TurnCancelledError
 from agentkit.planning.graph import End, Stage, Turn
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.state import cut, planned
-from agentkit.calls.tracer import error_text
 from agentkit.telemetry import semconv
 from agentkit.tools.registry import ToolArgumentsError, ToolCrashedError, UnknownToolError
 

@@ -44,12 +44,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from agentkit.calls.records import CallRecord
+from agentkit.calls.tracer import ModelCall, error_text
 from agentkit.errors import MissingExtraError, ModelError, StructuredOutputError
 from agentkit.events import AgentEvent
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema
 from agentkit.planning import grounding
-from agentkit.calls.records import CallRecord
 from agentkit.planning.graph import Stage, Turn
 from agentkit.planning.intents import is_small_talk
 from agentkit.planning.plan import PlanFormatError, check_tool_call, extract_json
@@ -64,7 +65,6 @@ from agentkit.planning.tool_ranking import (
     rank_tools,
 )
 from agentkit.planning.tool_semantics import SemanticSignal, semantic_signal, wordllama_embedder
-from agentkit.calls.tracer import ModelCall, error_text
 from agentkit.tools import mask_secrets
 
 __all__ = [

@@ -393,6 +393,47 @@ def _history_problem(actual: bytes, messages: list[Message]) -> str | None:
     return None
 
 
+Finding = tuple[ProblemKind | None, str]
+"""What a view check found: a problem or note kind and its detail (None: nothing)."""
+
+
+def _meta_findings(state: FolderState | None, views: Views, good_end: int, size: int) -> Finding:
+    """``meta.json`` (*state*, None: unreadable) read by meaning against the journal's fold
+    *views* of *good_end* bytes and a ``history.json`` of *size* bytes."""
+    if state is None:
+        return "missing-file", f"{META_FILE} is missing or unreadable"
+    checkpoint = state.checkpoint
+    if (
+        state.meta != views.meta
+        or checkpoint.journal_bytes != good_end
+        or checkpoint.journal_records != views.records
+        or checkpoint.history_bytes != size
+        or checkpoint.history_format not in _FORMATS
+    ):
+        return "meta-mismatch", f"{META_FILE} does not match the journal"
+    if state.format < VIEW_FORMAT:
+        return "earlier-format", f"{META_FILE} {_EARLIER}: format {state.format}, now {VIEW_FORMAT}"
+    return None, ""
+
+
+def _history_findings(
+    actual: bytes | None, rendered: bytes, messages: list[Message], state: FolderState | None
+) -> Finding:
+    """``history.json`` (*actual*, None: missing) against its current rendering, and read by
+    meaning when they differ (the format *state* says it was written in)."""
+    if actual is None:
+        return "missing-file", f"{HISTORY_FILE} is missing"
+    if actual == rendered:
+        return None, ""
+    detail = _history_problem(actual, messages)
+    written = 1 if state is None else state.checkpoint.history_format
+    if detail is None and written >= VIEW_FORMAT:
+        detail = f"{HISTORY_FILE} says the journal's messages, not as format {written} writes"
+    if detail is not None:
+        return "history-mismatch", detail
+    return "earlier-format", f"{HISTORY_FILE} {_EARLIER}: format {written}, now {VIEW_FORMAT}"
+
+
 def check_folder(
     key: ConversationKey, directory: Path, views: Views, good_end: int
 ) -> list[Problem]:
@@ -418,34 +459,13 @@ def check_folder(
     except FileNotFoundError:
         actual = None
     state = read_state(directory)
-    if state is None:
-        found.append(problem("missing-file", f"{META_FILE} is missing or unreadable"))
-    else:
-        checkpoint = state.checkpoint
-        size = len(history) if actual is None else len(actual)
-        if (
-            state.meta != views.meta
-            or checkpoint.journal_bytes != good_end
-            or checkpoint.journal_records != views.records
-            or checkpoint.history_bytes != size
-            or checkpoint.history_format not in _FORMATS
-        ):
-            found.append(problem("meta-mismatch", f"{META_FILE} does not match the journal"))
-        elif state.format < VIEW_FORMAT:
-            note = f"{META_FILE} {_EARLIER}: format {state.format}, now {VIEW_FORMAT}"
-            found.append(problem("earlier-format", note))
-    if actual is None:
-        found.append(problem("missing-file", f"{HISTORY_FILE} is missing"))
-    elif actual != history:
-        detail = _history_problem(actual, views.messages)
-        written = 1 if state is None else state.checkpoint.history_format
-        if detail is None and written >= VIEW_FORMAT:
-            detail = f"{HISTORY_FILE} says the journal's messages, not as format {written} writes"
-        if detail is not None:
-            found.append(problem("history-mismatch", detail))
-        else:
-            note = f"{HISTORY_FILE} {_EARLIER}: format {written}, now {VIEW_FORMAT}"
-            found.append(problem("earlier-format", note))
+    size = len(history) if actual is None else len(actual)
+    for kind, detail in (
+        _meta_findings(state, views, good_end, size),
+        _history_findings(actual, history, views.messages, state),
+    ):
+        if kind is not None:
+            found.append(problem(kind, detail))
     for message_id in views.turns:
         # one turn-log format (1) so far: compared with its rendering
         log = directory / message_id / TURN_LOG_FILE

@@ -65,11 +65,11 @@ from agentkit.store.backend import (
 from agentkit.store.forks import checkpoints_of, fork_records
 from agentkit.store.records import ConversationRecord
 from agentkit.store.values import (
+    NOTE_KINDS,
     CallRecordSink,
     ConversationKey,
     Prepare,
     Problem,
-    NOTE_KINDS,
     VerifyReport,
     checked_journal,
 )

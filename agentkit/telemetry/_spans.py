@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Final, Protocol
 from pydantic import JsonValue
 
 from agentkit.calls.secrets import SecretMask, Secrets, is_secret_key, mask_secrets, mask_value
-
 from agentkit.telemetry import semconv as sc
 from agentkit.telemetry._bridge import Bridge, bridge
 from agentkit.telemetry._messages import (

@@ -47,8 +47,8 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from pydantic_core import to_jsonable_python
 
-from agentkit.errors import AgentkitError, UsageError
 from agentkit.calls.secrets import SecretMask, is_secret_key, mask_secrets, scrub_text
+from agentkit.errors import AgentkitError, UsageError
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",

@@ -33,6 +33,8 @@ from pathlib import Path
 
 from pydantic import JsonValue, ValidationError
 
+from agentkit.calls.records import CallRecord
+from agentkit.calls.tracer import CallTracer, error_text
 from agentkit.errors import AgentkitError
 from agentkit.eval.expectations import Check
 from agentkit.eval.judges.values import (
@@ -48,9 +50,7 @@ from agentkit.events import AskUserEvent, ResultEvent, ToolCallEvent, ToolResult
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema
 from agentkit.models.function import FunctionModel
 from agentkit.models.request import ModelRequest
-from agentkit.calls.records import CallRecord
 from agentkit.planning.prompts import load_template
-from agentkit.calls.tracer import CallTracer, error_text
 from agentkit.telemetry import Telemetry, TurnTrace, provider_name
 from agentkit.tools import SecretMask
 from agentkit.types import Usage

@@ -19,18 +19,18 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue
 
+from agentkit.calls.errors import TurnFailedError
+from agentkit.calls.tracer import error_text
 from agentkit.errors import ModelError
 from agentkit.events import AgentEvent, AgentOutputEvent
 from agentkit.memory import Observation, PlanStep
 from agentkit.models.base import ChatMessage, ToolSpec
 from agentkit.planning import context, follow_ups, grounding, replies, tool_choice
-from agentkit.calls.errors import TurnFailedError
 from agentkit.planning.graph import End, Stage, Strategy, Turn
 from agentkit.planning.plan import ActReply, PlanFormatError, check_tool_call, parse_act
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import act_schema, tool_args_schema
 from agentkit.planning.steps import Respond, run_step
-from agentkit.calls.tracer import error_text
 
 __all__ = ["Act", "ToolLoop"]
 
