@@ -26,7 +26,7 @@ from agentkit.store import FileConversationStore, SqliteConfigStore
 from agentkit.store._views import VIEW_FORMAT
 from agentkit.store.transfer import export_to, import_from
 
-from tests._postgres import postgres_server, postgres_url  # noqa: F401 (fixtures)
+from tests._postgres import PostgresServer, fresh_url, postgres_server  # noqa: F401 (fixture)
 from tests.conftest import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data_roots"
@@ -214,22 +214,27 @@ def test_a_view_damaged_on_purpose_is_still_a_problem(release: str, tmp_path: Pa
 def test_an_earlier_data_root_moves_through_postgresql(
     release: str,
     tmp_path: Path,
-    postgres_url: str,  # noqa: F811
+    postgres_server: PostgresServer,  # noqa: F811
 ) -> None:
+    """Exported (the file store's export of the old root, and the release's own PostgreSQL
+    export where it has one), imported into PostgreSQL, verified, a turn on every
+    conversation, verified, exported back and verified."""
     root = _root(release, tmp_path)
-    for source in [root, *[p for p in [FIXTURES / release / "postgres-export"] if p.is_dir()]]:
-        loaded = run_cli("--data-dir", str(root), "import", str(source), "--store", postgres_url)
-        if source != root:
-            assert loaded.exit_code == 1 and "already has" in loaded.stderr  # no merge
-            continue
-        assert loaded.exit_code == 0, loaded.stderr
-    _verified_clean(root, "--store", postgres_url)
-    _take_turns(root, store=postgres_url)
-    _verified_clean(root, "--store", postgres_url)
-    back = tmp_path / "back"
-    out = run_cli("--data-dir", str(root), "export", "--store", postgres_url, "--to", str(back))
+    files = tmp_path / "files"
+    out = run_cli("--data-dir", str(root), "export", "--to", str(files))
     assert out.exit_code == 0, out.stderr
-    _verified_clean(back)
+    sources = [files, FIXTURES / release / "postgres-export"]
+    for number, source in enumerate(s for s in sources if s.is_dir()):
+        url = fresh_url(postgres_server)
+        loaded = run_cli("--data-dir", str(root), "import", str(source), "--store", url)
+        assert loaded.exit_code == 0, loaded.stderr
+        _verified_clean(root, "--store", url)
+        _take_turns(root, store=url)
+        _verified_clean(root, "--store", url)
+        back = tmp_path / f"back-{number}"
+        out = run_cli("--data-dir", str(root), "export", "--store", url, "--to", str(back))
+        assert out.exit_code == 0, out.stderr
+        _verified_clean(back)
 
 
 @pytest.mark.parametrize(
