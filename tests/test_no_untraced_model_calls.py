@@ -1,4 +1,4 @@
-"""Every model call in agentkit goes through the call tracer (agentkit/planning/tracer.py).
+"""Every model call in agentkit goes through the call tracer (agentkit/calls/tracer.py).
 
 Two checks. Statically: no module of agentkit/ outside the tracer and the model backends and
 wrappers reads a model's request methods (``request``, ``stream``, ``complete``,
@@ -36,7 +36,7 @@ MODEL_METHODS = frozenset(
 #: (a wrapper calls its inner model from inside the traced call), and the session that
 #: presents a chat model as a session (called by the tracer's session call)
 ALLOWED = (
-    "agentkit/planning/tracer.py",
+    "agentkit/calls/tracer.py",
     "agentkit/models/",
     "agentkit/eval/budget.py",
     "agentkit/sessions/transcript.py",
@@ -104,7 +104,7 @@ def test_no_module_calls_a_model_outside_the_tracer() -> None:
             for place in untraced(path.read_text(encoding="utf-8"), relative)
             if f"{relative} {place.split(' ', 1)[1]}" not in NO_MODEL_PLACES
         ]
-    assert found == [], "model calls outside agentkit/planning/tracer.py:\n" + "\n".join(found)
+    assert found == [], "model calls outside agentkit/calls/tracer.py:\n" + "\n".join(found)
 
 
 # -- at run time -------------------------------------------------------------------------------
