@@ -56,9 +56,8 @@ def score_command(
         list[Path] | None,
         typer.Option(
             "--scenarios",
-            help="The runs' scenario files or folders (default: DATA_DIR/scenarios when it "
-            "exists; a run whose scenario is in neither is scored by the scenario its "
-            "transcript kept).",
+            help="Score by these scenario files or folders (default: the scenario each run's "
+            "transcript kept; DATA_DIR/scenarios for a table written before it kept them).",
         ),
     ] = None,
 ) -> None:
@@ -90,7 +89,8 @@ def score_command(
         default = root / "scenarios"
         rescored = rescore(
             frame,
-            list(scenarios) if scenarios else (default if default.is_dir() else None),
+            list(scenarios) if scenarios else None,
+            fallback=default if default.is_dir() else None,
             judges=chosen,
             # --expectations or --scan alone: the stored judgements are kept as they are
             expectations_only=not judges and (expectations or bool(scanners)),

@@ -215,10 +215,7 @@ class RunRow:
             errors=text(self.errors),
             budget_reason=text(self.budget_reason),
             params=typing.cast(Mapping[str, JsonValue], mask.deep(dict(self.params))),
-            judgements=tuple(
-                Judgement.model_validate(mask.deep(judgement.model_dump(mode="json")))
-                for judgement in self.judgements
-            ),
+            judgements=tuple(_masked_judgement(judgement, mask) for judgement in self.judgements),
             transcript=self.transcript.masked(mask) if transcript else self.transcript,
         )
 
@@ -272,6 +269,16 @@ class RunRow:
             else:
                 values[name] = _typed(cells.get(name), hints[name])
         return cls(**values)  # type: ignore[arg-type]  # each value checked by _typed
+
+
+def _masked_judgement(judgement: Judgement, mask: SecretMask) -> Judgement:
+    """*judgement* with its graders' words masked (their reasons and replies; not their
+    cache keys, hashes a secret pattern could take for a key)."""
+    graders = tuple(
+        grader.model_copy(update={"reason": mask.text(grader.reason), "raw": mask.text(grader.raw)})
+        for grader in judgement.graders
+    )
+    return judgement.model_copy(update={"reason": mask.text(judgement.reason), "graders": graders})
 
 
 def outcome_of(*, error: str, failed: bool, budget: bool, not_started: bool) -> Outcome:

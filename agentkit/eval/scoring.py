@@ -165,12 +165,14 @@ def rescore(
     judge_model: str | ChatModel | None = None,
     scanners: Sequence[str] | None = None,
     data_dir: Path | str | None = None,
+    fallback: Path | str | None = None,
 ) -> Rescored:
     """*results* scored again from its transcripts (see the module docstring).
 
-    *scenarios*: the scenario files (or folders, or Scenario values) of the table's runs;
-    a run whose scenario is not among them is scored by the scenario its transcript kept
-    (None: every run by its own, the files not needed).
+    *scenarios*: the scenario files (or folders, or Scenario values) to score the table's
+    runs by, overriding the scenarios the runs' transcripts kept (None: each run by its own,
+    the files not needed; *fallback*, files again, for a run of a table written before
+    transcripts kept their scenario).
     *judges*: which judges to ask again — names of the scenarios' judges, or Judge values
     for every run (None: every judge of the scenarios; judgements not asked again are kept).
     *expectations_only*: re-check the expectations and keep the stored judgements.
@@ -187,15 +189,23 @@ def rescore(
         raise UsageError(
             f"row {missing[0]} of the table kept no transcript: it cannot be re-scored"
         )
-    by_id = {**kept_scenarios(transcripts), **(_scenarios(scenarios) if scenarios else {})}
     cells = [{str(k): v for k, v in record.items()} for record in results.to_dict("records")]
-    unknown = sorted({str(r["scenario"]) for r in cells} - set(by_id))
+    wanted = {str(r["scenario"]) for r in cells}
+    if scenarios is not None:
+        by_id = _scenarios(scenarios)
+    else:
+        by_id = kept_scenarios(transcripts)
+        if fallback is not None and wanted - set(by_id):
+            by_id = {**_scenarios(fallback), **by_id}
+    unknown = sorted(wanted - set(by_id))
     if unknown:
-        raise UsageError(
-            f"no scenario {unknown[0]!r}: the table does not keep it (written before "
-            "scenarios were kept in transcripts) and the scenarios given do not hold it; "
+        where = (
+            "among the scenarios given (--scenarios)"
+            if scenarios is not None
+            else "kept in the table (written before transcripts kept their scenario): "
             "give its scenario file or folder with --scenarios"
         )
+        raise UsageError(f"no scenario {unknown[0]!r} {where}")
     asked = _chosen_judges(by_id.values(), judges, expectations_only)
     check_judge_models([judge for chosen in asked.values() for judge in chosen], judge_model)
     stored = load_judgements(results)

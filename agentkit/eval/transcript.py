@@ -119,11 +119,33 @@ class Transcript(_Value):
         return sorted(learner.learned)
 
     def masked(self, mask: SecretMask) -> Transcript:
-        """This transcript with every secret *mask* knows masked in every string (the user's
-        words, the events, the states, the simulated user's calls; JSON texts inside too),
-        and the values of secret-named keys: what the results table keeps, masked as the
-        conversation's journal is."""
-        return Transcript.model_validate(mask.deep(self.model_dump(mode="json")))
+        """This transcript with every secret *mask* knows masked in what the user side wrote:
+        the user's words, an approval's edited arguments (secret-named keys' values too), the
+        simulated user's calls and the scenario kept — what the results table keeps, masked as
+        the conversation's journal is. The agent's events and states were masked by the
+        agent's own mask as they were made (and hold ids a secret pattern could take for keys:
+        a trace id), so they are kept as they are."""
+        turns = [
+            turn.model_copy(
+                update={
+                    "said": mask.text(turn.said),
+                    "args": None if turn.args is None else mask.json(turn.args),
+                }
+            )
+            for turn in self.turns
+        ]
+        calls = [
+            CallRecord.model_validate(mask.deep(call.model_dump(mode="json")))
+            for call in self.user_calls
+        ]
+        spec = self.scenario_spec
+        return self.model_copy(
+            update={
+                "turns": turns,
+                "user_calls": calls,
+                "scenario_spec": None if spec is None else mask.deep(spec),
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> Transcript:
