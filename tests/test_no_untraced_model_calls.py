@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentkit.models.base import ChatModel, ModelEvent, ModelRequest
 from agentkit.calls.tracer import CallTracer, current_call
+from agentkit.models.base import ChatModel, ModelEvent, ModelRequest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "agentkit"

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Masker",
+    "Secrets",
     "ModelCallSpan",
     "PlanSpan",
     "Span",
