@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import JsonValue
 
 from agentkit.calls.secrets import SecretMask
+from agentkit.errors import StoreError
 from agentkit.eval.dialogue import Chat, RunError, RunLog, UserSide, dialogue_for
 from agentkit.eval.expectations import EXPECTATION_KINDS, Check, Observed, check
 from agentkit.eval.expectations import summarize_checks as verdicts
@@ -425,7 +426,14 @@ def run_mask(scenario: Scenario, agent: SecretMask | None) -> SecretMask:
     value the scenario passes as a secret-named argument (its script's planned calls, its
     approvals' edited arguments, the tools run before a turn, its starting state, what a
     simulated user knows) — the same secrets the conversation's journal masks."""
-    mask = SecretMask() if agent is None else agent.for_turn()
+    if agent is None:
+        mask = SecretMask()
+    else:  # the store's values read now: the agent is closed before the row is made
+        try:
+            known = tuple(agent.values())
+        except (StoreError, OSError):  # a store that broke with the run: its patterns still mask
+            known = ()
+        mask = SecretMask(lambda: known, agent.patterns, memo=agent.memo)
     mask.learn_json(scenario.model_dump(mode="json"))
     return mask
 
