@@ -17,9 +17,11 @@ What a transcript holds, per turn (:class:`UserTurn`): the user's message — or
 on the pending approval — whether the agent was opened afresh first, every event of the turn
 (the memory upkeep's ``compression`` event after its ``result`` included), and the state
 right after it when the turn's own expectations read it (:class:`RunState`). Then the run's
-final state, and a simulated user's model calls (their
+final state, a simulated user's model calls (their
 :class:`~agentkit.calls.records.CallRecord` values: the agent's own calls are in its store's
-``calls.jsonl``, kept with ``--keep``).
+``calls.jsonl``, kept with ``--keep``) and, from format 2 on, the scenario the run read
+(``scenario_spec``), so that ``agentkit score`` re-scores the run when the scenario files are
+gone (format 1 transcripts, without it, still load).
 """
 
 from __future__ import annotations
@@ -108,15 +110,6 @@ class Transcript(_Value):
     def to_json(self) -> str:
         """The compact JSON the table stores."""
         return self.model_dump_json()
-
-    def secret_values(self) -> list[str]:
-        """The values the user passed as secret-named arguments (an approval's edited
-        arguments), which a mask learns before masking the transcript."""
-        learner = SecretMask()
-        for turn in self.turns:
-            if turn.args:
-                learner.learn_json(turn.args)
-        return sorted(learner.learned)
 
     def masked(self, mask: SecretMask) -> Transcript:
         """This transcript with every secret *mask* knows masked in what the user side wrote:
