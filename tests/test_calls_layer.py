@@ -92,3 +92,20 @@ def test_the_spans_mask_with_the_one_mask() -> None:
         and "replace(secret, mask_value(secret))" in path.read_text(encoding="utf-8")
     ]
     assert not own, own
+
+
+def test_the_one_mask_masks_json_texts_inside_and_learns_apart() -> None:
+    from agentkit.calls.secrets import SecretMask
+
+    turn = SecretMask()
+    trace = turn.apart()
+    turn.learn(["K3Y-live-0123456789"])  # learned by the turn after the trace began
+    assert trace.text("key K3Y-live-0123456789") == "key ****6789"
+    trace.learn_json('{"api_key": "ZZ-secret-4242", "n": 1}')  # a JSON text: read inside
+    assert trace.text("ZZ-secret-4242") == "****4242"
+    assert turn.text("ZZ-secret-4242") == "ZZ-secret-4242"  # the trace learned it, not the turn
+    masked = trace.json_text('{"token": "abc", "note": "K3Y-live-0123456789"}')
+    assert masked == '{"token": "****", "note": "****6789"}'
+    assert trace.deep({"args": '{"password": "hunter22"}'}) == {"args": '{"password": "****"}'}
+    assert SecretMask.of(["V4LUE-1"]).text("a V4LUE-1 b") == "a **** b"
+    assert SecretMask.of(trace) is trace

@@ -189,8 +189,6 @@ class SecretMask:
     def apart(self) -> SecretMask:
         """A mask that masks all this one does (now and as it learns) but learns apart from
         it: what a trace learns from what it records stays the trace's."""
-        if self.known is None and not self.patterns and not self.learned:
-            return SecretMask()
         return SecretMask(self.values, self.patterns, memo=self.memo)
 
     def json_text(self, text: str) -> str:

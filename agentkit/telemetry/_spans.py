@@ -452,7 +452,10 @@ class Trace:
         #: the mask of *secrets*, learning apart from it the secret-named values met in the
         #: trace's contents (a planned call's ``api_key``): masked wherever the trace writes
         #: them after that, the request included
-        self._mask = SecretMask.of(secrets).apart()
+        given = SecretMask.of(secrets)
+        # a mask the caller shares (a turn's) is read live and learned apart from; one made
+        # here from values is the trace's own
+        self._mask = given.apart() if given is secrets else given
         self._spans: list[Span] = []
         self._done = False
         self.capture = capture_content()
