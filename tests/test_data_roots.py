@@ -55,6 +55,10 @@ def _verified_clean(root: Path, *args: str) -> str:
     return out.stdout
 
 
+def _metas(root: Path) -> list[Path]:
+    return sorted(root.glob("agents/*/conversations/*/meta.json"))
+
+
 def _conversations(root: Path) -> dict[str, list[str]]:
     store = FileConversationStore(root)
     return {
@@ -128,8 +132,16 @@ def test_an_earlier_data_root_takes_turns_forks_and_moves(release: str, tmp_path
     with Agent.open(CHAT, data_dir=root, model=ScriptedModel([])) as agent:
         assert any(meta.forked_from is not None for meta in agent.list_conversations())
 
+    histories = {m.parent: json.loads(m.read_bytes()).get("views", {}) for m in _metas(root)}
     _take_turns(root)
     _verified_clean(root)
+    # the next write brought meta.json to the current format; history.json's older entries
+    # stay as written (historyFormat carried), the new ones are in the current format
+    for meta in _metas(root):
+        data = json.loads(meta.read_bytes())
+        assert data["v"] == VIEW_FORMAT
+        written = histories[meta.parent].get("historyFormat", 1)
+        assert data["views"]["historyFormat"] == written
 
     with Agent.open(PLANNER, data_dir=root, model=ScriptedModel([])) as agent:
         pinned = next(
