@@ -48,6 +48,10 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pydantic import JsonValue
+
+from agentkit.calls.secrets import SecretMask
+from agentkit.errors import StoreError
 from agentkit.eval.dialogue import Chat, RunError, RunLog, UserSide, dialogue_for
 from agentkit.eval.expectations import EXPECTATION_KINDS, Check, Observed, check
 from agentkit.eval.expectations import summarize_checks as verdicts
@@ -55,6 +59,7 @@ from agentkit.eval.judges.grading import GraderModels, judge_checks, judge_trans
 from agentkit.eval.judges.values import Judgement
 from agentkit.eval.pricing import price_usage
 from agentkit.eval.row import RunRow, outcome_of
+from agentkit.eval.scenario import Scenario
 from agentkit.eval.scorer import SourceScore
 from agentkit.eval.sim_check import sim_user_columns
 from agentkit.eval.task import PointTask, model_label
@@ -65,7 +70,6 @@ from agentkit.models.base import ChatModel
 from agentkit.models.transport import TransportCount, counting_transport
 from agentkit.telemetry import Telemetry, Trace
 from agentkit.telemetry import semconv as sc
-from agentkit.tools import SecretMask
 
 if TYPE_CHECKING:
     from agentkit.eval.pools import EndpointPools
@@ -195,6 +199,7 @@ async def _counted(world: RunWorld, transport: TransportCount) -> RunRow:
     error = error_type = ""
     final: RunState | None = None
     judgements: tuple[Judgement, ...] = ()
+    mask = run_mask(scenario, None)
     try:
         with trace.root.activate():  # the turns' and the judges' spans are the run's children
             world.materialise()
@@ -203,11 +208,11 @@ async def _counted(world: RunWorld, transport: TransportCount) -> RunRow:
                 await dialogue.run(chat)
                 final = chat.observe(log.facts.usage.calls)
             finally:
-                mask = chat.agent.tools.mask
+                mask = run_mask(scenario, chat.agent.tools.mask)
                 await chat.aclose()
             if not world.meter.reason:  # a run stopped by its budget is not judged
                 log.checks += check(scenario.expect, Observed.of(log.facts, final), "run")
-                seen = _transcript(task, log, dialogue.user_side(), final)
+                seen = _transcript(task, log, dialogue.user_side(), final).masked(mask)
                 judgements = await _judge(world, seen, mask)
     except RunError as failure:
         error, error_type = str(failure), "eval_run_error"
@@ -232,6 +237,7 @@ async def _counted(world: RunWorld, transport: TransportCount) -> RunRow:
         transport_retries=transport.retries,
         trace_id=trace.trace_id,
         span_id=trace.root.span_id,
+        mask=mask,
     )
     _evaluated(trace, row, score)
     trace.end(error_type=error_type or None, message=row.error)
@@ -285,10 +291,22 @@ def _transcript(task: PointTask, log: RunLog, user: UserSide, final: RunState | 
     return Transcript(
         run=task.run_name,
         scenario=task.scenario.id,
+        scenario_spec=scenario_spec(task.scenario),
         turns=log.turns,
         final=final,
         user_calls=list(user.calls),
     )
+
+
+def scenario_spec(scenario: Scenario) -> dict[str, JsonValue] | None:
+    """What a transcript keeps of its scenario: the fields of its file, enough to build it
+    again (:class:`Scenario`); None when it does not dump (a suite's own values)."""
+    try:
+        spec = scenario.model_dump(mode="json", exclude_defaults=True)
+        Scenario.model_validate(spec)
+    except (ValueError, TypeError):
+        return None
+    return spec
 
 
 def _score(task: PointTask, transcript: Transcript) -> tuple[SourceScore | None, str]:
@@ -316,11 +334,14 @@ def _row(
     trace_id: str = "",
     span_id: str = "",
     not_started: str | None = None,
+    mask: SecretMask | None = None,
 ) -> tuple[RunRow, SourceScore | None]:
     """The row of a run that logged *log* (or never started: *not_started* says why), and
-    its scenario source's score."""
+    its scenario source's score; every secret *mask* knows (default: the scenario's
+    secret-named values) masked before anything reads the transcript."""
     scenario, facts = task.scenario, log.facts
-    transcript = _transcript(task, log, user, final)
+    mask = run_mask(scenario, None) if mask is None else mask
+    transcript = _transcript(task, log, user, final).masked(mask)
     score, scoring_error = _score(task, transcript)
     error = error or scoring_error
     checks = list(log.checks)
@@ -409,7 +430,25 @@ def _row(
         judgements=judgements,
         transcript=transcript,
     )
-    return row, score
+    return row.masked(mask, transcript=False), score
+
+
+def run_mask(scenario: Scenario, agent: SecretMask | None) -> SecretMask:
+    """What a run's row is masked with: the agent's mask (its toolsets' secret patterns and
+    the values their secret store holds; None: the run never opened its agent) and every
+    value the scenario passes as a secret-named argument (its script's planned calls, its
+    approvals' edited arguments, the tools run before a turn, its starting state, what a
+    simulated user knows) — the same secrets the conversation's journal masks."""
+    if agent is None:
+        mask = SecretMask()
+    else:  # the store's values read now: the agent is closed before the row is made
+        try:
+            known = tuple(agent.values())
+        except (StoreError, OSError):  # a store that broke with the run: its patterns still mask
+            known = ()
+        mask = SecretMask(lambda: known, agent.patterns, memo=agent.memo)
+    mask.learn_json(scenario.model_dump(mode="json"))
+    return mask
 
 
 def _evaluated(trace: Trace, row: RunRow, score: SourceScore | None) -> None:

@@ -30,6 +30,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from agentkit.calls.secrets import SecretMask
 from agentkit.eval.expectations import EXPECTATION_KINDS
 from agentkit.eval.judges.table import (
     JUDGE_PREFIX,
@@ -210,6 +211,24 @@ class RunRow:
         """The tokens the run spent: the agent's (input + output) and the simulated user's."""
         return self.input_tokens + self.output_tokens + self.sim_tokens
 
+    def masked(self, mask: SecretMask, *, transcript: bool = True) -> RunRow:
+        """This row with every secret *mask* knows masked in its text columns and (unless
+        *transcript* is False: it is already) its transcript (a key the user typed, one
+        passed as a secret-named argument)."""
+        text = mask.text
+        return replace(
+            self,
+            title=text(self.title),
+            failures=text(self.failures),
+            error=text(self.error),
+            answer=text(self.answer),
+            errors=text(self.errors),
+            budget_reason=text(self.budget_reason),
+            params=typing.cast(Mapping[str, JsonValue], mask.deep(dict(self.params))),
+            judgements=tuple(_masked_judgement(judgement, mask) for judgement in self.judgements),
+            transcript=self.transcript.masked(mask) if transcript else self.transcript,
+        )
+
     def with_attempts(self, attempts: int, transport_retries: int) -> RunRow:
         """The row of the last of *attempts*, with the retries of all of them."""
         return replace(self, attempts=attempts, transport_retries=transport_retries)
@@ -260,6 +279,16 @@ class RunRow:
             else:
                 values[name] = _typed(cells.get(name), hints[name])
         return cls(**values)  # type: ignore[arg-type]  # each value checked by _typed
+
+
+def _masked_judgement(judgement: Judgement, mask: SecretMask) -> Judgement:
+    """*judgement* with its graders' words masked (their reasons and replies; not their
+    cache keys, hashes a secret pattern could take for a key)."""
+    graders = tuple(
+        grader.model_copy(update={"reason": mask.text(grader.reason), "raw": mask.text(grader.raw)})
+        for grader in judgement.graders
+    )
+    return judgement.model_copy(update={"reason": mask.text(judgement.reason), "graders": graders})
 
 
 def outcome_of(*, error: str, failed: bool, budget: bool, not_started: bool) -> Outcome:

@@ -11,8 +11,8 @@ a placeholder an override leaves out is simply not used). It answers with JSON
 (:data:`MOVE_SCHEMA`), validated like any structured reply, with one repair round.
 
 Every model call the simulator makes goes through the model-call tracer
-(:class:`~agentkit.planning.tracer.CallTracer`): each is a
-:class:`~agentkit.planning.call_records.CallRecord` in :attr:`ModelUser.records` (the run keeps
+(:class:`~agentkit.calls.tracer.CallTracer`): each is a
+:class:`~agentkit.calls.records.CallRecord` in :attr:`ModelUser.records` (the run keeps
 them in its transcript) and a ``chat {model}`` span under an ``invoke_agent simulated_user``
 span per move — a child of the span active when the move is asked for (the run's ``eval_run`` span).
 
@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from agentkit.calls.records import CallRecord
+from agentkit.calls.tracer import CallTracer
 from agentkit.errors import ModelError, StructuredOutputError, UsageError
 from agentkit.eval.scenario import Scenario, SimulatedUser
 from agentkit.language import LANGUAGES
 from agentkit.models.base import ChatMessage, ChatModel, SessionBackend, validate_structured
-from agentkit.planning.call_records import CallRecord
 from agentkit.planning.prompts import load_template
-from agentkit.planning.tracer import CallTracer
 from agentkit.telemetry import Telemetry, provider_name
 from agentkit.tools import SecretMask
 from agentkit.types import Usage

@@ -25,6 +25,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from agentkit.calls.secrets import SecretMask
 from agentkit.eval.reading import TurnRead, read_run
 from agentkit.eval.transcript import Transcript, UserTurn
 from agentkit.events import (
@@ -43,7 +44,6 @@ from agentkit.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from agentkit.tools.secrets import SecretMask
 
 __all__ = [
     "MISSING_TRANSCRIPT",

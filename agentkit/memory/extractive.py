@@ -34,10 +34,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from agentkit import language
+from agentkit.calls.secrets import mask_value
 from agentkit.language import is_cjk
 from agentkit.memory.task_state import FactSource, looks_secret
 from agentkit.memory.tokens import TokenEstimator
-from agentkit.tools.secrets import mask_value
 from agentkit.types import Message
 
 __all__ = [

@@ -15,16 +15,16 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agentkit import language
+from agentkit.calls.records import CallRecord
+from agentkit.calls.tracer import ModelCall, error_text
 from agentkit.errors import ModelError, StructuredOutputError
 from agentkit.models.base import ChatMessage
 from agentkit.planning import grounding
-from agentkit.planning.call_records import CallRecord
 from agentkit.planning.graph import Turn
 from agentkit.planning.plan import PlanFormatError, check_tool_call, extract_json
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import _lean, tool_args_schema
 from agentkit.planning.state import cut
-from agentkit.planning.tracer import ModelCall, error_text
 from agentkit.tools import mask_secrets
 
 __all__ = [

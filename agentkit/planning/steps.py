@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from agentkit import language
+from agentkit.calls.errors import TurnCancelledError
+from agentkit.calls.tracer import error_text
 from agentkit.errors import ModelError
 from agentkit.events import (
     AgentEvent,
@@ -34,12 +36,10 @@ from agentkit.models.base import ChatMessage, TextDelta
 from agentkit.planning import context, gate, grounding, replies
 from agentkit.planning.approvals import new_approval
 from agentkit.planning.consent import consent_question
-from agentkit.planning.errors import TurnCancelledError
 from agentkit.planning.graph import End, Stage, Turn
 from agentkit.planning.observed import observed_answer
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.state import cut, planned
-from agentkit.planning.tracer import error_text
 from agentkit.telemetry import semconv
 from agentkit.tools.registry import ToolArgumentsError, ToolCrashedError, UnknownToolError
 
@@ -120,9 +120,10 @@ class Told(Stage):
     """The answer told from what the flow's tools returned (``answers: observed``)."""
 
     async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | End]:
-        said = observed_answer(turn) or context.fallback_answer(turn.state)
+        state = turn.state
+        said = observed_answer(turn) or context.fallback_answer(state)
         yield AgentOutputEvent(text=said)
-        turn.flow.save(turn.state.complete(said))
+        turn.flow.save(state.complete(said))
         yield End(said)
 
 
@@ -449,7 +450,8 @@ class Respond(Stage):
         told = observed_answer(turn) if ctx.config.answers == "observed" else None
         if told is not None:  # the tools' results, told: no model call
             yield AgentOutputEvent(text=told)
-            turn.flow.save(turn.state.mark_step_done(step.id, cut(told, 300)).complete(told))
+            state = turn.state.mark_step_done(step.id, cut(told, 300))
+            turn.flow.save(state.complete(told))
             yield StepCompleteEvent(step_id=step.id, status="done", summary=cut(told, 300))
             yield End(told)
             return

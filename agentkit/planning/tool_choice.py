@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pydantic import JsonValue
 
 from agentkit import language
+from agentkit.calls.tracer import ModelCall, error_text
 from agentkit.errors import MissingExtraError, ModelError
 from agentkit.events import AgentEvent
 from agentkit.memory import PlanStep
@@ -70,7 +71,6 @@ from agentkit.planning.tool_ranking import (
     rank_tools,
 )
 from agentkit.planning.tool_semantics import SemanticSignal, semantic_signal, wordllama_embedder
-from agentkit.planning.tracer import ModelCall, error_text
 
 __all__ = [
     "NO_TOOL",

@@ -11,8 +11,8 @@ not a chat model, or answers anything invalid is a ``judge_error`` verdict sayin
 never raises for a model's sake.
 
 Every grader call goes through the model-call tracer
-(:meth:`~agentkit.planning.tracer.CallTracer.standalone`, purpose ``judge``): a
-:class:`~agentkit.planning.call_records.CallRecord` in the caller's *records* and a ``chat {model}``
+(:meth:`~agentkit.calls.tracer.CallTracer.standalone`, purpose ``judge``): a
+:class:`~agentkit.calls.records.CallRecord` in the caller's *records* and a ``chat {model}``
 span under an ``invoke_agent judge`` span per judge — a child of the span active when the
 judge runs (an eval run's ``eval_run`` span). Its tokens are the grader's, counted apart from
 the agent's.
@@ -33,6 +33,8 @@ from pathlib import Path
 
 from pydantic import JsonValue, ValidationError
 
+from agentkit.calls.records import CallRecord
+from agentkit.calls.tracer import CallTracer, error_text
 from agentkit.errors import AgentkitError
 from agentkit.eval.expectations import Check
 from agentkit.eval.judges.values import (
@@ -49,9 +51,7 @@ from agentkit.events import AskUserEvent, ResultEvent, ToolCallEvent, ToolResult
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema
 from agentkit.models.function import FunctionModel
 from agentkit.models.request import ModelRequest
-from agentkit.planning.call_records import CallRecord
 from agentkit.planning.prompts import load_template
-from agentkit.planning.tracer import CallTracer, error_text
 from agentkit.telemetry import Telemetry, TurnTrace, provider_name
 from agentkit.tools import SecretMask
 from agentkit.types import Usage

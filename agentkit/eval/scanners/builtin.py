@@ -11,8 +11,10 @@ Each one is a function ``(transcript, context) -> list[Finding]`` (see
   :func:`~agentkit.planning.reads.asks_nothing_to_change`);
 * ``false_success`` — the turn's answer says it worked after the tool it depends on (the
   turn's last tool call) failed, and says nothing of the failure;
-* ``secret_leak`` — a value of the agent's secret store appears raw in an answer, an event, or
-  a simulated user's model call;
+* ``secret_leak`` — a value of the agent's secret store (or a key its user typed) appears raw
+  in an answer, an event, a simulated user's model call, or a cell of the run's row of the
+  results table (the ``transcript`` column included: a table written before typed keys were
+  masked there);
 * ``repeated_call`` — the same tool with the same arguments three times in a row;
 * ``repeated_question`` — the agent asks again a question the user has already answered.
 """
@@ -26,7 +28,7 @@ from agentkit import language
 from agentkit.eval.reading import LIVE_PREFIX, Moment, read_run
 from agentkit.eval.scanners.faithfulness import unfaithful_answer
 from agentkit.eval.scanners.findings import Finding, ScanContext, Scanner
-from agentkit.eval.transcript import Transcript
+from agentkit.eval.transcript import TRANSCRIPT_COLUMN, Transcript
 from agentkit.events import (
     AgentEvent,
     AgentOutputEvent,
@@ -226,16 +228,19 @@ def false_success(transcript: Transcript, context: ScanContext) -> list[Finding]
 
 
 def secret_leak(transcript: Transcript, context: ScanContext) -> list[Finding]:
-    """A secret store value, raw, in an event (an answer included) or a simulated user's
-    model call (one finding per event and secret)."""
+    """A secret store value or a key the user typed, raw, in an event (an answer included),
+    a simulated user's model call, or a text cell of the run's row of the results table
+    (one finding per event, call or column, and secret)."""
     secrets = context.secrets_of(transcript)
     if not secrets:
         return []
     found: list[Finding] = []
+    reported: set[str] = set()
     for at in read_run(transcript).moments():
         text = json.dumps(at.event.to_json_dict(), ensure_ascii=False)
         for secret in secrets:
             if secret in text:
+                reported.add(secret)
                 where = (
                     "the answer"
                     if isinstance(at.event, ResultEvent | AgentOutputEvent)
@@ -253,6 +258,7 @@ def secret_leak(transcript: Transcript, context: ScanContext) -> list[Finding]:
         text = call.model_dump_json()
         for secret in secrets:
             if secret in text:
+                reported.add(secret)
                 found.append(
                     Finding(
                         kind="secret_leak",
@@ -261,6 +267,21 @@ def secret_leak(transcript: Transcript, context: ScanContext) -> list[Finding]:
                         event_type="user_call",
                         sentence=f"a secret ({_hint(secret)}) appears unmasked in the simulated "
                         f"user's model call {number + 1}",
+                    )
+                )
+    # the transcript column holds the events and calls again: a secret found there already
+    # is one finding, not two
+    for column, text in context.columns:
+        for secret in secrets:
+            if secret in text and not (column == TRANSCRIPT_COLUMN and secret in reported):
+                found.append(
+                    Finding(
+                        kind="secret_leak",
+                        severity="error",
+                        event=-1,
+                        event_type="column",
+                        sentence=f"a secret ({_hint(secret)}) appears unmasked in the results "
+                        f"table's {column!r} column",
                     )
                 )
     return found

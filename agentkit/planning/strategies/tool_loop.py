@@ -18,19 +18,19 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue
 
+from agentkit.calls.errors import TurnFailedError
+from agentkit.calls.tracer import error_text
 from agentkit.errors import ModelError
 from agentkit.events import AgentEvent, AgentOutputEvent
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, ToolSpec
 from agentkit.planning import context, grounding, replies, tool_choice
-from agentkit.planning.errors import TurnFailedError
 from agentkit.planning.graph import End, Stage, Strategy, Turn
 from agentkit.planning.observed import observed_answer
 from agentkit.planning.plan import ActReply, PlanFormatError, check_tool_call, parse_act
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import act_schema, tool_args_schema
 from agentkit.planning.steps import run_step
-from agentkit.planning.tracer import error_text
 
 __all__ = ["Act", "ToolLoop"]
 
