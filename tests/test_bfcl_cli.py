@@ -83,6 +83,7 @@ def test_a_sample_through_the_cli_with_the_prompt_mode_baseline(root: Path, tmp_
     done = agentkit(
         root, "eval", "bfcl:simple_python,irrelevance", "--limit", "2", "--seed", "4",
         "--model", "function:tests._bfcl_oracle:reply", "--set", "planner.strategy=tool_loop",
+        "--set", "planner.tool_choice=model", "--set", "planner.argument_values=free",
         "--prompt-mode", "--no-progress", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -99,7 +100,8 @@ def test_a_sample_through_the_cli_with_the_prompt_mode_baseline(root: Path, tmp_
     decoder = {"ast_decoder:decoder_failed", "ast_decoder:decoder_wrong_output_format"}
     assert set(simple["bfcl_error_type"]) <= decoder
     assert (
-        "bfcl_mode=agentkit, planner.strategy=tool_loop: simple_python 100.0% (2/2); "
+        "bfcl_mode=agentkit, planner.strategy=tool_loop, planner.tool_choice=model, "
+        "planner.argument_values=free: simple_python 100.0% (2/2); "
         "irrelevance 100.0% (2/2)" in done.stdout
     )
     assert "bfcl_mode=prompt: simple_python 0.0% (0/2); irrelevance 100.0% (2/2)" in done.stdout
