@@ -113,7 +113,7 @@ def test_the_scenario_counts_the_pages_state_are_the_shipped_ones() -> None:
     for page in pages:
         text = " ".join(page.read_text(encoding="utf-8").split())
         for match in re.finditer(
-            r"(?:all|the) (\d+) (?:shipped )?scenarios(?: \((\d+) in Chinese)?", text
+            r"(?:all|the) (\d+) (?:shipped )?scenarios(?: \((\d+) in Chinese)?", text, re.I
         ):
             checked += 1
             if int(match[1]) != len(scenarios) or (match[2] and int(match[2]) != chinese):
