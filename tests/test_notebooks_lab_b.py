@@ -114,7 +114,7 @@ def test_05_runs_the_evaluation_sweep_and_the_fidelity_probe(tmp_path: Path) -> 
     }
     # the plot shows every strategy the notebook names, each scenario a bar (or why not)
     by_strategy = summary["fidelity_by_strategy"]
-    assert list(by_strategy) == ["model K=4", "extractive K=4", "hybrid K=4"]
+    assert list(by_strategy) == ["model K=4", "extractive K=4"]
     assert by_strategy["model K=4"] == {name: summary["fidelity"][name]["4"] for name in names}
     assert all(set(row) == set(names) for row in by_strategy.values())
     assert any(value for value in by_strategy["extractive K=4"].values())
