@@ -87,6 +87,10 @@ def test_comparing_a_table_with_itself_warns(tables: dict[str, Path], tmp_path: 
     assert "same table" in run_cli("compare", str(tables["a"]), str(copy)).stderr
     # two different tables: no warning
     assert run_cli("compare", str(tables["a"]), str(tables["b"])).stderr == ""
+    # the report of a table compared with itself says so too
+    out = str(tmp_path / "same.html")
+    report = run_cli("report", str(tables["a"]), "--compare", str(copy), "--out", out)
+    assert report.exit_code == 0 and "same table" in report.stderr
 
 
 def test_the_compare_report_summary_shows_both_sides_with_their_counts(

@@ -54,13 +54,18 @@ def _tables_to_compare(
     if b is None:
         raise UsageError("give a second table to compare with, or --points A,B (e.g. 0,1)")
     first, second = load_results(a), load_results(b)
+    _warn_if_same(a, b, first, second)
+    return first, second, (str(a), str(b))
+
+
+def _warn_if_same(a: Path, b: Path, first: pd.DataFrame, second: pd.DataFrame) -> None:
+    """Say on stderr when table *b* is table *a* (the same file, or the same rows)."""
     if a.resolve() == b.resolve() or first.equals(second):
         typer.echo(
             f"agentkit: warning: {b} is the same table as {a}: every run is paired with itself "
             "and nothing can differ (two points of one sweep: --points A,B)",
             err=True,
         )
-    return first, second, (str(a), str(b))
 
 
 @app.command("report")
@@ -105,6 +110,8 @@ def report_command(
         chosen = _points(points)
         table = load_results(results)
         other = load_results(compare) if compare is not None else None
+        if compare is not None and other is not None:
+            _warn_if_same(results, compare, table, other)
         labels = (str(results), str(compare)) if compare is not None else ("A", "B")
         written = write_report(
             table,
