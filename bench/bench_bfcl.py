@@ -133,9 +133,7 @@ def ordered_sample(
             for used in outside
             for scenario in load_suite(f"bfcl:{category}", limit=limit, seed=used, **options)
         }
-        rest = [
-            s for s in load_suite(f"bfcl:{category}", **options) if s.bfcl.item not in seen
-        ]
+        rest = [s for s in load_suite(f"bfcl:{category}", **options) if s.bfcl.item not in seen]
         scenarios = random.Random(f"holdout-{seed}").sample(rest, min(limit, len(rest)))
     random.Random(f"bench-order-{seed}").shuffle(scenarios)
     return scenarios

@@ -125,6 +125,16 @@ class LabelView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         )
         self.show(next_unlabelled(self.runs, self.labels()))
 
+    def controls(self) -> tuple[widgets.Button | widgets.BoundedIntText, ...]:
+        """The buttons (and the score) that label or skip the run on screen."""
+        return (
+            self.pass_button,
+            self.fail_button,
+            self.score,
+            self.score_button,
+            self.skip_button,
+        )
+
     def labels(self) -> dict[str, Label]:
         """The labels kept beside the table now."""
         return load_labels(self.results)
@@ -135,6 +145,9 @@ class LabelView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         self.run = run
         done = sum(1 for item in self.runs if item in labels)
         progress = f"{done} of {len(self.runs)} runs labelled"
+        # nothing on screen: nothing to label, so no button does anything
+        for control in (*self.controls(), self.note):
+            control.disabled = run is None
         if run is None:
             self.header.value = f"<b>{escape(progress)}</b>: nothing left to label"
             self.body.value = ""

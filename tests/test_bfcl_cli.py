@@ -83,6 +83,7 @@ def test_a_sample_through_the_cli_with_the_prompt_mode_baseline(root: Path, tmp_
     done = agentkit(
         root, "eval", "bfcl:simple_python,irrelevance", "--limit", "2", "--seed", "4",
         "--model", "function:tests._bfcl_oracle:reply", "--set", "planner.strategy=tool_loop",
+        "--set", "planner.tool_choice=model", "--set", "planner.argument_values=free",
         "--prompt-mode", "--no-progress", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -99,7 +100,8 @@ def test_a_sample_through_the_cli_with_the_prompt_mode_baseline(root: Path, tmp_
     decoder = {"ast_decoder:decoder_failed", "ast_decoder:decoder_wrong_output_format"}
     assert set(simple["bfcl_error_type"]) <= decoder
     assert (
-        "bfcl_mode=agentkit, planner.strategy=tool_loop: simple_python 100.0% (2/2); "
+        "bfcl_mode=agentkit, planner.strategy=tool_loop, planner.tool_choice=model, "
+        "planner.argument_values=free: simple_python 100.0% (2/2); "
         "irrelevance 100.0% (2/2)" in done.stdout
     )
     assert "bfcl_mode=prompt: simple_python 0.0% (0/2); irrelevance 100.0% (2/2)" in done.stdout
@@ -113,3 +115,29 @@ def test_prompt_mode_scores_the_gold_text_and_marks_prose(category: str) -> None
     assert all(row["bfcl_mode"] == "prompt" and row["model_calls"] >= 1 for row in rows)
     prose = run_prompt_mode(items[:1], FunctionModel(lambda _: "The answer is 42, I think."))
     assert not prose[0]["bfcl_valid"] and prose[0]["bfcl_error_type"]
+
+
+def test_bfcl_001_ships_the_setting_the_tutorial_writes_out() -> None:
+    """bfcl-001's planner is the best measured setting (tool_loop, the router with WordLlama's
+    floors, said values), and the tutorial's command that writes every setting out names
+    exactly those values: no setting is given only in prose."""
+    import json
+    import re
+
+    planner = json.loads((REPO / "data/agents/bfcl-001/config.json").read_text("utf-8"))["planner"]
+    best = {
+        "strategy": "tool_loop",
+        "tool_choice": "router",
+        "argument_values": "said",
+        "router_embedder": "wordllama",
+        "router_min_similarity": 0.2,
+        "router_settle_similarity": 0.4,
+    }
+    assert {key: planner.get(key) for key in best} == best
+    page = (REPO / "docs/tutorials/bfcl.md").read_text("utf-8")
+    written = " ".join(page.replace("\\\n", " ").split())
+    sets = dict(re.findall(r"--set planner\.(\w+)=(\S+)", written))
+    assert sets == {key: str(value) for key, value in best.items()}
+    assert (
+        "agentkit eval bfcl:simple_python,multiple,irrelevance --limit 50 --seed 0 --out" in written
+    )

@@ -6,7 +6,9 @@ working directory, which holds a fresh copy of the sample agents as ``./data`` (
 ``agentkit send innovator-001 …`` works as written). Nothing needs a model: the model is the
 scripted one below (``$AGENTKIT_MODEL``, which wins over an agent's config.json), and real
 model backends are blocked (:func:`agentkit.testing.block_model_requests`), so an example that
-would reach one fails. Functions an example defines whose names start with ``test_`` are
+would reach one fails. A block marked as a command's sample output
+(``<!-- output: COMMAND -->``) is compared with what that command prints
+(:mod:`tests._docs_outputs`). Functions an example defines whose names start with ``test_`` are
 called (with ``tmp_path`` when they ask for it), as pytest would.
 
 A block that cannot run here (it starts JupyterLab, needs a real model or a remote server)
@@ -31,6 +33,8 @@ from types import CodeType
 
 import pytest
 from agentkit import testing
+
+from ._docs_outputs import check_output, output_command
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -177,14 +181,19 @@ def test_every_page_with_code_is_run() -> None:
 def test_every_example_on_the_page_runs(page: Path, workdir: Path, tmp_path: Path) -> None:
     namespace: dict[str, object] = {"__name__": "__docs_example__"}
     ran = 0
+    shell = ""  # the page's shell blocks so far: a sample output's command is among them
     with testing.block_model_requests():
         for block in blocks(page):
+            if output_command(page, block.line) is not None:  # a sample output: is it current?
+                check_output(page, block.line, block.code, shell, workdir)
+                continue
             if block.skip is not None or not runnable(block):
                 continue
             if block.language in PYTHON:
                 run_python(block, namespace, tmp_path)
             else:
                 run_shell(block, workdir)
+                shell += block.code
             ran += 1
     assert ran > 0
 

@@ -265,7 +265,10 @@ def test_an_always_erroring_judge_leaves_the_run_verdict_untouched(data_dir: Pat
     assert record["judge_erring"] == "judge_error" and record["judge_errors"] == 1
     assert record["judge_calls"] == 2  # counted apart from the agent's model_calls
     assert plain.to_dict("records")[0]["judge_errors"] == 0
-    assert "1 judge errors (a judge could not decide" in report_text(judged_runs)
+    text = report_text(judged_runs)
+    assert "1 judge errors (a judge could not decide" in text
+    # the reason is in the summary, not only in the judgements column
+    assert f"  erring ({name}--p0): " in text and "connection refused" in text
 
 
 def test_judges_that_decide_are_checks_of_the_run(data_dir: Path) -> None:

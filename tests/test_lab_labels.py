@@ -32,6 +32,7 @@ def test_the_view_labels_the_run_on_screen_and_moves_to_the_next_unlabelled(
 ) -> None:
     view = LabelView(results, who="ann")
     assert view.run == "notes_add_note_en--p0"
+    assert not view.pass_button.disabled and not view.fail_button.disabled
     assert "0 of 2 runs labelled" in view.header.value
     assert "Note down that I need to buy milk tomorrow" in view.body.value
     assert "[consent]" in view.body.value and "add_note" in view.body.value
@@ -48,8 +49,17 @@ def test_the_view_labels_the_run_on_screen_and_moves_to_the_next_unlabelled(
     view.fail_button.click()
     assert load_labels(results)["notes_search_en--p0"].label == "fail"
     assert view.run is None and "nothing left to label" in view.header.value
-    # a view opened later starts where the labels stop
-    assert LabelView(results).run is None
+    # nothing left: every button and the note are off, and a click changes nothing
+    assert all(control.disabled for control in (*view.controls(), view.note))
+    before = (results.parent / f"{results.stem}.labels.jsonl").read_text(encoding="utf-8")
+    view.pass_button.click()
+    assert (results.parent / f"{results.stem}.labels.jsonl").read_text("utf-8") == before
+    # a view opened later starts where the labels stop, its buttons off too
+    later = LabelView(results)
+    assert later.run is None and later.pass_button.disabled and later.skip_button.disabled
+    # shown a run again (a label to change), the buttons are back on
+    later.show("notes_search_en--p0")
+    assert not any(control.disabled for control in (*later.controls(), later.note))
 
 
 def test_a_scale_labels_with_a_score(results: Path) -> None:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import papermill
-from agentkit.eval import judge_agreement, load_results
+from agentkit.eval import judge_agreement, load_results, run_ids
 from agentkit.eval.labels import load_labels
 from agentkit.eval.scanners import load_findings
 
@@ -34,6 +34,10 @@ def test_10_labels_judges_and_scans_runs(tmp_path: Path) -> None:
     # delete the tool refused are the fails
     labels = load_labels(table)
     assert summary["labels"] == {run: label.verdict for run, label in labels.items()}
+    # Run All leaves two runs for the reader to label, the view on the first, its buttons live
+    runs = run_ids(results)
+    assert summary["unlabelled"] == runs[:2] and len(labels) == len(runs) - 2
+    assert summary["view_run"] == runs[0] and summary["buttons_disabled"] == [False] * 3
     failed = sorted(run for run, label in labels.items() if label.label == "fail")
     assert failed == ["notes_claims_delete_en--p0", "notes_claims_delete_en--p1"]
     assert all(labels[run].note == "claims a delete the tool refused" for run in failed)
@@ -60,3 +64,30 @@ def test_10_labels_judges_and_scans_runs(tmp_path: Path) -> None:
     assert set(failed) <= set(summary["judges"]["answer_only"]["disagreements"])
     assert summary["judges"]["answer_only"]["kappa"] < 0.5
     assert "too few for an agreement figure" in summary["few_labels"]
+
+
+def test_10_writes_beside_itself_by_default(tmp_path: Path) -> None:
+    """Without out_dir the notebook writes under its working folder (what JupyterLab's file
+    browser shows), not a temporary folder, and a second Run All starts it afresh."""
+    work = tmp_path / "lab"
+    work.mkdir()
+    notebook = work / "10.ipynb"
+    notebook.write_bytes((NOTEBOOKS / "10_judges_and_labels.ipynb").read_bytes())
+    repo = NOTEBOOKS.parent
+    parameters = {
+        "data_dir": str(repo / "data"),
+        "scenario_dir": str(repo / "data" / "scenarios"),
+        "summary_path": str(tmp_path / "summary.json"),
+    }
+    for _ in range(2):
+        papermill.execute_notebook(
+            str(notebook), str(tmp_path / "10.out.ipynb"), parameters=parameters,
+            kernel_name="python3", cwd=str(work), progress_bar=False,
+        )  # fmt: skip
+        summary = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
+        assert summary["out"] == "results/10_judges_and_labels"
+        assert len(summary["unlabelled"]) == 2  # the labels of the first Run All are gone
+    assert (work / "results" / "10_judges_and_labels" / "runs.parquet").is_file()
+    assert (work / "results" / "10_judges_and_labels" / "runs.labels.jsonl").is_file()
+    shown = (tmp_path / "10.out.ipynb").read_text(encoding="utf-8")
+    assert "](results/10_judges_and_labels/runs.labels.jsonl)" in shown  # the link

@@ -40,3 +40,7 @@ def test_11_browses_compares_and_writes_the_report(data_dir: Path, tmp_path: Pat
     assert summary["report_runs"] == 10 and summary["report_flipped_rows"] == 2
     assert (tmp_path / "out" / "report.html").stat().st_size == summary["report_bytes"]
     assert (tmp_path / "out" / "runs.parquet").is_file()
+    # the report is linked, by a path from the notebook's working folder
+    assert summary["report_link"].endswith("out/report.html")
+    shown = (tmp_path / "out.ipynb").read_text(encoding="utf-8")
+    assert f"]({summary['report_link']})" in shown

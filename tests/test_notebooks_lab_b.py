@@ -112,6 +112,12 @@ def test_05_runs_the_evaluation_sweep_and_the_fidelity_probe(tmp_path: Path) -> 
     assert summary["fidelity"] == {
         name: {"4": kept(SCENARIOS / f"{name}.json", SUMMARY)} for name in names
     }
+    # the plot shows every strategy the notebook names, each scenario a bar (or why not)
+    by_strategy = summary["fidelity_by_strategy"]
+    assert list(by_strategy) == ["model K=4", "extractive K=4"]
+    assert by_strategy["model K=4"] == {name: summary["fidelity"][name]["4"] for name in names}
+    assert all(set(row) == set(names) for row in by_strategy.values())
+    assert any(value for value in by_strategy["extractive K=4"].values())
 
 
 def test_06_records_a_turn_replays_it_with_the_edited_prompt_and_saves_it(

@@ -40,10 +40,14 @@ def test_score_reproduces_the_stored_verdicts_with_agent_models_blocked(
     assert not model_requests_allowed()
     runs = save_results(stored, tmp_path / "runs.parquet")
     before = tree(data_dir)
+    # (the judged scenarios' judges graded with the scripted model: said, their verdicts are
+    # reused, not asked of the runs' model)
     result = run_cli("--data-dir", str(data_dir), "score", str(runs), "--out",
-                     str(tmp_path / "new.parquet"), "--scenarios", str(SCENARIOS))  # fmt: skip
+                     str(tmp_path / "new.parquet"), "--scenarios", str(SCENARIOS),
+                     "--judge-model", "scripted")  # fmt: skip
     assert result.exit_code == 0, result.stderr
     assert f"re-scored {len(stored)} runs" in result.stdout and "0 changed verdict" in result.stdout
+    assert "judge calls: 0 asked, 3 reused" in result.stdout
     again = load_results(tmp_path / "new.parquet")
     original = load_results(runs)
     pd.testing.assert_frame_equal(again[VERDICTS], original[VERDICTS])

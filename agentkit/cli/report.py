@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from agentkit._extras import require
 from agentkit.cli._app import app, clean_errors
 from agentkit.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["report_command"]
 
@@ -21,6 +24,48 @@ def _points(text: str | None) -> tuple[int, int] | None:
     if len(parts) != 2 or not all(part.isdigit() for part in parts):
         raise UsageError(f"--points takes two point numbers as A,B (e.g. 0,1), not {text!r}")
     return int(parts[0]), int(parts[1])
+
+
+#: ``agentkit compare``'s option: two points of table A's sweep instead of a table B
+ComparePoints = Annotated[
+    str | None,
+    typer.Option("--points", help="Compare two points of A's sweep instead: A,B (e.g. 0,1)."),
+]
+
+
+def _tables_to_compare(
+    a: Path, b: Path | None, points: str | None, *, without: tuple[str, ...] = ()
+) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str]]:
+    """``agentkit compare``'s two sides and their labels: two tables, or two points of table
+    *a*'s sweep (``--points A,B``). A table compared with itself is warned about on stderr:
+    every pair is then a run with itself, and nothing can differ."""
+    from agentkit.eval import load_results
+    from agentkit.eval.pairs import point_label
+    from agentkit.eval.pairs import points as point_tables
+
+    chosen = _points(points)
+    if chosen is not None:
+        if b is not None:
+            raise UsageError("give a second table or --points, not both")
+        frame = load_results(a, without=without)
+        first, second = point_tables(frame, *chosen)
+        labels = (point_label(frame, chosen[0]), point_label(frame, chosen[1]))
+        return first, second, labels
+    if b is None:
+        raise UsageError("give a second table to compare with, or --points A,B (e.g. 0,1)")
+    first, second = load_results(a, without=without), load_results(b, without=without)
+    _warn_if_same(a, b, first, second)
+    return first, second, (str(a), str(b))
+
+
+def _warn_if_same(a: Path, b: Path, first: pd.DataFrame, second: pd.DataFrame) -> None:
+    """Say on stderr when table *b* is table *a* (the same file, or the same rows)."""
+    if a.resolve() == b.resolve() or first.equals(second):
+        typer.echo(
+            f"agentkit: warning: {b} is the same table as {a}: every run is paired with itself "
+            "and nothing can differ (two points of one sweep: --points A,B)",
+            err=True,
+        )
 
 
 @app.command("report")
@@ -65,6 +110,8 @@ def report_command(
         chosen = _points(points)
         table = load_results(results)
         other = load_results(compare) if compare is not None else None
+        if compare is not None and other is not None:
+            _warn_if_same(results, compare, table, other)
         labels = (str(results), str(compare)) if compare is not None else ("A", "B")
         written = write_report(
             table,
@@ -78,4 +125,5 @@ def report_command(
             compare_notes=notes_beside(other, compare) if other is not None and compare else None,
         )
         size = written.stat().st_size
-        typer.echo(f"wrote {written} ({size / 1024:.0f} KiB, {len(table)} runs)")
+        runs = f"{len(table)} runs" if other is None else f"{len(table)} + {len(other)} runs"
+        typer.echo(f"wrote {written} ({size / 1024:.0f} KiB, {runs})")

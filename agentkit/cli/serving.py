@@ -21,6 +21,7 @@ from agentkit.cli._app import (
     data_root,
     exporting,
 )
+from agentkit.cli.report import ComparePoints, _tables_to_compare
 from agentkit.errors import UsageError
 
 if TYPE_CHECKING:
@@ -506,7 +507,10 @@ def _save_interrupted(stopped: SweepInterrupted, target: Path | None) -> None:
 @app.command("compare")
 def compare_command(
     a: Annotated[Path, typer.Argument(help="Results table A (.parquet or .csv), the baseline.")],
-    b: Annotated[Path, typer.Argument(help="Results table B (.parquet or .csv), the variant.")],
+    b: Annotated[
+        Path | None,
+        typer.Argument(help="Results table B (.parquet or .csv), the variant (or --points)."),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -528,6 +532,7 @@ def compare_command(
         ),
     ] = False,
     exclude_sim_deviations: ExcludeSimOption = False,
+    points: ComparePoints = None,
 ) -> None:
     """Pair the runs of two results tables and compare them: pass rates with Wilson intervals,
     the paired difference with a bootstrap interval, McNemar's exact test, the runs that
@@ -537,18 +542,19 @@ def compare_command(
         require("eval", "agentkit compare", "pandas")
         import json
 
-        from agentkit.eval import compare, load_results, save_results
+        from agentkit.eval import compare, save_results
         from agentkit.eval.gate import verdict
         from agentkit.eval.stats import DEFAULT_SEED
 
         if out is not None and out.suffix not in (".json", ".parquet", ".csv"):
             raise UsageError(f"--out takes a .json, .parquet or .csv file, not {out.name!r}")
         heavy = ("transcript", "judgements")  # not compared: most of a table's bytes
+        first, second, labels = _tables_to_compare(a, b, points, without=heavy)
         result = compare(
-            load_results(a, without=heavy),
-            load_results(b, without=heavy),
+            first,
+            second,
             on=on or None,
-            labels=(str(a), str(b)),
+            labels=labels,
             seed=DEFAULT_SEED if seed is None else seed,
             exclude_sim_deviations=exclude_sim_deviations,
         )

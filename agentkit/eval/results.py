@@ -64,7 +64,12 @@ from typing import TYPE_CHECKING
 from agentkit._extras import require
 from agentkit.errors import UsageError
 from agentkit.eval.expectations import EXPECTATION_KINDS
-from agentkit.eval.judges.table import JUDGE_PREFIX, judge_names
+from agentkit.eval.judges.table import (
+    JUDGE_PREFIX,
+    judge_error_lines,
+    judge_names,
+    load_judgements,
+)
 from agentkit.eval.row import EXPECTATION_PREFIX, RunRow, nullable_columns
 from agentkit.eval.scorer import SourceColumns
 from agentkit.eval.task import run_name
@@ -357,10 +362,7 @@ def report_text(frame: pd.DataFrame, *, max_failures: int = 20) -> str:
             + (f"; {retried} model requests were retried" if retried else "")
         )
     if "judge_errors" in frame and int(frame["judge_errors"].sum()):
-        lines.append(
-            f"{int(frame['judge_errors'].sum())} judge errors (a judge could not decide: "
-            "counted apart, not as failures; see the judge_<name> columns)"
-        )
+        lines += judge_error_lines(load_judgements(frame), run_ids(frame))
     unstarted = frame.loc[~_ran(frame)]
     if len(unstarted):
         reason = _text(unstarted["budget_reason"].iloc[0]) if "budget_reason" in frame else ""

@@ -48,7 +48,7 @@ from agentkit.eval.judges.grading import (
     judge_checks,
     judge_transcript,
 )
-from agentkit.eval.judges.table import judge_names, load_judgements
+from agentkit.eval.judges.table import judge_error_lines, judge_names, load_judgements
 from agentkit.eval.judges.values import Judge, Judgement
 from agentkit.eval.point import run_sync
 from agentkit.eval.reading import read_run
@@ -100,9 +100,9 @@ class Rescored:
             f"re-scored {rows} runs: {passed} passed, {self.changed} changed verdict; "
             f"judge calls: {self.asked} asked, {self.reused} reused"
         ]
-        errors = int(self.table["judge_errors"].sum()) if rows else 0
-        if errors:
-            lines.append(f"{errors} judge errors (counted apart: not the agent's failures)")
+        if rows:
+            runs = run_ids(self.table)
+            lines += judge_error_lines(load_judgements(self.table), runs)
         if self.findings is not None:
             lines.append(f"{len(self.findings)} findings")
         return "\n".join(lines)

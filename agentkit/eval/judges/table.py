@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JUDGEMENTS_COLUMN",
     "JUDGE_PREFIX",
+    "judge_error_lines",
     "judge_names",
     "judgements_json",
     "load_judgements",
@@ -90,3 +91,30 @@ def judge_names(rows: Iterable[Sequence[Judgement]]) -> list[str]:
             if item.judge not in names:
                 names.append(item.judge)
     return names
+
+
+def judge_error_lines(
+    rows: Sequence[Sequence[Judgement]], runs: Sequence[str], *, limit: int = 5
+) -> list[str]:
+    """The judge errors of a table, said with their reason: ``N judge errors …`` then one
+    line per judge and reason (how many runs, the first run's id), at most *limit* of them;
+    no line when no judge erred. The reason is the first failing grader's, else the
+    judgement's own (the graders that answered could not decide)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for run, judgements in zip(runs, rows, strict=True):
+        for item in judgements:
+            if item.outcome != "judge_error":
+                continue
+            failed = [g.reason for g in item.graders if g.outcome == "judge_error" and g.reason]
+            reason = " ".join((failed[0] if failed else item.reason or "no reason kept").split())
+            groups.setdefault((item.judge, reason), []).append(run)
+    if not groups:
+        return []
+    errors = sum(len(found) for found in groups.values())
+    lines = [f"{errors} judge errors (a judge could not decide: counted apart, not as failures):"]
+    for (judge, reason), found in list(groups.items())[:limit]:
+        where = found[0] if len(found) == 1 else f"{len(found)} runs, e.g. {found[0]}"
+        lines.append(f"  {judge} ({where}): {reason}")
+    if len(groups) > limit:
+        lines.append(f"  … and {len(groups) - limit} more reasons (the judgements column)")
+    return lines

@@ -200,6 +200,32 @@ def _intervals(frame: pd.DataFrame, label: str = "") -> list[Interval]:
     return rows
 
 
+def _summary(sides: Sequence[_Side], labels: tuple[str, str], other: bool) -> Table:
+    """The summary table: per point of the results, or — compared with another table — each
+    side's own rows under a ``side`` column with its whole label, so both sides show."""
+    if not other:
+        return Table.of(summarize(sides[0].table))
+    import pandas as pd
+
+    parts = []
+    for side, label in zip(sides, labels, strict=True):
+        part = summarize(side.table)
+        part.insert(0, "side", f"{side.name} = {label}")
+        parts.append(part)
+    return Table.of(pd.concat(parts, ignore_index=True))
+
+
+def _counts(sides: Sequence[_Side], labels: tuple[str, str], other: bool) -> str:
+    """How many runs the page holds, per side when it compares two tables (each side's count
+    is the one ``agentkit eval`` and ``agentkit compare`` print for that table)."""
+    if not other:
+        return f"{sum(len(side.table) for side in sides)} runs"
+    return " · ".join(
+        f"{side.name} = {label}: {len(side.table)} runs"
+        for side, label in zip(sides, labels, strict=True)
+    )
+
+
 def _categories(frame: pd.DataFrame) -> Table:
     """Per tag (a run counts under each of its tags), one column per point: ``passed/runs``,
     the pass rate and its Wilson 95% interval."""
@@ -438,7 +464,8 @@ def render_report(
         runs=runs,
         run_columns=columns,
         compared=paired is not None,
-        summary=Table.of(summarize(frame)),
+        summary=_summary(sides, labels, compare is not None),
+        counts=_counts(sides, labels, compare is not None),
         reliability=Table.of(_reliability(frame)),
         categories=categories,
         plot=interval_svg(intervals),
