@@ -16,6 +16,9 @@ line that is only ``…`` stands for any number of lines; the columns and rows n
 :data:`VARIES` (wall-clock timings, never the same twice) are compared by name only. Any other
 difference fails the test with the command's whole output, to paste over the stale block.
 
+A command that is to fail (a gate failing a change) says with what status:
+``<!-- output: agentkit eval … --baseline main (exit 1) -->``.
+
 A block of figures measured elsewhere (a benchmark's table) says where instead:
 ``<!-- measured: bench/bench_eval.py (make bench) -->``. In the tutorials every block without a
 language is one or the other (a test checks).
@@ -30,7 +33,9 @@ from pathlib import Path
 #: what differs on every run: a table column or a ``name …`` line with this name is compared
 #: by its name alone
 VARIES = frozenset({"latency_ms", "wall_ms"})
-OUTPUT = re.compile(r"^\s*<!--\s*output:\s*(?P<command>\S.*?)\s*-->\s*$")
+OUTPUT = re.compile(
+    r"^\s*<!--\s*output:\s*(?P<command>\S.*?)\s*(?:\(exit (?P<status>\d+)\)\s*)?-->\s*$"
+)
 MEASURED = re.compile(r"^\s*<!--\s*measured:\s*(?P<where>\S.*?)\s*-->\s*$")
 ELLIPSIS = "…"
 
@@ -98,8 +103,15 @@ def mismatch(shown: str, actual: str) -> str | None:
     return None
 
 
-def run_for_output(command: str, cwd: Path) -> str:
-    """The stdout of *command* run by bash in *cwd* (it must succeed)."""
+def output_status(page: Path, line: int) -> int:
+    """The exit status the command of the block at *line* ends with (``(exit N)`` in its
+    marker: a gate that fails a change; 0 when it says none)."""
+    match = OUTPUT.match(marker_before(page, line))
+    return int(match["status"]) if match and match["status"] else 0
+
+
+def run_for_output(command: str, cwd: Path, status: int = 0) -> str:
+    """The stdout of *command* run by bash in *cwd* (it must end with *status*)."""
     done = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", command],
         cwd=cwd,
@@ -109,7 +121,9 @@ def run_for_output(command: str, cwd: Path) -> str:
         check=False,
         stdin=subprocess.DEVNULL,
     )
-    assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == status, (
+        f"{command} ended with {done.returncode}, not {status}:\n{done.stdout}\n{done.stderr}"
+    )
     return done.stdout
 
 
@@ -123,7 +137,7 @@ def check_output(page: Path, line: int, shown: str, earlier: str, cwd: Path) -> 
     assert " ".join(command.split()) in flat, (
         f"{where}: the output of {command!r}, a command no shell block above it shows"
     )
-    actual = run_for_output(command, cwd)
+    actual = run_for_output(command, cwd, output_status(page, line))
     problem = mismatch(shown, actual)
     assert problem is None, (
         f"{where}: the sample output of `{command}` is stale: {problem}\n"
