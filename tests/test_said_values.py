@@ -128,19 +128,20 @@ def test_a_choice_the_user_named_is_the_only_one_offered() -> None:
 
 
 def test_an_optional_free_text_argument_is_offered_only_when_the_request_names_it() -> None:
-    said = Sources(user=("Find Chinese restaurants in Seattle, tags vegan",)).said()
+    said = Sources(user=("Find Chinese restaurants in Seattle within 5 miles, tags vegan",)).said()
     props = tool_args_schema(FIND, said)["properties"]
     assert set(props) == {"location", "cuisine", "max_distance", "price", "zip", "tags"}
     unnamed = Sources(user=("Find Chinese restaurants in Seattle",)).said()
     props = tool_args_schema(FIND, unnamed)["properties"]
     assert "tags" not in props  # optional free text the request does not name
+    assert "max_distance" not in props  # an optional number, and no number was said
     assert {"location", "cuisine"} <= set(props)  # required: always offered
-    assert {"max_distance", "price", "zip"} <= set(props)  # a number, a choice, a pattern
+    assert {"price", "zip"} <= set(props)  # a choice, a pattern
 
 
-def test_a_free_number_stays_free_when_no_number_was_said() -> None:
+def test_an_optional_number_nobody_said_is_left_to_its_default() -> None:
     schema = tool_args_schema(FIND, Said(strings=("Seattle",)))
-    assert schema["properties"]["max_distance"] == {"type": "integer"}
+    assert "max_distance" not in schema["properties"]  # the tool's default, not a made-up one
     free = tool_args_schema(FIND)
     assert free["properties"]["location"] == {"type": "string"} and "$defs" not in free
 

@@ -142,6 +142,13 @@ async def fill_arguments(turn: Turn, name: str) -> RoutedAction | None:
         args: dict[str, JsonValue] = {}
         if not problem:
             args, problem = _read_arguments(turn, name, raw)
+        required = tool.json_schema().get("required")
+        if problem and not required:  # only optional values failed: the tool's defaults
+            reason = f"optional arguments left to their defaults: {problem}"
+            call.read(
+                raw=raw, route=trace.model_copy(update={"reason": reason}).model_dump(mode="json")
+            )
+            return RoutedAction(kind="tool", tool_name=name)
         if problem:
             asked = trace.model_copy(update={"decision": "ask", "reason": problem})
             call.read(raw=raw, route=asked.model_dump(mode="json"), error=problem)

@@ -141,6 +141,16 @@ def _named(name: str, words: frozenset[str]) -> bool:
     return any(w.removesuffix("s") in stems for w in language.words(name))
 
 
+def _free_number(node: Any) -> bool:  # noqa: ANN401
+    """A number without an enumeration (an optional one nobody said is left out: the tool's
+    default applies, never a number the model made up)."""
+    return (
+        isinstance(node, dict)
+        and node.get("type") in ("integer", "number")
+        and ("enum" not in node and "const" not in node)
+    )
+
+
 def _free_text(node: Any) -> bool:  # noqa: ANN401
     """A string (or a list of strings, or either or null: ``str | None``) without an
     enumeration, pattern or format."""
@@ -160,7 +170,12 @@ _SAID = "said_string"
 _SAID_REF = f"#/$defs/{_SAID}"
 
 
-def _said_values(node: Any, said: Said) -> Any:  # noqa: ANN401 - JSON in, JSON out
+#: the keys of a schema that takes any value (``{}``, or only its description): under said
+#: values it takes a string said (a small model fills an untyped argument with schema junk)
+_ANY_KEYS = frozenset({"description", "title", "default", "examples"})
+
+
+def _said_values(node: Any, said: Said) -> Any:  # noqa: ANN401, PLR0911 - JSON in, JSON out
     """*node* (a lean argument schema) with free strings and numbers limited to *said*."""
     if isinstance(node, list):
         return [_said_values(item, said) for item in node]
@@ -168,6 +183,8 @@ def _said_values(node: Any, said: Said) -> Any:  # noqa: ANN401 - JSON in, JSON 
         return _said_choices(node, said)
     if not isinstance(node, dict) or "const" in node:
         return node
+    if set(node) <= _ANY_KEYS and said.strings:  # any value at all: one that was said
+        return {"$ref": _SAID_REF}
     kind = node.get("type")
     if kind == "string" and "pattern" not in node and said.strings:
         return {"$ref": _SAID_REF}
@@ -185,9 +202,10 @@ def _said_values(node: Any, said: Said) -> Any:  # noqa: ANN401 - JSON in, JSON 
             else _said_values(value, said)
             for name, value in changed["properties"].items()
             if name in required
-            or said.words is None
-            or not _free_text(value)
-            or _named(name, said.words)
+            or (
+                (said.words is None or not _free_text(value) or _named(name, said.words))
+                and (said.numbers or not _free_number(value))
+            )
         }
     return changed
 
