@@ -165,9 +165,10 @@ class StepCompleteEvent(_Event):
     step_id: str
     status: Literal["done", "failed", "skipped"]
     summary: str = ""
-    #: a skipped tool step: the gate's rule that refused it and why
+    #: a skipped tool step: the gate's rule that refused it, why, and the tool it was for
     rule: str = ""
     reason: str = ""
+    tool_name: str = ""
 
 
 class ReplanEvent(_Event):

@@ -233,11 +233,15 @@ class PlanFold:
                     seen = Observation(kind="live_state", content=content)
                 return state.observe(seen)
             case StepCompleteEvent() if state is not None:
-                state = _with_step(state, event.step_id, "tool")
+                named = {"title": event.tool_name, "tool_name": event.tool_name}
+                state = _with_step(state, event.step_id, "tool", **named)
                 if event.status == "done":
                     return state.mark_step_done(event.step_id, event.summary)
                 if event.status == "failed":
                     return state.mark_step_failed(event.step_id, event.summary)
+                if event.rule:  # a call the gate held: the note it left, as the store has it
+                    note = Observation(step_id=event.step_id, kind="note", content=event.summary)
+                    state = state.observe(note)
                 return _updated(state, event.step_id, {"status": "skipped"})
             case ReplanEvent() if state is not None and event.action != "continue":
                 new = tuple(_step(planned) for planned in event.steps)

@@ -233,7 +233,12 @@ class Held(Stage):
             state = state.with_steps((*state.steps, answer), plan_id=state.plan_id)
         turn.flow.save(state)
         yield StepCompleteEvent(
-            step_id=step.id, status="skipped", summary=text, rule=verdict.rule, reason=verdict.why
+            step_id=step.id,
+            status="skipped",
+            summary=text,
+            rule=verdict.rule,
+            reason=verdict.why,
+            tool_name=step.tool_name,
         )
         yield Execute()
 
