@@ -357,3 +357,21 @@ def test_labelled_words_win_over_the_model_only_when_the_config_says(notes: Note
         AskUserEvent,
     )
     assert asked.tool_args == {"minutes": 5, "label": "minutes"}
+
+
+def test_a_credential_is_never_a_plain_word_of_the_request() -> None:
+    from agentkit.planning.grounding import Sources, check
+
+    connect = _tool(
+        "connect",
+        "Connect an account.",
+        {"account": {"type": "string"}, "api_key": {"type": "string"}},
+        ["account", "api_key"],
+        [],
+    )
+    said = Sources(user=("Connect my Binance account",))
+    assert check(connect, {"account": "Binance", "api_key": "Binance"}, said).missing == (
+        "api_key",
+    )
+    typed = Sources(user=("Connect Binance with key AKEY-0123456789",))
+    assert check(connect, {"account": "Binance", "api_key": "AKEY-0123456789"}, typed).missing == ()

@@ -38,7 +38,7 @@ from pydantic import JsonValue
 from agentkit import language
 from agentkit.planning.graph import Turn
 from agentkit.planning.schemas import Said
-from agentkit.tools import Tool
+from agentkit.tools import Tool, is_secret_key
 
 __all__ = [
     "INTENT",
@@ -275,6 +275,8 @@ def _grounded(  # noqa: PLR0911 - one return per kind of value
     if isinstance(value, int | float):
         return found.has_number(value)
     if isinstance(value, str):
+        if is_secret_key(name) and not _credential(value):
+            return False  # a credential is never a plain word of the request ("Binance")
         if found.typed(value):
             return True  # the user's own words win
         invented = is_fragment(value) or is_placeholder(value, name, schema)
@@ -289,6 +291,13 @@ def _grounded(  # noqa: PLR0911 - one return per kind of value
         props = props if isinstance(props, Mapping) else {}
         return all(_grounded(v, str(k), props.get(k) or {}, found) for k, v in value.items())
     return False  # null: only a declared default stands for nothing
+
+
+def _credential(value: str) -> bool:
+    """*value* can be a credential (a key, a token, a password): one word, at least six
+    characters, with a digit or a sign in it — never a plain word or a phrase."""
+    text = value.strip()
+    return len(text) >= 6 and not any(c.isspace() for c in text) and not text.isalpha()
 
 
 def _invented(value: JsonValue, name: str, schema: Mapping[str, Any], found: Sources) -> bool:
