@@ -2,8 +2,8 @@
 
 :class:`GoldAgent` is the function of an ``agentkit.testing.FunctionModel`` that plays the
 agent under the ``tool_loop`` strategy: each act call makes the next of the task's gold actions
-whose requestor is the assistant (one at a time; a write waits for the user's consent like
-any other), then answers in text with the task's ``communicate_info`` strings. *change* alters
+whose requestor is the assistant (one at a time, a call repeated with the same arguments made
+once; a write waits for the user's consent like any other), then answers in text with the task's ``communicate_info`` strings. *change* alters
 the actions first (to show what a wrong argument scores).
 
 :class:`GoldUser` plays τ²'s user: its first message states the task's known information and
@@ -48,7 +48,12 @@ class GoldAgent:
         self, task: Tau2Task, change: Callable[[list[Any]], list[Any]] | None = None
     ) -> None:
         self.task = task
-        actions = [action.model_copy(deep=True) for action in gold_actions(task)]
+        actions, seen = [], set()
+        for action in gold_actions(task):  # a call made again with the same arguments is one
+            said = json.dumps([action.name, action.arguments], sort_keys=True, default=str)
+            if said not in seen:  # call (agentkit's planner does not repeat a call as it was)
+                seen.add(said)
+                actions.append(action.model_copy(deep=True))
         self.actions = change(actions) if change is not None else actions
         self.made = 0
 
@@ -96,26 +101,46 @@ _AGENTS: dict[str, GoldAgent] = {}
 _USERS: dict[str, GoldUser] = {}
 
 
+_LAST: list[str] = []
+
+
 def _task_of(request: ModelRequest) -> Tau2Task:
     """The task a request is about: the one whose scenario text the system prompt holds
-    (the user's), or whose user first message the conversation holds (the agent's)."""
+    (the user's), or whose user first message the conversation holds (the agent's); else
+    the last one found (a later turn's request may not hold the first message: runs one at
+    a time, as on the command line without --concurrency)."""
     text = "\n".join(message.content for message in request.messages)
     from agentkit.eval.tau2.catalog import load_tasks
 
     for domain in DOMAINS:
         for task in load_tasks(domain):
             if str(task.task.user_scenario) in text or GoldUser(task).opening() in text:
+                _LAST[:] = [task.key]
                 return find_task(task.key)
+    if _LAST:
+        return find_task(_LAST[0])
     raise LookupError("no tau2 task in this request")
 
 
+def _opening(request: ModelRequest) -> bool:
+    """The request is the first of its conversation on its side (nothing said back yet)."""
+    said_back = any(message.role in ("assistant", "tool") for message in request.messages)
+    return not said_back and not any("[tool_result" in m.content for m in request.messages)
+
+
 def gold_agent(request: ModelRequest) -> object:
-    """The gold agent of the task the request is about (one per task per process)."""
+    """The gold agent of the task the request is about (a new one at each conversation's
+    first request)."""
     task = _task_of(request)
-    return _AGENTS.setdefault(task.key, GoldAgent(task))(request)
+    if _opening(request) or task.key not in _AGENTS:
+        _AGENTS[task.key] = GoldAgent(task)
+    return _AGENTS[task.key](request)
 
 
 def gold_user(request: ModelRequest) -> object:
-    """The gold user of the task the request is about (one per task per process)."""
+    """The gold user of the task the request is about (a new one at each conversation's
+    first request)."""
     task = _task_of(request)
-    return _USERS.setdefault(task.key, GoldUser(task))(request)
+    if _opening(request) or task.key not in _USERS:
+        _USERS[task.key] = GoldUser(task)
+    return _USERS[task.key](request)
