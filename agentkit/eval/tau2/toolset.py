@@ -30,6 +30,7 @@ from typing import Any, Final, Literal
 
 from pydantic import JsonValue
 
+from agentkit.errors import UsageError
 from agentkit.eval.tau2._package import tau2_module
 from agentkit.eval.tau2.catalog import Tau2Task, find_task
 from agentkit.eval.tau2.environments import new_environment
@@ -37,11 +38,11 @@ from agentkit.tools import Tool, ToolContext, Toolset
 from agentkit.tools.registry import SchemaArgs, ToolFailedError, schema_args_model
 
 __all__ = [
-    "FIRST_AGENT_MESSAGE",
     "MODULE",
     "TOOLSET",
     "Tau2Run",
     "Tau2Toolset",
+    "first_agent_message",
     "run_for",
     "start_run",
     "toolset_spec",
@@ -51,11 +52,12 @@ __all__ = [
 MODULE: Final = "agentkit.eval.tau2.toolset"
 #: the toolset's name in the agent's config and in the state snapshot
 TOOLSET: Final = "tau2"
-#: the agent's first message, as τ²'s orchestrator sends it before the user speaks
-#: (``DEFAULT_FIRST_AGENT_MESSAGE`` in ``tau2/orchestrator/orchestrator.py``, which imports
-#: litellm: a test checks the text is the same)
-FIRST_AGENT_MESSAGE: Final = "Hi! How can I help you today?"
 Requestor = Literal["assistant", "user"]
+
+
+def first_agent_message() -> str:
+    """The agent's first message, as τ²'s orchestrator sends it before the user speaks."""
+    return str(tau2_module("orchestrator.orchestrator").DEFAULT_FIRST_AGENT_MESSAGE.content)
 
 
 def toolset_spec(task: Tau2Task) -> dict[str, JsonValue]:
@@ -122,19 +124,28 @@ def start_run(task: Tau2Task) -> Tau2Run:
         message_history=[],
     )
     run = Tau2Run(task, env)
-    run.say("assistant", FIRST_AGENT_MESSAGE)
+    run.say("assistant", first_agent_message())
     return run
 
 
 #: the runs going on in this process, by the run's agent folder (a run's data root is its
-#: own), the latest few only
-_RUNS: OrderedDict[Path, Tau2Run] = OrderedDict()
+#: own; a kept run tried again is written afresh in the same folder, so the key holds when
+#: its config.json was written), the latest few only
+_RUNS: OrderedDict[tuple[Path, tuple[int, int]], Tau2Run] = OrderedDict()
 _RUNS_KEPT = 64
+
+
+def _written(folder: Path) -> tuple[int, int]:
+    try:
+        stat = (folder / "config.json").stat()
+    except OSError:
+        return (0, 0)
+    return (stat.st_ino, stat.st_mtime_ns)
 
 
 def run_for(folder: Path, task: Tau2Task | None = None) -> Tau2Run:
     """The run of the agent in *folder* (started for *task* the first time)."""
-    key = folder.resolve()
+    key = (folder.resolve(), _written(folder))
     run = _RUNS.get(key)
     if run is None:
         if task is None:
@@ -200,6 +211,6 @@ def __getattr__(name: str) -> Callable[[ToolContext], Toolset]:
         raise AttributeError(name)
     try:
         find_task(name)
-    except (LookupError, ValueError) as error:
+    except (LookupError, ValueError, UsageError) as error:
         raise AttributeError(f"no tau2 task {name!r}: {error}") from None
     return _factory(name)
