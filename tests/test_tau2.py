@@ -38,7 +38,10 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run(
-    root: Path, scenarios: list[Tau2Scenario], agent: Any, user: Any  # noqa: ANN401
+    root: Path,
+    scenarios: list[Tau2Scenario],
+    agent: Any,
+    user: Any,
 ) -> pd.DataFrame:
     with testing.block_model_requests():
         return run_eval(
@@ -50,7 +53,7 @@ def run(
         )
 
 
-def run_task(root: Path, task: Tau2Task, agent: Any, user: Any) -> pd.Series:  # noqa: ANN401
+def run_task(root: Path, task: Tau2Task, agent: Any, user: Any) -> pd.Series:
     return run(root, [scenario_for(task)], agent, user).iloc[0]
 
 
@@ -73,7 +76,7 @@ def with_writes(domain: str) -> list[Tau2Task]:
     return tasks
 
 
-def _tools(domain: str) -> Any:  # noqa: ANN401
+def _tools(domain: str) -> Any:
     from agentkit.eval.tau2.environments import new_environment
 
     return new_environment(domain).tools
@@ -182,8 +185,9 @@ def test_a_changed_argument_scores_0_with_taus_reason(root: Path) -> None:
     row = run_task(root, task, GoldAgent(task, change), GoldUser(task))
     assert row["tau2_reward"] == 0.0 and not row["passed"]
     assert row["tau2_db_match"] is False or row["tau2_db_match"] == False  # noqa: E712
-    assert "db_check: the database at the end is not the gold actions' (db_match=False" in (
-        row["failures"]
+    assert (
+        "db_check: the database at the end is not the gold actions' (db_match=False"
+        in (row["failures"])
     )
 
 
@@ -260,7 +264,9 @@ def test_a_write_waits_for_the_simulated_users_answer(root: Path) -> None:
     row = run_task(root, task, GoldAgent(task), user)
     assert row["consents"] == 1 and row["tau2_reward"] == 1.0
     messages = trajectory(row)
-    said_yes = next(i for i, m in enumerate(messages) if m["role"] == "user" and m.get("content") == "yes")
+    said_yes = next(
+        i for i, m in enumerate(messages) if m["role"] == "user" and m.get("content") == "yes"
+    )
     wrote = next(
         i for i, m in enumerate(messages)
         if m.get("tool_calls") and m["tool_calls"][0]["name"] == "send_certificate"

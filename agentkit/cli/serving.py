@@ -230,10 +230,11 @@ def eval_command(
         ),
     ] = "compressed",
     agent: Annotated[
-        str | None, typer.Option(
+        str | None,
+        typer.Option(
             "--agent",
             help="BFCL, tau2: the agent items run on (bfcl-001; tau2-DOMAIN, tau2's own).",
-        )
+        ),
     ] = None,
     judge_model: Annotated[
         str | None,
@@ -278,9 +279,8 @@ def eval_command(
         tau2 = [str(path) for path in scenarios if str(path).startswith("tau2:")]
         chosen: list[Path] | list[Scenario] = scenarios
         if suites or tau2:
-            chosen = _with_suites(scenarios, suites, limit, seed, agent, memory_context)
-        if tau2:
-            chosen = _with_tau2(chosen, tau2, split, limit, seed, agent)
+            loaded = _with_suites(scenarios, suites, limit, seed, agent, memory_context)
+            chosen = _with_tau2(loaded, tau2, split, limit, seed, agent) if tau2 else loaded
         if _first_tool_tables(scenarios) and not suites and not tau2:
             _eval_first_tool(ctx, scenarios, model, assignments or [], tags or [], target)
             return

@@ -85,9 +85,9 @@ def _all_tasks(domain: str) -> tuple[Tau2Task, ...]:
 @cache
 def load_tasks(domain: str, split: str = DEFAULT_SPLIT) -> tuple[Tau2Task, ...]:
     """*domain*'s tasks of *split*, in the task file's order."""
-    wanted = set(tau2_module(f"domains.{domain}.environment").get_tasks_split()[
-        check_split(domain, split)
-    ])
+    wanted = set(
+        tau2_module(f"domains.{domain}.environment").get_tasks_split()[check_split(domain, split)]
+    )
     return tuple(task for task in _all_tasks(domain) if task.id in wanted)
 
 
@@ -104,5 +104,5 @@ def sample(tasks: Sequence[Tau2Task], limit: int | None, seed: int) -> list[Tau2
     """*limit* of *tasks* drawn with *seed*, in their own order (all of them without a limit)."""
     if limit is None or limit >= len(tasks):
         return list(tasks)
-    chosen = set(random.Random(seed).sample(range(len(tasks)), limit))
+    chosen = set(random.Random(seed).sample(range(len(tasks)), limit))  # noqa: S311 - a sample
     return [task for index, task in enumerate(tasks) if index in chosen]

@@ -3,14 +3,16 @@
 :class:`GoldAgent` is the function of an ``agentkit.testing.FunctionModel`` that plays the
 agent under the ``tool_loop`` strategy: each act call makes the next of the task's gold actions
 whose requestor is the assistant (one at a time, a call repeated with the same arguments made
-once; a write waits for the user's consent like any other), then answers in text with the task's ``communicate_info`` strings. *change* alters
-the actions first (to show what a wrong argument scores).
+once; a write waits for the user's consent like any other), then answers in text with the
+task's ``communicate_info`` strings. *change* alters the actions first (to show what a wrong
+argument scores).
 
 :class:`GoldUser` plays τ²'s user: its first message states the task's known information and
 the gold actions' argument values (so that agentkit's gate finds them said), it makes the gold
 actions whose requestor is the user (telecom's device actions) as tool calls, it answers
 "yes" to everything else the agent says until the agent's message starts with
-:data:`DONE`, then ends with τ²'s stop token (*stop*: another token, or None to never stop).
+:data:`DONE` (or *patience* replies came without it), then ends with τ²'s stop token (*stop*:
+another token, or None to never stop).
 
 ``gold_agent`` / ``gold_user`` find the task a request is about by its scenario's text, for
 ``--model function:agentkit.eval.tau2.gold:gold_agent`` on the command line. Neither is an
@@ -71,9 +73,14 @@ class GoldAgent:
 class GoldUser:
     """Plays *task*'s user from its gold actions (see the module docstring)."""
 
-    def __init__(self, task: Tau2Task, *, stop: str | None = STOP) -> None:
+    def __init__(
+        self, task: Tau2Task, *, stop: str | None = STOP, patience: int | None = None
+    ) -> None:
         self.task = task
         self.stop = stop
+        #: the agent's replies the user waits for "Done." before it stops anyway (None: forever)
+        self.patience = patience
+        self.replies = 0
         self.pending = [action.model_copy(deep=True) for action in gold_actions(task, "user")]
         self.opened = False
 
@@ -92,7 +99,9 @@ class GoldUser:
             self.opened = True
             return self.opening()
         last = request.messages[-1].content if request.messages else ""
-        if request.messages and request.messages[-1].role == "user" and last.startswith(DONE):
+        self.replies += 1
+        done = request.messages and request.messages[-1].role == "user" and last.startswith(DONE)
+        if done or (self.patience is not None and self.replies > self.patience):
             return self.stop if self.stop is not None else "Anything else?"
         return "yes"
 

@@ -152,8 +152,10 @@ def evaluate(task: Tau2Task, messages: Sequence[Any], *, stopped: bool) -> Tau2S
     ended the conversation with a stop token."""
     simulation = tau2_module("data_model.simulation")
     evaluator = tau2_module("evaluator.evaluator")
-    reason = simulation.TerminationReason.USER_STOP if stopped else (
-        simulation.TerminationReason.MAX_STEPS
+    reason = (
+        simulation.TerminationReason.USER_STOP
+        if stopped
+        else (simulation.TerminationReason.MAX_STEPS)
     )
     run = simulation.SimulationRun(
         id=f"agentkit-{task.key}",

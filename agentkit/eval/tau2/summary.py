@@ -56,7 +56,9 @@ def reward_table(frame: pd.DataFrame) -> pd.DataFrame:
             reward=round(float(reward.mean()), 4),
         )
         for k in range(1, min(n for n, _ in counts) + 1):
-            record[f"pass^{k}"] = round(sum(pass_hat_k(n, c, k) for n, c in counts) / len(counts), 4)
+            record[f"pass^{k}"] = round(
+                sum(pass_hat_k(n, c, k) for n, c in counts) / len(counts), 4
+            )
         floor = group.drop_duplicates("scenario")["tau2_null_reward"].astype(float)
         record["null_floor"] = round(float(floor.mean()), 4)
         records.append(record)
@@ -71,5 +73,5 @@ def tau2_report(frame: pd.DataFrame) -> str:
     columns = [c for c in table.columns if not c.startswith("pass^") and c != "null_floor"]
     columns += [c for c in table.columns if c.startswith("pass^")] + ["null_floor"]
     text = table[columns].to_string(index=False, na_rep="")
-    return f"tau2-bench (reward per domain, beside the null floor of the same tasks)\n{text}\n{DATA_NOTE}"
-
+    title = "tau2-bench (reward per domain, beside the null floor of the same tasks)"
+    return f"{title}\n{text}\n{DATA_NOTE}"

@@ -106,10 +106,12 @@ class Tau2Run:
         self.messages.append({"role": role, "content": text})
 
     def snapshot(self) -> dict[str, JsonValue]:
+        """The trajectory so far and how it ended (plain JSON: the toolset's state)."""
+        messages: list[JsonValue] = [copy.deepcopy(message) for message in self.messages]
         return {
             "domain": self.task.domain,
             "task": self.task.id,
-            "messages": copy.deepcopy(list(self.messages)),
+            "messages": messages,
             "stop": self.stop,
         }
 

@@ -58,7 +58,9 @@ def stop_token(text: str) -> str | None:
     if not tau2_module("user.user_simulator").UserSimulator.is_stop(message):
         return None
     base = tau2_module("user.base")
-    return next(token for token in (base.STOP, base.TRANSFER, base.OUT_OF_SCOPE) if token in text)
+    return next(
+        str(token) for token in (base.STOP, base.TRANSFER, base.OUT_OF_SCOPE) if token in text
+    )
 
 
 def _user_tools(run: Tau2Run) -> list[Any]:
