@@ -80,7 +80,9 @@ def journal(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def run_one(task: Tau2Task, mode: str, repeat: int, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+def run_one(
+    task: Tau2Task, mode: str, repeat: int, root: Path, args: argparse.Namespace
+) -> dict[str, Any]:
     started_cpu, started = cpu_seconds(), time.perf_counter()
     line: dict[str, Any] = {"domain": task.domain, "task": task.id, "key": task.key,
                             "mode": mode, "repeat": repeat, "seed": args.seed}  # fmt: skip
@@ -163,10 +165,14 @@ def main() -> None:
             print(row)
         return
     if not args.summarize:
-        done = {(x["key"], x["mode"], x["repeat"]) for x in journal(args.journal) if not x.get("error")}
+        done = {
+            (x["key"], x["mode"], x["repeat"]) for x in journal(args.journal) if not x.get("error")
+        }
         root = testing.data_root(Path(tempfile.mkdtemp(prefix="bench-tau2-")) / "data",
                                  [agent_for(d) for d in DOMAINS], source=REPO / "data")  # fmt: skip
-        tasks = [t for d in args.domains.split(",") for t in sample(load_tasks(d), args.limit, args.seed)]
+        tasks = [
+            t for d in args.domains.split(",") for t in sample(load_tasks(d), args.limit, args.seed)
+        ]
         for repeat in range(args.repeat):
             for mode in args.modes.split(","):
                 for task in tasks:
@@ -176,8 +182,8 @@ def main() -> None:
                     with args.journal.open("a") as out:
                         out.write(json.dumps(line) + "\n")
                     print(f"{mode:6} {task.key:14} r{repeat} reward {line['reward']:.0f} "
-                          f"{line['wall_s']:7.1f} s wall {line['cpu_s']:7.1f} s cpu {line['error'][:80]}",
-                          flush=True)  # fmt: skip
+                          f"{line['wall_s']:7.1f} s wall {line['cpu_s']:7.1f} s cpu "
+                          f"{line['error'][:80]}", flush=True)  # fmt: skip
     rows = summarize(journal(args.journal))
     for row in rows:
         print(row)

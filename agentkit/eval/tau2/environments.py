@@ -7,18 +7,23 @@ all of it parsing. Here each domain's database is parsed once per process and ev
 environment gets it through the domain's own ``get_environment(db=…)``: the same tools, the
 same policy, the same hashing.
 
-The environment starts on the parsed database itself, and takes a private copy the first time
-anything may change it (a tool that τ² does not mark ``READ``, an initialisation, an
-assertion) — so a conversation or a gold replay that only reads costs no copy, and the hash of
-a database nothing changed is the parsed database's own, computed once. Telecom's environment
-syncs the user's device with the line on every call, so it always gets its own copies (its
-databases are small).
+An environment's database is a copy-on-write view of the parsed one: its tables (the
+database's dicts of records: flights, users, reservations …) hold the parsed records, and a
+record is deep-copied into the environment's own table the first time anything but a tool τ²
+marks ``READ`` touches it (a write tool, a gold action that writes, an initialisation, an
+assertion); a ``READ`` tool reads the parsed records in place. So a conversation costs copies
+of the few records it changes, not of the whole database, and the hash of a database nothing
+but reads touched is the parsed database's own, computed once; a changed one is hashed by τ²'s
+own function, over the same records a full copy would hold. Telecom's environment syncs the
+user's device with the line on every call, so it gets whole copies (its databases are small).
 """
 
 from __future__ import annotations
 
+import json
 import pickle
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -82,19 +87,94 @@ def _pristine_hash(domain: str) -> str:
 
 def new_environment(domain: str, *, solo_mode: bool = False) -> Any:  # noqa: ANN401 - τ²'s
     """A fresh environment of *domain* as τ²'s ``get_environment`` makes it, on the parsed
-    database (copied when it may change; see the module docstring)."""
+    database (copied where it may change; see the module docstring)."""
     module = tau2_module(f"domains.{domain}.environment")
     parsed = _parsed(domain)
     if domain == "telecom":
         db, user_db = (_copy(database) for database in parsed.databases)
         return module.get_environment(db=db, user_db=user_db, solo_mode=solo_mode)
-    env = module.get_environment(db=parsed.databases[0], solo_mode=solo_mode)
-    _copy_on_write(env, domain, parsed.databases[0])
+    calls = _Calls()
+    env = module.get_environment(db=_on_write(parsed.databases[0], calls), solo_mode=solo_mode)
+    _watch(env, domain, calls)
     return env
 
 
-def _copy_on_write(env: Any, domain: str, pristine: Any) -> None:  # noqa: ANN401
-    """Give *env* its own copy of the database before anything may change it."""
+class _Calls:
+    """What runs on an environment now: a ``READ`` tool (which reads the parsed records in
+    place) or anything else (which gets its own copy of each record it touches); and what
+    ran that may have changed the database, in order (the key of its hash)."""
+
+    def __init__(self) -> None:
+        self.reading = False
+        #: everything but READ tools that ran, in order: the database is a function of it
+        self.written: list[str] = []
+
+    def wrote(self, *what: Any) -> None:  # noqa: ANN401
+        self.written.append(json.dumps(what, sort_keys=True, default=str))
+
+
+class _Records(dict[str, Any]):
+    """A table of the parsed database whose records are copied on first touch by anything
+    but a ``READ`` tool; a record set anew is the environment's own."""
+
+    def __init__(self, parsed: dict[str, Any], calls: _Calls) -> None:
+        super().__init__(parsed)
+        self._own: set[str] = set()
+        self._calls = calls
+
+    def _mine(self, key: str, value: Any) -> Any:  # noqa: ANN401 - a τ² record
+        if self._calls.reading or key in self._own:
+            return value
+        value = value.model_copy(deep=True) if hasattr(value, "model_copy") else _copy(value)
+        dict.__setitem__(self, key, value)
+        self._own.add(key)
+        return value
+
+    def __getitem__(self, key: str) -> Any:  # noqa: ANN401
+        return self._mine(key, dict.__getitem__(self, key))
+
+    def get(self, key: str, default: Any = None) -> Any:  # noqa: ANN401
+        if key not in self:
+            return default
+        return self[key]
+
+    def values(self) -> list[Any]:  # type: ignore[override]
+        return [self._mine(key, value) for key, value in dict.items(self)]
+
+    def items(self) -> list[tuple[str, Any]]:  # type: ignore[override]
+        return [(key, self._mine(key, value)) for key, value in dict.items(self)]
+
+    def __setitem__(self, key: str, value: Any) -> None:  # noqa: ANN401
+        dict.__setitem__(self, key, value)
+        self._own.add(key)
+
+    def pop(self, key: str, *default: Any) -> Any:  # noqa: ANN401
+        self._own.discard(key)
+        return dict.pop(self, key, *default)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:  # noqa: ANN401
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+
+def _on_write(parsed: Any, calls: _Calls) -> Any:  # noqa: ANN401 - a τ² database
+    """A database whose tables hold the parsed records until something touches them."""
+    fields = {}
+    for name in type(parsed).model_fields:
+        value = getattr(parsed, name)
+        fields[name] = _Records(value, calls) if isinstance(value, dict) else _copy(value)
+    return type(parsed).model_construct(**fields)
+
+
+#: τ²'s hash of a database by what changed it (the domain's tools are deterministic: the same
+#: calls on the parsed database give the same database), the latest few thousand
+_HASHES: OrderedDict[tuple[str, tuple[str, ...]], str] = OrderedDict()
+_HASHES_KEPT = 4096
+
+
+def _watch(env: Any, domain: str, calls: _Calls) -> None:  # noqa: ANN401
+    """Tell *env*'s tables what runs, and answer the hash of a database nothing changed."""
     tools = env.tools
     read = tau2_module("environment.toolkit").ToolType.READ
     make_tool_call, run_function, update_db = (
@@ -103,27 +183,34 @@ def _copy_on_write(env: Any, domain: str, pristine: Any) -> None:  # noqa: ANN40
         tools.update_db,
     )
 
-    def own() -> None:
-        if tools.db is pristine:
-            tools.db = _copy(pristine)
-
     def make(tool_name: str, requestor: str = "assistant", **kwargs: Any) -> Any:  # noqa: ANN401
-        if not tools.has_tool(tool_name) or tools.tool_type(tool_name) != read:
-            own()
-        return make_tool_call(tool_name, requestor=requestor, **kwargs)
+        reading = tools.has_tool(tool_name) and tools.tool_type(tool_name) == read
+        if not reading:
+            calls.wrote("call", tool_name, requestor, kwargs)
+        calls.reading = reading
+        try:
+            return make_tool_call(tool_name, requestor=requestor, **kwargs)
+        finally:
+            calls.reading = False
 
     def run(call: Any) -> Any:  # noqa: ANN401
-        own()
+        calls.wrote("function", call.model_dump(mode="json"))
         return run_function(call)
 
     def update(data: Any = None) -> None:  # noqa: ANN401
-        own()
+        calls.wrote("update", data)
         update_db(data)
 
     def db_hash() -> str | None:
-        if tools.db is pristine:
+        if not calls.written:
             return _pristine_hash(domain)
-        return tools.get_db_hash()  # type: ignore[no-any-return]
+        key = (domain, tuple(calls.written))
+        found = _HASHES.get(key)
+        if found is None:
+            found = _HASHES[key] = str(tools.get_db_hash())
+            while len(_HASHES) > _HASHES_KEPT:
+                _HASHES.popitem(last=False)
+        return found
 
     env.make_tool_call = make
     env.run_env_function_call = run
