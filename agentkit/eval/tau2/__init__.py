@@ -16,9 +16,16 @@ null floor in the same table). See :mod:`agentkit.eval.tau2.suite` (scenarios),
 from __future__ import annotations
 
 from agentkit.eval.tau2._package import INSTALL, PINNED, Tau2NotInstalledError
+from agentkit.eval.tau2.agents import instructions
 from agentkit.eval.tau2.catalog import DEFAULT_SPLIT, Tau2Task, find_task, load_tasks, splits
 from agentkit.eval.tau2.environments import DOMAINS
-from agentkit.eval.tau2.scoring import Tau2Columns, Tau2Scorer, null_reward, score_messages
+from agentkit.eval.tau2.scoring import (
+    Tau2Columns,
+    Tau2Scorer,
+    database_changes,
+    null_reward,
+    score_messages,
+)
 from agentkit.eval.tau2.suite import Tau2Scenario, agent_for, is_suite, load_suite, scenario_for
 from agentkit.eval.tau2.summary import DATA_NOTE, reward_table, tau2_report
 
@@ -34,7 +41,9 @@ __all__ = [
     "Tau2Scorer",
     "Tau2Task",
     "agent_for",
+    "database_changes",
     "find_task",
+    "instructions",
     "is_suite",
     "load_suite",
     "load_tasks",

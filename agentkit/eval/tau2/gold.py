@@ -35,6 +35,8 @@ __all__ = ["DONE", "GoldAgent", "GoldUser", "gold_actions", "gold_agent", "gold_
 #: how the gold agent's last message starts
 DONE: Final = "Done."
 STOP: Final = "###STOP###"
+#: the agent's replies ``gold_user`` waits for "Done." before it stops anyway
+PATIENCE: Final = 8
 
 
 def gold_actions(task: Tau2Task, requestor: str = "assistant") -> list[Any]:
@@ -148,8 +150,8 @@ def gold_agent(request: ModelRequest) -> object:
 
 def gold_user(request: ModelRequest) -> object:
     """The gold user of the task the request is about (a new one at each conversation's
-    first request)."""
+    first request; it stops after :data:`PATIENCE` replies without "Done.")."""
     task = _task_of(request)
     if _opening(request) or task.key not in _USERS:
-        _USERS[task.key] = GoldUser(task)
+        _USERS[task.key] = GoldUser(task, patience=PATIENCE)
     return _USERS[task.key](request)

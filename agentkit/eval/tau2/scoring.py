@@ -35,6 +35,7 @@ from agentkit.eval.transcript import Transcript
 
 __all__ = [
     "NOT_SCORED",
+    "database_changes",
     "Tau2Columns",
     "Tau2Score",
     "Tau2Scorer",
@@ -256,3 +257,42 @@ class Tau2Scorer(RunScorer):
         passed = score.reward == 1.0
         detail = "; ".join(score.failures)[:_DETAIL]
         return SourceScore(columns, passed=passed, kind="tau2", detail=detail)
+
+
+def database_changes(transcript: Transcript) -> list[dict[str, JsonValue]]:
+    """The calls of a run that may have changed a database (any tool τ² does not mark
+    ``READ``; the agent's and the user's), in order, with what they answered — what the run
+    browser's τ² view shows beside the steps."""
+    record = _state(transcript)
+    entries = record.get("messages") if record is not None else None
+    domain = record.get("domain") if record is not None else None
+    if not isinstance(entries, list) or not isinstance(domain, str):
+        return []
+    from agentkit.eval.tau2.environments import new_environment
+
+    env = new_environment(domain)
+    read = tau2_module("environment.toolkit").ToolType.READ
+    answers = {
+        str(entry.get("id")): entry.get("content")
+        for entry in entries
+        if isinstance(entry, dict) and entry.get("role") == "tool"
+    }
+    changes: list[dict[str, JsonValue]] = []
+    for entry in entries:
+        calls = entry.get("tool_calls") if isinstance(entry, dict) else None
+        for call in calls if isinstance(calls, list) else []:
+            if not isinstance(call, dict):
+                continue
+            name, requestor = str(call.get("name")), str(call.get("requestor"))
+            kit = env.user_tools if requestor == "user" else env.tools
+            if kit is not None and kit.has_tool(name) and kit.tool_type(name) == read:
+                continue
+            changes.append(
+                {
+                    "requestor": requestor,
+                    "tool": name,
+                    "arguments": call.get("arguments"),
+                    "answer": answers.get(str(call.get("id"))),
+                }
+            )
+    return changes
