@@ -53,6 +53,14 @@ PREFIX: Final = "tau2:"
 MAX_USER_MESSAGES: Final = 50
 
 
+#: a conversation title's length at most (telecom's task ids are long)
+_TITLE_CHARS: Final = 120
+
+
+def _title(text: str) -> str:
+    return text if len(text) <= _TITLE_CHARS else f"{text[: _TITLE_CHARS - 1]}…"
+
+
 def agent_for(domain: str) -> str:
     """The agent folder a domain's tasks run on unless another is named."""
     return f"tau2-{domain}"
@@ -122,7 +130,7 @@ def scenario_for(
     config: dict[str, JsonValue] = {"toolsets": [toolset_spec(task)]}
     return Tau2Scenario(
         id=f"tau2-{task.domain}-{task.position}",
-        title=f"tau2 {task.domain} {task.id}",
+        title=_title(f"tau2 {task.domain} {task.id}"),
         language="en",
         agent=agent or agent_for(task.domain),
         tags=("tau2", task.domain),
