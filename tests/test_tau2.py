@@ -167,7 +167,7 @@ def test_the_copy_on_write_databases_hash_as_taus_own() -> None:
                 for env in (ours, theirs):  # as τ²'s evaluator replays them (a few fail)
                     try:
                         env.make_tool_call(action.name, requestor="assistant", **action.arguments)
-                    except Exception:  # noqa: BLE001, S112 - τ²'s evaluator only logs it
+                    except Exception:
                         continue
             assert ours.get_db_hash() == theirs.get_db_hash()
             changed.append(ours.get_db_hash() != new_environment(domain).get_db_hash())
