@@ -35,6 +35,7 @@ import csv
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import tempfile
@@ -58,8 +59,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def cpu_seconds() -> float:
-    """CPU seconds of this process and of its live children (the model's worker process)."""
-    total = time.process_time()
+    """CPU seconds of this process and of its children, live (the model's worker process)
+    and ended."""
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = time.process_time() + ended.ru_utime + ended.ru_stime
     tick = os.sysconf("SC_CLK_TCK")
     me = str(os.getpid())
     for entry in Path("/proc").iterdir():

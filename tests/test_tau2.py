@@ -351,3 +351,22 @@ def test_the_summary_has_pass_hat_k_and_the_null_floor_in_one_table() -> None:
     assert table.loc["airline", "pass^1"] == 0.75 and table.loc["airline", "pass^2"] == 0.5
     assert table.loc["airline", "null_floor"] == 0.5 and table.loc["retail", "pass^2"] == 0.0
     assert DATA_NOTE in tau2_report(frame)
+
+
+def test_a_stored_table_is_scored_again_as_it_was(root: Path, tmp_path: Path) -> None:
+    from agentkit.eval import save_results
+
+    task = find_task("airline__2")
+    frame = run(root, [scenario_for(task)], GoldAgent(task), GoldUser(task))
+    nothing = run(root, [scenario_for(task)], null_agent, null_user)
+    table = save_results(pd.concat([frame, nothing], ignore_index=True), tmp_path / "runs.parquet")
+    target = tmp_path / "again.parquet"
+    result = CliRunner().invoke(
+        app,
+        ["--data-dir", str(root), "score", str(table), "--scenarios", "tau2:airline",
+         "--out", str(target)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    again = pd.read_parquet(target)
+    assert list(again["tau2_reward"]) == [1.0, 0.0]
+    assert list(again["passed"]) == [True, False] and list(again["tau2_split"]) == ["base"] * 2

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from agentkit._extras import require
 from agentkit.cli._app import app, clean_errors, data_root, exporting
 from agentkit.errors import UsageError
+
+if TYPE_CHECKING:
+    from agentkit.eval.scenario import Scenario
 
 __all__ = ["score_command"]
 
@@ -56,7 +59,8 @@ def score_command(
         list[Path] | None,
         typer.Option(
             "--scenarios",
-            help="The runs' scenario files or folders (default: DATA_DIR/scenarios).",
+            help="The runs' scenario files or folders, or tau2:DOMAIN (default: "
+            "DATA_DIR/scenarios).",
         ),
     ] = None,
 ) -> None:
@@ -84,7 +88,7 @@ def score_command(
                     chosen.append(item)
         rescored = rescore(
             frame,
-            list(scenarios) if scenarios else root / "scenarios",
+            _with_tau2(scenarios) if scenarios else root / "scenarios",
             judges=chosen,
             # --expectations or --scan alone: the stored judgements are kept as they are
             expectations_only=not judges and (expectations or bool(scanners)),
@@ -107,3 +111,15 @@ def score_command(
         labels = copy_labels(results, target)  # agreement on NEW reads RESULTS' labels
         if labels is not None:
             typer.echo(f"wrote {labels} (the labels of {results})")
+
+
+def _with_tau2(paths: list[Path]) -> list[Path] | list[Scenario]:
+    """*paths*, with every task of a ``tau2:DOMAIN`` among them as a scenario."""
+    suites = [str(path) for path in paths if str(path).startswith("tau2:")]
+    if not suites:
+        return list(paths)
+    from agentkit.eval import load_scenarios
+    from agentkit.eval.tau2.suite import every_scenario
+
+    files = [path for path in paths if not str(path).startswith("tau2:")]
+    return [*every_scenario(suites), *(load_scenarios(files) if files else [])]

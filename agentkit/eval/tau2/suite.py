@@ -43,6 +43,7 @@ __all__ = [
     "agent_for",
     "is_suite",
     "load_suite",
+    "every_scenario",
     "parse_suite",
     "scenario_for",
 ]
@@ -144,3 +145,20 @@ def scenario_for(
         scorer=Tau2Scorer(task.key, split),
         source_user=Tau2UserSource(task.key),
     )
+
+
+def every_scenario(name: str | Iterable[str], *, agent: str | None = None) -> list[Tau2Scenario]:
+    """A scenario for every task of the domains *name* names, whatever its split (each under
+    the first of its splits, ``base`` first): what re-scoring a stored table needs
+    (``agentkit score RESULTS --scenarios tau2:DOMAIN``)."""
+    from agentkit.eval.tau2.catalog import splits
+
+    names = [name] if isinstance(name, str) else list(name)
+    scenarios: dict[str, Tau2Scenario] = {}
+    for domain in dict.fromkeys(d for each in names for d in parse_suite(each)):
+        ordered = [DEFAULT_SPLIT, *(s for s in splits(domain) if s != DEFAULT_SPLIT)]
+        for split in ordered:
+            for task in load_tasks(domain, split):
+                made = scenario_for(task, split=split, agent=agent)
+                scenarios.setdefault(made.id, made)
+    return list(scenarios.values())
