@@ -20,6 +20,7 @@ user's device with the line on every call, so it gets whole copies (its database
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
 import threading
@@ -119,15 +120,15 @@ class _Records(dict[str, Any]):
 
     def __init__(self, parsed: dict[str, Any], calls: _Calls) -> None:
         super().__init__(parsed)
-        self._own: set[str] = set()
+        self.own: set[str] = set()
         self._calls = calls
 
     def _mine(self, key: str, value: Any) -> Any:  # noqa: ANN401 - a τ² record
-        if self._calls.reading or key in self._own:
+        if self._calls.reading or key in self.own:
             return value
         value = value.model_copy(deep=True) if hasattr(value, "model_copy") else _copy(value)
         dict.__setitem__(self, key, value)
-        self._own.add(key)
+        self.own.add(key)
         return value
 
     def __getitem__(self, key: str) -> Any:  # noqa: ANN401
@@ -146,10 +147,10 @@ class _Records(dict[str, Any]):
 
     def __setitem__(self, key: str, value: Any) -> None:  # noqa: ANN401
         dict.__setitem__(self, key, value)
-        self._own.add(key)
+        self.own.add(key)
 
     def pop(self, key: str, *default: Any) -> Any:  # noqa: ANN401
-        self._own.discard(key)
+        self.own.discard(key)
         return dict.pop(self, key, *default)
 
     def setdefault(self, key: str, default: Any = None) -> Any:  # noqa: ANN401
@@ -165,6 +166,43 @@ def _on_write(parsed: Any, calls: _Calls) -> Any:  # noqa: ANN401 - a τ² datab
         value = getattr(parsed, name)
         fields[name] = _Records(value, calls) if isinstance(value, dict) else _copy(value)
     return type(parsed).model_construct(**fields)
+
+
+#: the JSON text of each parsed record, as τ²'s hash writes it, by (domain, table, key)
+_TEXTS: dict[tuple[str, str, str], str] = {}
+
+
+def _text(value: Any) -> str:  # noqa: ANN401 - a record, or a table's other value
+    dumped = value.model_dump() if hasattr(value, "model_dump") else value
+    return json.dumps(dumped, sort_keys=True, default=str)
+
+
+def _hash(domain: str, db: Any) -> str:  # noqa: ANN401 - a τ² database
+    """τ²'s hash of *db* (``get_dict_hash(db.model_dump())``: the SHA-256 of
+    ``json.dumps(…, sort_keys=True, default=str)``), written from each record's own JSON text —
+    the parsed records' kept from one hash to the next — instead of the whole database's at
+    once. ``json.dumps`` of a mapping is its members' texts joined in key order, so the text
+    is the same (a test checks the hashes against τ²'s own)."""
+    digest = hashlib.sha256()
+    parts = []
+    for name in sorted(type(db).model_fields):
+        table = getattr(db, name)
+        if isinstance(table, _Records):
+            members = []
+            for key, record in sorted(dict.items(table)):
+                if key in table.own:
+                    text = _text(record)
+                else:
+                    text = _TEXTS.get((domain, name, key)) or _TEXTS.setdefault(
+                        (domain, name, key), _text(record)
+                    )
+                members.append(f"{json.dumps(key)}: {text}")
+            body = "{" + ", ".join(members) + "}"
+        else:
+            body = json.dumps(db.model_dump(include={name})[name], sort_keys=True, default=str)
+        parts.append(f"{json.dumps(name)}: {body}")
+    digest.update(("{" + ", ".join(parts) + "}").encode())
+    return digest.hexdigest()
 
 
 #: τ²'s hash of a database by what changed it (the domain's tools are deterministic: the same
@@ -207,7 +245,7 @@ def _watch(env: Any, domain: str, calls: _Calls) -> None:  # noqa: ANN401
         key = (domain, tuple(calls.written))
         found = _HASHES.get(key)
         if found is None:
-            found = _HASHES[key] = str(tools.get_db_hash())
+            found = _HASHES[key] = _hash(domain, tools.db)
             while len(_HASHES) > _HASHES_KEPT:
                 _HASHES.popitem(last=False)
         return found
