@@ -42,8 +42,8 @@ def agent_config(domain: str) -> dict[str, JsonValue]:
         "planner": {
             "strategy": "tool_loop",
             "tool_choice": "model",
-            "max_steps": 16,
-            "max_iterations": 32,
+            "max_steps": 40,
+            "max_iterations": 64,
             "stage_timeout_scale": 6,
         },
     }

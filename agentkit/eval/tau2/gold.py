@@ -9,7 +9,8 @@ argument scores).
 
 :class:`GoldUser` plays τ²'s user: its first message states the task's known information and
 the gold actions' argument values (so that agentkit's gate finds them said), it makes the gold
-actions whose requestor is the user (telecom's device actions) as tool calls, it answers
+actions whose requestor is the user (telecom's device actions) as tool calls — one that fails
+(too early: the agent has not done its part) again at its next move —, it answers
 "yes" to everything else the agent says until the agent's message starts with
 :data:`DONE` (or *patience* replies came without it), then ends with τ²'s stop token (*stop*:
 another token, or None to never stop).
@@ -84,19 +85,35 @@ class GoldUser:
         self.patience = patience
         self.replies = 0
         self.pending = [action.model_copy(deep=True) for action in gold_actions(task, "user")]
+        self.tried: Any = None
+        self.waiting = False
         self.opened = False
 
     def opening(self) -> str:
         instructions = self.task.task.user_scenario.instructions
+        reason = getattr(instructions, "reason_for_call", None) or ""
         known = getattr(instructions, "known_info", None) or ""
         values = [action.arguments for action in gold_actions(self.task)]
-        return f"Hello. {known} My request: {json.dumps(values, ensure_ascii=False)}".strip()
+        said = " ".join(f"Hello. {reason} {known}".split())
+        return f"{said} Please make these changes for me: {json.dumps(values, ensure_ascii=False)}"
 
     def __call__(self, request: ModelRequest) -> object:
-        if self.pending and request.tools:
-            action = self.pending.pop(0)
+        last_message = request.messages[-1] if request.messages else None
+        if (
+            self.tried is not None
+            and last_message is not None
+            and last_message.role == "tool"
+            and last_message.content.startswith("Error")
+        ):  # too early (the agent has not done its part yet): again at the next move
+            self.pending.insert(0, self.tried)
+            self.tried = None
+            self.waiting = True
+        elif self.pending and request.tools and not self.waiting:
+            action = self.tried = self.pending.pop(0)
             return ToolCallRequest(id=f"user-{action.action_id}", name=action.name,
                                    arguments=dict(action.arguments))  # fmt: skip
+        self.tried = None
+        self.waiting = False
         if not self.opened:
             self.opened = True
             return self.opening()
