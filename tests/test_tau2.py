@@ -370,3 +370,35 @@ def test_a_stored_table_is_scored_again_as_it_was(root: Path, tmp_path: Path) ->
     again = pd.read_parquet(target)
     assert list(again["tau2_reward"]) == [1.0, 0.0]
     assert list(again["passed"]) == [True, False] and list(again["tau2_split"]) == ["base"] * 2
+
+
+def judge_met(request: ModelRequest) -> object:
+    """A judge model for τ²'s natural-language assertions: every one met."""
+    assert "expectedOutcomes" in request.messages[-1].content
+    return json.dumps(
+        {"results": [{"expectedOutcome": "all", "reasoning": "ok", "metExpectation": True}]}
+    )
+
+
+def judge_unmet(request: ModelRequest) -> object:
+    """The same judge, finding the assertions not met."""
+    verdict = {"expectedOutcome": "the agent did it", "reasoning": "no", "metExpectation": False}
+    return json.dumps({"results": [verdict]})
+
+
+def test_natural_language_assertions_are_graded_only_with_a_judge(root: Path) -> None:
+    task = find_task("airline__1")
+    assert task.task.evaluation_criteria.nl_assertions
+    rows = {}
+    for judge in (
+        None,
+        "function:tests.test_tau2:judge_met",
+        "function:tests.test_tau2:judge_unmet",
+    ):
+        scenario = scenario_for(task, judge_model=judge)
+        rows[judge] = run(root, [scenario], GoldAgent(task), GoldUser(task)).iloc[0]
+    assert rows[None]["tau2_nl_assertions"] == "not scored"
+    assert rows["function:tests.test_tau2:judge_met"]["tau2_nl_assertions"] == "met"
+    unmet = rows["function:tests.test_tau2:judge_unmet"]
+    assert unmet["tau2_nl_assertions"] == "not met: the agent did it"
+    assert all(row["tau2_reward"] == 1.0 for row in rows.values())  # not in this reward_basis

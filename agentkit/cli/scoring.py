@@ -88,7 +88,7 @@ def score_command(
                     chosen.append(item)
         rescored = rescore(
             frame,
-            _with_tau2(scenarios) if scenarios else root / "scenarios",
+            _with_tau2(scenarios, judge_model) if scenarios else root / "scenarios",
             judges=chosen,
             # --expectations or --scan alone: the stored judgements are kept as they are
             expectations_only=not judges and (expectations or bool(scanners)),
@@ -113,8 +113,9 @@ def score_command(
             typer.echo(f"wrote {labels} (the labels of {results})")
 
 
-def _with_tau2(paths: list[Path]) -> list[Path] | list[Scenario]:
-    """*paths*, with every task of a ``tau2:DOMAIN`` among them as a scenario."""
+def _with_tau2(paths: list[Path], judge_model: str | None) -> list[Path] | list[Scenario]:
+    """*paths*, with every task of a ``tau2:DOMAIN`` among them as a scenario (its
+    natural-language assertions graded by *judge_model*, when one is given)."""
     suites = [str(path) for path in paths if str(path).startswith("tau2:")]
     if not suites:
         return list(paths)
@@ -122,4 +123,6 @@ def _with_tau2(paths: list[Path]) -> list[Path] | list[Scenario]:
     from agentkit.eval.tau2.suite import every_scenario
 
     files = [path for path in paths if not str(path).startswith("tau2:")]
-    return [*every_scenario(suites), *(load_scenarios(files) if files else [])]
+    judge = judge_model if judge_model != "scripted" else None
+    loaded = every_scenario(suites, judge_model=judge)
+    return [*loaded, *(load_scenarios(files) if files else [])]

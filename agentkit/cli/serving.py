@@ -280,7 +280,9 @@ def eval_command(
         chosen: list[Path] | list[Scenario] = scenarios
         if suites or tau2:
             loaded = _with_suites(scenarios, suites, limit, seed, agent, memory_context)
-            chosen = _with_tau2(loaded, tau2, split, limit, seed, agent) if tau2 else loaded
+            chosen = (
+                _with_tau2(loaded, tau2, split, limit, seed, agent, judge_model) if tau2 else loaded
+            )
         if _first_tool_tables(scenarios) and not suites and not tau2:
             _eval_first_tool(ctx, scenarios, model, assignments or [], tags or [], target)
             return
@@ -373,11 +375,15 @@ def _with_tau2(
     limit: int | None,
     seed: int,
     agent: str | None,
+    judge_model: str | None,
 ) -> list[Scenario]:
-    """*chosen* and the scenarios of the tau2 *suites* (an unknown domain or split: exit 2)."""
+    """*chosen* and the scenarios of the tau2 *suites* (an unknown domain or split: exit 2;
+    *judge_model* grades τ²'s natural-language assertions)."""
     from agentkit.eval.tau2.suite import load_suite
 
-    return [*chosen, *load_suite(suites, split=split, limit=limit, seed=seed, agent=agent)]
+    judge = judge_model if judge_model != "scripted" else None
+    loaded = load_suite(suites, split=split, limit=limit, seed=seed, agent=agent, judge_model=judge)
+    return [*chosen, *loaded]
 
 
 def _bfcl_baseline(

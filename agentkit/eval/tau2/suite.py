@@ -106,10 +106,12 @@ def load_suite(
     limit: int | None = None,
     seed: int = 0,
     agent: str | None = None,
+    judge_model: str | None = None,
 ) -> list[Tau2Scenario]:
     """The scenarios of ``tau2:DOMAIN`` (several: ``tau2:A,B`` or a list of names): each
     domain's *split* whole, or *limit* of its tasks drawn with *seed*, run on *agent* (by
-    default the domain's own agent folder)."""
+    default the domain's own agent folder); *judge_model* grades τ²'s natural-language
+    assertions (None: not scored)."""
     names = [name] if isinstance(name, str) else list(name)
     domains = [domain for each in names for domain in parse_suite(each)]
     for domain in domains:
@@ -117,12 +119,16 @@ def load_suite(
     scenarios: list[Tau2Scenario] = []
     for domain in dict.fromkeys(domains):
         for task in sample(load_tasks(domain, split), limit, seed):
-            scenarios.append(scenario_for(task, split=split, agent=agent))
+            scenarios.append(scenario_for(task, split=split, agent=agent, judge_model=judge_model))
     return scenarios
 
 
 def scenario_for(
-    task: Tau2Task, *, split: str = DEFAULT_SPLIT, agent: str | None = None
+    task: Tau2Task,
+    *,
+    split: str = DEFAULT_SPLIT,
+    agent: str | None = None,
+    judge_model: str | None = None,
 ) -> Tau2Scenario:
     """The scenario that runs *task* on *agent* (default: its domain's agent folder)."""
     scenario = task.task.user_scenario
@@ -142,12 +148,14 @@ def scenario_for(
             max_turns=MAX_USER_MESSAGES,
         ),
         tau2=Tau2Ref(domain=task.domain, key=task.key, task=task.id, split=split),
-        scorer=Tau2Scorer(task.key, split),
+        scorer=Tau2Scorer(task.key, split, judge_model),
         source_user=Tau2UserSource(task.key),
     )
 
 
-def every_scenario(name: str | Iterable[str], *, agent: str | None = None) -> list[Tau2Scenario]:
+def every_scenario(
+    name: str | Iterable[str], *, agent: str | None = None, judge_model: str | None = None
+) -> list[Tau2Scenario]:
     """A scenario for every task of the domains *name* names, whatever its split (each under
     the first of its splits, ``base`` first): what re-scoring a stored table needs
     (``agentkit score RESULTS --scenarios tau2:DOMAIN``)."""
@@ -159,6 +167,6 @@ def every_scenario(name: str | Iterable[str], *, agent: str | None = None) -> li
         ordered = [DEFAULT_SPLIT, *(s for s in splits(domain) if s != DEFAULT_SPLIT)]
         for split in ordered:
             for task in load_tasks(domain, split):
-                made = scenario_for(task, split=split, agent=agent)
+                made = scenario_for(task, split=split, agent=agent, judge_model=judge_model)
                 scenarios.setdefault(made.id, made)
     return list(scenarios.values())
