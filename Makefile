@@ -93,6 +93,7 @@ bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under b
 	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_telemetry.py
 	nice -n 10 $(BIN)/python bench/bench_eval.py
+	$(BIN)/python bench/bench_gate.py
 	$(BIN)/python bench/bench_llama.py
 	@# peers to measure against: installed here only, never by setup or test
 	$(BIN)/python -m pip install --quiet 'langgraph==1.2.24' 'langgraph-checkpoint-sqlite==3.1.2' \
@@ -102,6 +103,7 @@ bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under b
 	$(BIN)/python bench/bench_desk_turn.py
 	$(BIN)/python bench/bench_compression.py
 	$(BIN)/python bench/bench_bfcl.py
+	$(BIN)/python bench/bench_faithful.py
 	$(BIN)/python bench/bench_tau2.py
 
 AGENT ?= innovator-001

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from agentkit.agent_folder import AgentFolder, resolve_data_dir
 from agentkit.branches import fork_conversation
+from agentkit.calls.records import CallRecord
 from agentkit.chat import ChatEngine
 from agentkit.config import AgentConfig
 from agentkit.errors import (
@@ -44,7 +45,6 @@ from agentkit.models._requests import check_model_requests
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning import PlannerEngine, approvals
 from agentkit.planning.approvals import Decision
-from agentkit.planning.call_records import CallRecord
 from agentkit.planning.replay import TraceNotFoundError, load_call_records
 from agentkit.planning.state import TurnContext
 from agentkit.runtime import AgentRuntime, Engine

@@ -13,7 +13,7 @@ messages.log); the reply streams as ``agent_output`` events; the assistant messa
 calls, token usage and the turn's checkpoint are persisted in one commit; ``result`` ends the
 turn. A backend failure becomes an ``error`` event and status ``failed``, never an exception
 out of the stream. The model call is made through the call tracer, as a planner turn's are
-(:mod:`agentkit.planning.tracer`): a trace record in the turn's ``calls.jsonl`` and a
+(:mod:`agentkit.calls.tracer`): a trace record in the turn's ``calls.jsonl`` and a
 ``chat {model}`` span under the turn's ``invoke_agent``.
 """
 
@@ -26,6 +26,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agentkit.calls.errors import TurnCancelledError
+from agentkit.calls.secrets import StreamMask
+from agentkit.calls.tracer import CallTracer
 from agentkit.errors import AgentkitError, ModelError, StoreError
 from agentkit.events import (
     AgentEvent,
@@ -49,14 +52,11 @@ from agentkit.models.base import (
     ThinkingDelta,
     ToolCallRequest,
 )
-from agentkit.planning.errors import TurnCancelledError
 from agentkit.planning.state import TurnContext
-from agentkit.planning.tracer import CallTracer
 from agentkit.sessions import PoolEntry, SessionPool, TranscriptSession, summarize_history
 from agentkit.sessions.context import HISTORY_LIMIT
 from agentkit.telemetry import TurnTrace
 from agentkit.tools import SecretMask
-from agentkit.tools.secrets import StreamMask
 from agentkit.types import ConversationStatus, Message, ToolCallRecord, Usage
 
 __all__ = ["ChatEngine"]

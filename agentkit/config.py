@@ -102,11 +102,31 @@ class CompressionConfig(_Config):
     wait_seconds: float = Field(default=120.0, gt=0, le=3600)
 
 
+#: a named set of planner settings: ``plain`` (the model chooses and writes arguments freely;
+#: the gate checks reads, repeats, grounding of side-effecting arguments and consent) or
+#: ``small_model`` (what helps a small local model: the tool-choice router, said values, and
+#: the follow-up rule in the gate) — explicit keys in the config still win
+Preset = Literal["plain", "small_model"]
+GateRule = Literal["reads", "repeat", "follow_up", "grounding", "consent"]
+_PRESETS: dict[str, dict[str, object]] = {
+    "plain": {},
+    "small_model": {
+        "tool_choice": "router",
+        "argument_values": "said",
+        "answers": "observed",
+        "labelled_arguments": True,
+    },
+}
+#: the gate's rules when the config names none (``follow_up`` acts only with the router on)
+DEFAULT_GATE: tuple[GateRule, ...] = ("reads", "repeat", "follow_up", "grounding", "consent")
+
+
 class EmbeddedModelPlanner(_Config):
     """What an agent's planner changes when its model is the embedded one (``llama`` or
     ``llama:PATH``): the strategy and tool choice that work on a small local model, for an
     agent whose config is written for stronger ones (``planner.for_embedded_model``)."""
 
+    preset: Preset | None = None
     strategy: Strategy | None = None
     tool_choice: Literal["model", "router"] | None = None
     stage_timeout_scale: float | None = Field(default=None, gt=0, le=100)
@@ -114,7 +134,12 @@ class EmbeddedModelPlanner(_Config):
 
     def apply(self, planner: PlannerConfig) -> PlannerConfig:
         changes = {name: value for name, value in self if value is not None}
-        return planner.model_copy(update=changes) if changes else planner
+        if not changes:
+            return planner
+        if "preset" in changes:  # the preset's defaults for what the config leaves unset
+            given = planner.model_dump(include=planner.model_fields_set - {"for_embedded_model"})
+            return PlannerConfig.model_validate({**given, **changes})
+        return planner.model_copy(update=changes)
 
 
 class PlannerConfig(_Config):
@@ -127,6 +152,8 @@ class PlannerConfig(_Config):
     request is about live configuration. ``stage_timeout_scale`` multiplies the per-stage
     timeouts (a small local model on two cores needs more than the seed's figures)."""
 
+    #: the named set of settings this planner starts from (see :data:`Preset`)
+    preset: Preset = "plain"
     strategy: Strategy = "plan_replan"
     max_steps: int = Field(default=8, ge=1, le=64)
     max_iterations: int = Field(default=12, ge=1, le=256)
@@ -169,10 +196,47 @@ class PlannerConfig(_Config):
     #: only as one the conversation holds: the user's words, earlier tools' strings, numbers
     #: said; for backends that take a JSON schema — a grammar for the embedded model)
     argument_values: Literal["free", "said"] = "free"
+    #: the gate's rules, in order (:mod:`agentkit.planning.gate`); None: :data:`DEFAULT_GATE`
+    gate: tuple[GateRule, ...] | None = None
+    #: router: candidates whose score is within this factor of the leader's are put to the
+    #: model's vote (fitted on the first-tool tables' dev rows)
+    router_near_tie: float = Field(default=1.25, ge=1.0, le=10.0)
+    #: router: a leader whose lexical score is below this matched one weak term at best, and
+    #: the model settles (fitted on the first-tool dev rows)
+    router_weak_score: float = Field(default=1.0, ge=0.0, le=100.0)
+    #: router: the likelihood vote's weight per nat against a candidate's share of the
+    #: leader's score (first-tool dev rows: 0.05 to 0.5 gave the same decisions, 0 lost one)
+    router_vote_weight: float = Field(default=0.1, ge=0.0, le=10.0)
+    #: router: how many tools (best by meaning and words) the model settles among
+    router_settle_pool: int = Field(default=3, ge=1, le=16)
+    #: said values: the longest run of the user's words offered as one value
+    said_span_words: int = Field(default=6, ge=1, le=32)
+    #: said values: at most this many strings are offered (the grammar stays small)
+    said_max_strings: int = Field(default=600, ge=1, le=10_000)
+    #: a string argument the request names and gives a value to (*the front door code to
+    #: 1234*) takes that value, whatever the model wrote (:func:`agentkit.planning.answers.
+    #: labelled_values`; the ``small_model`` preset turns it on)
+    labelled_arguments: bool = False
+    #: how a turn that ran tools is answered: ``model`` (the model writes it from the
+    #: observations) or ``observed`` (told from the tools' results, no model call:
+    #: :mod:`agentkit.planning.observed`; what the ``small_model`` preset uses)
+    answers: Literal["model", "observed"] = "model"
     #: seconds a pending approval stays valid (None: no limit); an expired one is rejected
     approval_ttl_seconds: float | None = Field(default=None, gt=0)
     #: what changes when the agent runs on the embedded model (see EmbeddedModelPlanner)
     for_embedded_model: EmbeddedModelPlanner | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_defaults(cls, data: Any) -> Any:  # noqa: ANN401 - pydantic's raw input
+        """The preset's settings for every key the config leaves unset."""
+        if isinstance(data, dict) and data.get("preset") in _PRESETS:
+            return {**_PRESETS[str(data["preset"])], **data}
+        return data
+
+    def gate_rules(self) -> tuple[GateRule, ...]:
+        """The gate's rules, in order: ``gate``, else :data:`DEFAULT_GATE`."""
+        return self.gate if self.gate is not None else DEFAULT_GATE
 
     def for_model(self, spec: str) -> PlannerConfig:
         """This config for a turn on the model *spec* (``llama``/``llama:PATH`` apply

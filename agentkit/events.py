@@ -165,6 +165,9 @@ class StepCompleteEvent(_Event):
     step_id: str
     status: Literal["done", "failed", "skipped"]
     summary: str = ""
+    #: a skipped tool step: the gate's rule that refused it and why
+    rule: str = ""
+    reason: str = ""
 
 
 class ReplanEvent(_Event):
@@ -190,6 +193,10 @@ class AskUserEvent(_Event):
     approval_id: str = ""
     #: the plan step that waits (the question's ``ask_user`` step, the consent's tool step)
     step_id: str = ""
+    #: the gate's rule that held the call (``grounding``, ``consent``; "" for a planned
+    #: question) and why (:mod:`agentkit.planning.gate`)
+    rule: str = ""
+    reason: str = ""
 
 
 class ResultEvent(_Event):

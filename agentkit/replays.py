@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import JsonValue
 
 from agentkit._extras import require
+from agentkit.calls.secrets import mask_secrets
 from agentkit.errors import TurnNotFoundError, UsageError
 from agentkit.ids import check_id
 from agentkit.planning.replay import TraceNotFoundError, load_call_records
 from agentkit.store import ConversationKey, ConversationStore, TurnCheckpoint
 from agentkit.store.forks import FORK_START
-from agentkit.tools.secrets import mask_secrets
 from agentkit.types import Message
 
 if TYPE_CHECKING:

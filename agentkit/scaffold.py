@@ -109,6 +109,7 @@ def _config(agent_id: str, engine: Engine) -> dict[str, object]:
             "tool_choice": "router",
             "router_embedder": "wordllama",
             "stage_timeout_scale": 6,
+            "for_embedded_model": {"preset": "small_model"},
             "live_state_keywords": ["reminder", "提醒"],
         }
     return config

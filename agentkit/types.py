@@ -16,7 +16,9 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    SerializerFunctionWrapHandler,
     StringConstraints,
+    model_serializer,
 )
 from pydantic.alias_generators import to_camel
 
@@ -108,17 +110,29 @@ class _Value(BaseModel):
 class Usage(_Value):
     """Tokens used by one model call, or summed over a turn or a conversation; ``calls``
     counts the model calls summed (0 on a backend's own per-call figure: the call tracer
-    counts each call it makes)."""
+    counts each call it makes). ``cached_tokens``: of the input tokens, those the provider
+    read from its prompt cache (priced lower); written only when some were, so records made
+    without it read and write as before."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     calls: int = 0
+    cached_tokens: int = 0
+
+    @model_serializer(mode="wrap")
+    def _without_zero_cache(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.cached_tokens:
+            data.pop("cached_tokens", None)
+            data.pop("cachedTokens", None)
+        return data
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             calls=self.calls + other.calls,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
         )
 
 

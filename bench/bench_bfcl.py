@@ -34,6 +34,11 @@ bench's own and its model worker's) do much less.
     python bench/bench_bfcl.py --categories simple_python,irrelevance --modes prompt,tool_loop+model
     python bench/bench_bfcl.py --categories memory --memory extractive,whole,none --limit 15
     python bench/bench_bfcl.py --summarize --write
+    # the held-out sample (issue 48): 50 items per category outside the seed-0 and seed-1
+    # samples, drawn with seed 2, in a journal of its own
+    python bench/bench_bfcl.py --categories simple_python,multiple,irrelevance \
+        --modes tool_loop+router+wordllama+said --seed 2 --outside 0,1 \
+        --journal bench/results/bfcl_runs.holdout.jsonl
 """
 
 from __future__ import annotations
@@ -114,9 +119,24 @@ class Job:
 # --- the sample, in its seeded order ---------------------------------------------------------
 
 
-def ordered_sample(category: str, limit: int, seed: int, **options: Any) -> list[BfclScenario]:
-    """The category's seeded sample (the CLI's ``--limit/--seed`` items), shuffled by *seed*."""
-    scenarios = load_suite(f"bfcl:{category}", limit=limit, seed=seed, **options)
+def ordered_sample(
+    category: str, limit: int, seed: int, *, outside: tuple[int, ...] = (), **options: Any
+) -> list[BfclScenario]:
+    """The category's seeded sample (the CLI's ``--limit/--seed`` items), shuffled by *seed*;
+    with *outside*, drawn with *seed* from the items outside the samples of those seeds (a
+    held-out sample: nothing tuned on it)."""
+    if not outside:
+        scenarios = load_suite(f"bfcl:{category}", limit=limit, seed=seed, **options)
+    else:
+        seen = {
+            scenario.bfcl.item
+            for used in outside
+            for scenario in load_suite(f"bfcl:{category}", limit=limit, seed=used, **options)
+        }
+        rest = [
+            s for s in load_suite(f"bfcl:{category}", **options) if s.bfcl.item not in seen
+        ]
+        scenarios = random.Random(f"holdout-{seed}").sample(rest, min(limit, len(rest)))
     random.Random(f"bench-order-{seed}").shuffle(scenarios)
     return scenarios
 
@@ -126,7 +146,11 @@ def jobs(args: argparse.Namespace) -> Iterator[Job]:
     item 2 of each…) and every mode on an item before the next; the memory set last."""
     modes = _split(args.modes)
     categories = [c for c in _split(args.categories) if c != "memory"]
-    samples = {c: ordered_sample(c, args.limit, args.seed)[: args.items] for c in categories}
+    outside = tuple(int(x) for x in _split(args.outside)) if args.outside else ()
+    samples = {
+        c: ordered_sample(c, args.limit, args.seed, outside=outside)[: args.items]
+        for c in categories
+    }
     for position in range(max((len(s) for s in samples.values()), default=0)):
         for category, sample in samples.items():
             if position < len(sample):
@@ -454,6 +478,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=50, help="the sample per category")
     parser.add_argument("--items", type=int, help="run only the first N of each sample")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--outside",
+        default="",
+        help="a held-out sample: draw with --seed from the items outside these seeds' samples",
+    )
     parser.add_argument("--categories", default=",".join((*CATEGORIES, "memory")))
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--memory", default=",".join(MEMORY), help="contexts of the memory set")

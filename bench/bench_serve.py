@@ -473,7 +473,7 @@ def _idle(frame: str) -> bool:
 _AREAS = (
     ("agentkit/store", "agentkit store (journal, views, turn events)"),
     ("agentkit/api", "agentkit api (routes, SSE, recorder, guard)"),
-    ("agentkit/planning/tracer", "agentkit tracer (calls.jsonl, spans)"),
+    ("agentkit/calls", "agentkit tracer (calls.jsonl, spans)"),
     ("agentkit/telemetry", "agentkit tracer (calls.jsonl, spans)"),
     ("agentkit/", "agentkit other (agent, chat turn, events, tools)"),
     ("starlette/", "HTTP framework (starlette, uvicorn, h11/httptools)"),

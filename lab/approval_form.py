@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import ipywidgets as widgets
+from agentkit.calls.secrets import is_secret_key
 from agentkit.memory import PendingApproval
-from agentkit.tools.secrets import is_secret_key
 
 __all__ = ["ApprovalForm", "FormField", "form_fields", "read_fields"]
 

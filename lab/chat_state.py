@@ -176,6 +176,8 @@ class TurnView:
     result: ResultEvent | None = None
     #: the memory upkeep's compression after the result, if it compressed
     compression: CompressionEvent | None = None
+    #: what the turn is doing while no reply has come yet (running a tool, writing the answer)
+    doing: str = ""
     _pieces: int = 0
 
     @property
@@ -196,6 +198,7 @@ class TurnView:
             return
         self._pieces = 0
         self.log.append(describe_event(event))
+        self.doing = _doing(event) or self.doing
         if isinstance(event, SessionEvent):
             self.conversation_id = event.conversation_id
             self.message_id = event.message_id
@@ -244,6 +247,19 @@ def badge_html(scenario: str) -> str:
     )
 
 
+def _doing(event: AgentEvent) -> str:
+    """What the turn is busy with after *event*, in a few words ("" when it says nothing)."""
+    if isinstance(event, PlanningEvent):
+        return "planning…"
+    if isinstance(event, ToolCallEvent):
+        return f"running {event.name}…"
+    if isinstance(event, ToolResultEvent):
+        return f"{event.name} {'done' if event.ok else 'failed'}; writing the answer…"
+    if isinstance(event, StepStartEvent) and event.step_type == "respond":
+        return "writing the answer…"
+    return ""
+
+
 def transcript_html(messages: Sequence[Message], turn: TurnView | None = None) -> str:
     """The conversation's recent messages, then the turn in progress (its reply so far)."""
     shown = [m for m in messages if m.role in ("user", "assistant")][-_SHOWN_MESSAGES:]
@@ -254,7 +270,7 @@ def transcript_html(messages: Sequence[Message], turn: TurnView | None = None) -
     if turn is not None and not turn_stored:
         if not any(m.message_id == turn.message_id and m.role == "user" for m in shown):
             parts.append(message_html("user", turn.user_text))
-        reply = turn.reply or ("…" if not turn.done else "(no reply)")
+        reply = turn.reply or (turn.doing or "…" if not turn.done else "(no reply)")
         parts.append(message_html("assistant", reply, css_class="agentkit-streaming"))
     if not parts:
         return "<i>No messages yet: type one below.</i>"

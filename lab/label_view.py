@@ -19,6 +19,7 @@ import ipywidgets as widgets
 from agentkit.errors import UsageError
 from agentkit.eval import Transcript, load_results, load_transcripts, run_ids
 from agentkit.eval.labels import Label, LabelValue, add_label, load_labels
+from agentkit.eval.reading import read_run
 from agentkit.events import (
     AskUserEvent,
     ErrorEvent,
@@ -46,10 +47,12 @@ def transcript_html(transcript: Transcript | None) -> str:
     if transcript is None:
         return "<i>this run kept no transcript</i>"
     parts = [f"<div><b>{escape(transcript.run)}</b> · {escape(transcript.scenario)}</div>"]
-    for turn in transcript.turns:
+    for read in read_run(transcript).turns:
+        turn = read.turn
         said = turn.said or (f"[{turn.decision}]" if turn.decision else "")
         parts.append(message_html("user", f"{turn.number}. {said}"))
-        for event in turn.events:
+        for moment in read.moments:
+            event = moment.event
             if isinstance(event, ToolCallEvent):
                 args = _cut(json.dumps(event.arguments, ensure_ascii=False), _ARGS_CHARS)
                 parts.append(message_html("tool", f"→ {event.name} {args}"))

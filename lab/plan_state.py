@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentkit import ExecutionState
+from agentkit.calls.secrets import MASK
 from agentkit.events import (
     AgentEvent,
     AskUserEvent,
@@ -56,7 +57,6 @@ from agentkit.events import (
 )
 from agentkit.memory import Observation, PendingApproval, PlanStep, StepType, Waiting
 from agentkit.tools import is_secret_key, mask_secrets, mask_value
-from agentkit.tools.secrets import MASK
 from pydantic import JsonValue
 
 __all__ = ["PlanFold"]

@@ -308,7 +308,7 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
             return
         turn.apply(event)
         self.apply(event)
-        self.reply.value = message_html("assistant", turn.reply or "…")
+        self.reply.value = message_html("assistant", turn.reply or turn.doing or "…")
 
     def _after_turn(self, future: Future[list[AgentEvent]]) -> None:
         error = None if future.cancelled() else future.exception()

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from agentkit.calls.tracer import CallTracer
 from agentkit.config import CompressionConfig
 from agentkit.errors import ModelError, StructuredOutputError
 from agentkit.events import EVENT_ADAPTER, CompressionEvent
@@ -23,7 +24,6 @@ from agentkit.memory import (
 from agentkit.memory.compression import Summarize
 from agentkit.models.base import ChatModel
 from agentkit.models.scripted import ScriptedModel
-from agentkit.planning.tracer import CallTracer
 from agentkit.planning.upkeep import summarizer
 from agentkit.types import Message, ToolCallRecord
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentkit.calls.tracer import CallTracer
 from agentkit.config import CompressionConfig
 from agentkit.errors import ModelError
 from agentkit.memory import TaskState, estimate_tokens, maybe_compress
@@ -22,7 +23,6 @@ from agentkit.memory.sweep import ThresholdGrid, load_scenario, sweep_compressio
 from agentkit.models.base import ChatModel
 from agentkit.models.function import FunctionModel
 from agentkit.models.request import ModelRequest
-from agentkit.planning.tracer import CallTracer
 from agentkit.planning.upkeep import summarizer
 from agentkit.types import Message
 from pydantic import ValidationError

@@ -98,7 +98,8 @@ def test_a_simulated_user_run_reads_as_the_simulated_users_messages(sweep: pd.Da
 def test_the_users_typed_secrets_never_show(sweep: pd.DataFrame) -> None:
     transcript = load_transcripts(sweep)[row_of(sweep, SECRETS, 1)]
     assert transcript is not None
-    assert RAW_SECRETS[0] in transcript.turns[0].said  # kept as typed in the table
+    said = transcript.turns[0].said
+    assert RAW_SECRETS[0] not in said and "api key ****" in said  # masked, as in the journal
     view = timeline(transcript)
     html = transcript_html(view)
     for secret in RAW_SECRETS:

@@ -37,14 +37,15 @@ COLUMNS = [
     "exp_new_plan", "exp_consent_requested", "exp_consent_for", "exp_status",
     "exp_result_status", "exp_session", "exp_answer_contains", "exp_answer_not_contains",
     "exp_live_state", "exp_compressed", "exp_facts_in_task_state", "exp_no_errors",
-    "exp_max_model_calls", "exp_state",
+    "exp_max_model_calls", "exp_state", "exp_trajectory",
     "checks", "checks_failed", "failures", "error",
     "turns", "steps", "tool_calls", "tools", "questions", "consents",
-    "model_calls", "input_tokens", "output_tokens",
+    "model_calls", "input_tokens", "output_tokens", "cached_tokens", "cost_usd", "cost_note",
     "compressions", "messages_before", "messages_after", "tokens_before", "tokens_after",
     "compression_strategy", "facts_ungrounded", "facts_total", "facts_kept", "fact_retention",
     "final_status", "result_status", "answer", "errors", "budget_reason",
-    "sim_turns", "sim_stopped_by", "sim_model_calls", "sim_tokens", "attempts",
+    "sim_turns", "sim_stopped_by", "sim_model_calls", "sim_tokens", "sim_user_ok",
+    "sim_user_issues", "attempts",
     "transport_retries",
     "latency_ms", "wall_ms", "trace_id", "span_id",
     "judge_errors", "judge_calls", "judge_tokens", "judgements",
@@ -53,7 +54,7 @@ COLUMNS = [
 
 
 def test_the_columns_are_pinned(data_dir: Path) -> None:
-    assert RunRow.columns() == COLUMNS and len(COLUMNS) == 72
+    assert RunRow.columns() == COLUMNS and len(COLUMNS) == 78
     frame = run_eval(
         [scenario("desk_status_command_en")], model="scripted", data_dir=data_dir, progress=False
     )

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from agentkit import FunctionModel, ModelRequest
+from agentkit.calls.records import CallRecord
 from agentkit.eval import load_transcripts, run_eval
 from agentkit.eval.world import ScenarioReplies
 from agentkit.memory.sweep import ThresholdGrid, load_scenario, sweep_compression
 from agentkit.memory.tokens import estimate_tokens
-from agentkit.planning.call_records import CallRecord
 
 from ._otel import OtelCapture, capture
 from .test_eval_runs import REPO, scenario

@@ -8,20 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from agentkit import FunctionModel, ModelRequest
+from agentkit import FunctionModel, ModelRequest, language
 from agentkit.config import PlannerConfig
 from agentkit.events import AskUserEvent, ToolCallEvent
 from agentkit.models.function import tool_call
 from agentkit.planning import TurnContext
-from agentkit.planning.grounding import (
-    INTENT,
-    Sources,
-    check,
-    fill_from_answer,
-    is_fragment,
-    is_placeholder,
-    question,
-)
+from agentkit.planning.answers import fill_from_answer
+from agentkit.planning.grounding import INTENT, Sources, check, is_fragment, is_placeholder
 from agentkit.tools import Tool, ToolRegistry
 from agentkit.tools.registry import schema_args_model
 
@@ -138,12 +131,15 @@ def test_a_declared_default_grounds_a_required_argument_given_or_left_out() -> N
     assert outside.missing == ("seating",)  # not the default, and nobody said it
 
 
-def test_a_fragment_or_placeholder_is_never_grounded_even_if_said() -> None:
-    said = Sources(user=("string <restaurant> ][ 2",))
+def test_a_fragment_or_placeholder_is_grounded_only_when_the_user_typed_it() -> None:
+    said = Sources(user=("a table for 2, somewhere nice",))
     checked = check(BOOK, {"restaurant": "string", "people": 2, "seating": "][", "note": "x"}, said)
     assert checked.missing == ("restaurant", "seating")
     checked = check(BOOK, {"restaurant": "<restaurant>", "people": 2}, said)
     assert checked.missing == ("restaurant",)
+    typed = Sources(user=("book string for 2, seating ][ please",))  # the user's own words win
+    checked = check(BOOK, {"restaurant": "string", "people": 2, "seating": "]["}, typed)
+    assert checked.missing == ()
 
 
 def test_an_optional_placeholder_is_dropped_and_a_choice_is_kept() -> None:
@@ -187,10 +183,11 @@ def test_the_answer_fills_one_field_whole_and_several_by_their_labels() -> None:
 
 def test_the_question_names_the_fields_in_the_conversations_language() -> None:
     tool = _desk_tool("create_exchange_config")
-    asked = question(tool, ["api_key", "secret_key"])
+    asked = language.ask_arguments(tool.name, tool.description, ["api_key", "secret_key"], "en")
     assert "create_exchange_config" in asked and "api key and secret key" in asked
-    assert asked.endswith("What are they?")
-    assert "api key" in question(tool, ["api_key"], "zh") and "请告诉我" in question(tool, [], "zh")
+    assert asked.endswith("What should I use?")
+    zh = language.ask_arguments(tool.name, "", ["api_key"], "zh")
+    assert "api key" in zh and "请告诉我" in zh
 
 
 def _desk_tool(name: str) -> Tool[Any]:

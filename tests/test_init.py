@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from agentkit import Agent
 from agentkit.agent_folder import PROMPT_FILES
 
@@ -92,3 +93,45 @@ def test_tools_of_the_sample_agents(tmp_path: Path) -> None:
     assert notes[0]["examples"]
     chat = run_cli("--data-dir", str(root), "tools", "innovator-001")
     assert chat.exit_code == 0 and "has no tools" in chat.stdout
+
+
+def test_send_shows_the_tools_a_turn_ran_unless_quiet(tmp_path: Path) -> None:
+    run_cli("--data-dir", str(tmp_path), "init", "helper")
+    args = ("--data-dir", str(tmp_path), "send", "helper", "what reminders do I have?")
+    sent = run_cli(*args, "--model", "scripted:script.json")
+    assert sent.exit_code == 0, sent.stderr
+    lines = [line for line in sent.stderr.splitlines() if line.startswith("[tool] ")]
+    assert any(line.startswith("[tool] list_reminders {} -> ok: ") for line in lines), lines
+    assert "[tool]" not in sent.stdout  # stdout stays the reply
+    quiet = run_cli(*args, "--model", "scripted:script.json", "--quiet")
+    assert quiet.exit_code == 0 and "[tool]" not in quiet.stderr
+
+
+DOOR_TOOLS = '''
+from agentkit.tools import ToolContext, tool
+
+
+@tool(side_effect=True)
+def set_door_code(ctx: ToolContext, door: str, code: str) -> dict[str, str]:
+    """Set the code of a door."""
+    (ctx.workspace / f"{door}.code").write_text(code, encoding="utf-8")
+    return {"door": door, "code": code}
+'''
+
+
+@pytest.mark.real_model
+def test_a_fresh_agent_sets_the_front_door_code_on_the_embedded_model(tmp_path: Path) -> None:
+    run_cli("--data-dir", str(tmp_path), "init", "home")
+    folder = tmp_path / "agents" / "home"
+    (folder / "tools.py").write_text(DOOR_TOOLS, encoding="utf-8")
+    asked = run_cli("--data-dir", str(tmp_path), "send", "home", "--json",
+                    "set the front door code to 1234")  # fmt: skip
+    assert asked.exit_code == 0, asked.stderr
+    events = [json.loads(line) for line in asked.stdout.splitlines() if line.strip()]
+    [consent] = [e for e in events if e["type"] == "ask_user"]
+    assert consent["kind"] == "confirmation", consent
+    assert consent["toolArgs"] == {"door": "front", "code": "1234"}, consent
+    conversation = events[-1]["conversationId"]
+    done = run_cli("--data-dir", str(tmp_path), "send", "home", "-c", conversation, "yes")
+    assert done.exit_code == 0, done.stderr
+    assert (folder / "workspace" / "front.code").read_text(encoding="utf-8") == "1234"

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from agentkit.calls.records import CallRecord
 from agentkit.errors import ConfigError, ModelError
 from agentkit.eval import (
     GraderModels,
@@ -27,7 +28,6 @@ from agentkit.eval.results import report_text
 from agentkit.eval.transcript import RunState
 from agentkit.events import ResultEvent, ToolCallEvent, ToolResultEvent
 from agentkit.memory import TaskState
-from agentkit.planning.call_records import CallRecord
 from agentkit.testing import FunctionModel, ModelRequest
 from pydantic import ValidationError
 

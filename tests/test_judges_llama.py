@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from agentkit.calls.records import CallRecord
 from agentkit.eval import GraderModels, Judge, Judgement, judge_run
-from agentkit.planning.call_records import CallRecord
 
 from .test_judges import transcript
 

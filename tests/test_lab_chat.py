@@ -427,3 +427,18 @@ def test_a_compression_after_the_reply_is_shown_and_ends_the_turn(data_dir: Path
         stored = [m.content for m in agent.load_conversation_history(conversation)]
         assert [m.content for m in panel.history] == stored
         assert stored[-2:] == ["remember that I trade on Binance", "Noted."]
+
+
+def test_the_panel_says_what_the_turn_is_doing_before_the_reply() -> None:
+    from agentkit.events import StepStartEvent, ToolCallEvent, ToolResultEvent
+
+    view = TurnView(user_text="yes")
+    assert "…" in transcript_html([], view) and "running" not in transcript_html([], view)
+    view.apply(ToolCallEvent(id="c1", name="create_trader", arguments={}))
+    assert "running create_trader…" in transcript_html([], view)
+    view.apply(ToolResultEvent(id="c1", name="create_trader", output="{}", ok=True))
+    assert "writing the answer…" in transcript_html([], view)
+    view.apply(StepStartEvent(step_id="s", step_type="respond", title="Answer"))
+    view.apply(AgentOutputEvent(text="Done."))
+    html = transcript_html([], view)
+    assert "Done." in html and "writing the answer" not in html

@@ -9,8 +9,8 @@ from string import Template
 
 import pytest
 from agentkit import Agent, FunctionModel, InvalidIdError, ModelRequest, ScriptedModel
+from agentkit.calls.records import CallRecord
 from agentkit.planning import replay
-from agentkit.planning.call_records import CallRecord
 from agentkit.planning.prompts import load_prompt, render_prompt
 from agentkit.planning.replay import (
     PromptTemplateError,

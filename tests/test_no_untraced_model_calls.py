@@ -1,4 +1,4 @@
-"""Every model call in agentkit goes through the call tracer (agentkit/planning/tracer.py).
+"""Every model call in agentkit goes through the call tracer (agentkit/calls/tracer.py).
 
 Two checks. Statically: no module of agentkit/ outside the tracer and the model backends and
 wrappers reads a model's request methods (``request``, ``stream``, ``complete``,
@@ -6,8 +6,8 @@ wrappers reads a model's request methods (``request``, ``stream``, ``complete``,
 backend's one entry point (:meth:`ChatModel.request`) and its scoring and embeddings are
 instrumented for the test, and real flows run — an eval of chat, planner, native tool-loop,
 simulated-user and compression scenarios, the router's likelihood vote, BFCL's prompt mode —
-and every call they make must be inside a :class:`~agentkit.planning.tracer.ModelCall` of the
-same purpose (:func:`~agentkit.planning.tracer.current_call`).
+and every call they make must be inside a :class:`~agentkit.calls.tracer.ModelCall` of the
+same purpose (:func:`~agentkit.calls.tracer.current_call`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentkit.calls.tracer import CallTracer, current_call
 from agentkit.models.base import ChatModel, ModelEvent, ModelRequest
-from agentkit.planning.tracer import CallTracer, current_call
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "agentkit"
@@ -36,7 +36,7 @@ MODEL_METHODS = frozenset(
 #: (a wrapper calls its inner model from inside the traced call), and the session that
 #: presents a chat model as a session (called by the tracer's session call)
 ALLOWED = (
-    "agentkit/planning/tracer.py",
+    "agentkit/calls/tracer.py",
     "agentkit/models/",
     "agentkit/eval/budget.py",
     "agentkit/sessions/transcript.py",
@@ -104,7 +104,7 @@ def test_no_module_calls_a_model_outside_the_tracer() -> None:
             for place in untraced(path.read_text(encoding="utf-8"), relative)
             if f"{relative} {place.split(' ', 1)[1]}" not in NO_MODEL_PLACES
         ]
-    assert found == [], "model calls outside agentkit/planning/tracer.py:\n" + "\n".join(found)
+    assert found == [], "model calls outside agentkit/calls/tracer.py:\n" + "\n".join(found)
 
 
 # -- at run time -------------------------------------------------------------------------------

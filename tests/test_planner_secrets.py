@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 from agentkit import Agent, tool
+from agentkit.calls.secrets import mask_value
 from agentkit.events import AskUserEvent, ErrorEvent, ResultEvent
 from agentkit.memory import MemoryRepository
 from agentkit.models.scripted import ScriptedModel
 from agentkit.planning import TurnContext
 from agentkit.store import InMemoryConfigStore, InMemoryConversationStore, SqliteConfigStore
 from agentkit.tools import ToolRegistry
-from agentkit.tools.secrets import mask_value
 from agentkit_desk import open_desk
 
 from .test_planner import KEY, Env, env, of, run, step

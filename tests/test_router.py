@@ -259,7 +259,7 @@ def test_arguments_that_do_not_validate_become_a_question(env: Env) -> None:
     turn = env.turn("delete trader-2 please", script, config=ROUTED_LOOP)
     events = run(turn)
     (asked,) = of(events, AskUserEvent)
-    assert asked.kind == "question" and "trader_id" in asked.question
+    assert asked.kind == "question" and "trader id" in asked.question
 
 
 def test_a_failed_vote_leaves_the_rankings_order(env: Env) -> None:

@@ -23,7 +23,7 @@ from agentkit.memory import MemoryRepository
 from agentkit.models.scripted import ScriptedModel
 from agentkit.planning import TurnContext
 from agentkit.planning.grounding import Sources
-from agentkit.planning.tool_choice import one_value_one_argument
+from agentkit.planning.routes import one_value_one_argument
 from agentkit.planning.tool_semantics import semantic_signal, wordllama_embedder
 from agentkit.store import ConversationKey, InMemoryConfigStore, InMemoryConversationStore
 from agentkit.tools import ToolRegistry, tool

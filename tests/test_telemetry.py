@@ -653,10 +653,10 @@ def _window(count: int) -> list[Any]:
 def test_compression_is_an_update_memory_span(no_otel: None, reply: str) -> None:
     import asyncio
 
+    from agentkit.calls.tracer import CallTracer
     from agentkit.config import CompressionConfig
     from agentkit.memory import TaskState, estimate_tokens, maybe_compress
     from agentkit.models.scripted import ScriptedModel
-    from agentkit.planning.tracer import CallTracer
     from agentkit.planning.upkeep import summarizer
 
     trace = Telemetry(agent_id="a").turn(
@@ -695,10 +695,10 @@ def test_compression_is_an_update_memory_span(no_otel: None, reply: str) -> None
 def test_the_incremental_update_is_an_update_memory_span(no_otel: None) -> None:
     import asyncio
 
+    from agentkit.calls.tracer import CallTracer
     from agentkit.memory import TaskState
     from agentkit.memory.compression import update_task_state
     from agentkit.models.scripted import ScriptedModel
-    from agentkit.planning.tracer import CallTracer
     from agentkit.planning.upkeep import summarizer
 
     trace = Telemetry(agent_id="a").turn(conversation_id="c", message_id="m")
@@ -716,10 +716,10 @@ def test_the_incremental_update_is_an_update_memory_span(no_otel: None) -> None:
 def test_untraced_compression_makes_no_span(no_otel: None) -> None:
     import asyncio
 
+    from agentkit.calls.tracer import CallTracer
     from agentkit.config import CompressionConfig
     from agentkit.memory import TaskState, estimate_tokens, maybe_compress
     from agentkit.models.scripted import ScriptedModel
-    from agentkit.planning.tracer import CallTracer
     from agentkit.planning.upkeep import summarizer
 
     model = ScriptedModel({"summarize": ['{"current_goal": "g"}']})

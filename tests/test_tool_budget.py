@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from agentkit import testing
 from agentkit.agent import Agent
+from agentkit.calls.records import CallRecord
 from agentkit.events import AgentEvent, ErrorEvent, ResultEvent, ToolResultEvent
 from agentkit.models.function import FunctionModel
 from agentkit.models.request import ModelRequest
-from agentkit.planning.call_records import CallRecord
 
 from tests._many_tools import many_tools
 

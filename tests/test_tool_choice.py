@@ -15,8 +15,9 @@ import pytest
 from agentkit.agent_folder import AgentFolder
 from agentkit.config import PlannerConfig
 from agentkit.events import AskUserEvent, PlanEvent
+from agentkit.language import detect as conversation_language
 from agentkit.models.scripted_signals import SignalScriptedModel
-from agentkit.planning.consent import consent_question, conversation_language
+from agentkit.planning.consent import consent_question
 from agentkit.planning.intents import is_small_talk
 from agentkit.planning.reads import asks_nothing_to_change
 from agentkit.planning.tool_semantics import SemanticIndex, semantic_index, tool_texts

@@ -49,6 +49,7 @@ from agentkit.acp_server.updates import (
     tool_started,
 )
 from agentkit.agent import Agent
+from agentkit.calls.secrets import mask_secrets
 from agentkit.errors import AgentkitError
 from agentkit.events import (
     AgentEvent,
@@ -67,7 +68,6 @@ from agentkit.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from agentkit.tools.secrets import mask_secrets
 
 __all__ = ["PromptTurn"]
 

@@ -54,10 +54,10 @@ from acp.schema import (
 )
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
+from agentkit.calls.secrets import mask_secrets
 from agentkit.errors import UsageError
 from agentkit.events import ToolCallEvent, ToolResultEvent
 from agentkit.memory import ExecutionState
-from agentkit.tools.secrets import mask_secrets
 from agentkit.types import ConversationStats, Message
 
 __all__ = [

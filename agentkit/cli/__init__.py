@@ -8,7 +8,7 @@ installed (``agentkit serve`` without ``agentkit[serve]``), naming the pip comma
 The application and what commands share is :mod:`agentkit.cli._app`; each module here adds a
 group of commands: :mod:`~agentkit.cli.agents`, :mod:`~agentkit.cli.conversations`,
 :mod:`~agentkit.cli.turns`, :mod:`~agentkit.cli.tools`, :mod:`~agentkit.cli.serving`,
-:mod:`~agentkit.cli.scoring`.
+:mod:`~agentkit.cli.scoring`, :mod:`~agentkit.cli.baselines`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import typer
 # each module registers its commands on ``app`` (the order is the order of --help)
 from agentkit.cli import (  # noqa: F401
     agents,
+    baselines,
     branches,
     conversations,
     db,

@@ -96,7 +96,11 @@ def verify_command(
     ] = False,
     store_spec: StoreOption = None,
 ) -> None:
-    """Check conversations for inconsistencies; exit 1 when any are found."""
+    """Check conversations for inconsistencies; exit 1 when any are found.
+
+    Views are read by what they say: one written by an earlier release that agrees with the
+    journal is listed as "written by an earlier release (fine)" and is not a problem; the
+    next turn, or ``--repair``, writes it in the current format."""
     with clean_errors():
         root = data_root(ctx)
         if agent_id is not None:
@@ -112,9 +116,14 @@ def verify_command(
             report = store.verify(agent_id)
         finally:
             opened.close()
+        for note in report.notes:
+            typer.echo(str(note))
         for problem in report.problems:
             typer.echo(str(problem))
-        typer.echo(f"{report.conversations} conversations checked, {len(report.problems)} problems")
+        summary = f"{report.conversations} conversations checked, {len(report.problems)} problems"
+        if report.notes:
+            summary += f"; {len(report.notes)} views written by an earlier release (fine)"
+        typer.echo(summary)
         if not report.ok:
             raise typer.Exit(1)
 
@@ -150,7 +159,7 @@ def state_command(
             execution = memory.load_execution_state(agent_id, conversation_id)
         if as_json:
             # A step waiting for consent keeps its raw arguments; never print a secret.
-            from agentkit.tools.secrets import mask_secrets
+            from agentkit.calls.secrets import mask_secrets
 
             print_json(
                 mask_secrets(

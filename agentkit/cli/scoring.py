@@ -59,8 +59,9 @@ def score_command(
         list[Path] | None,
         typer.Option(
             "--scenarios",
-            help="The runs' scenario files or folders, or tau2:DOMAIN (default: "
-            "DATA_DIR/scenarios).",
+            help="Score by these scenario files or folders, or tau2:DOMAIN (default: the "
+            "scenario each run's transcript kept; DATA_DIR/scenarios for a table written "
+            "before it kept them).",
         ),
     ] = None,
 ) -> None:
@@ -86,9 +87,14 @@ def score_command(
                     chosen += load_judges(item)
                 else:
                     chosen.append(item)
+        for path in scenarios or ():
+            if not str(path).startswith("tau2:") and not path.exists():
+                raise UsageError(f"no scenario file or folder at {path} (--scenarios)")
+        default = root / "scenarios"
         rescored = rescore(
             frame,
-            _with_tau2(scenarios, judge_model) if scenarios else root / "scenarios",
+            _with_tau2(scenarios, judge_model) if scenarios else None,
+            fallback=default if default.is_dir() else None,
             judges=chosen,
             # --expectations or --scan alone: the stored judgements are kept as they are
             expectations_only=not judges and (expectations or bool(scanners)),

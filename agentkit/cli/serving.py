@@ -30,6 +30,15 @@ if TYPE_CHECKING:
 
 __all__ = ["acp_command", "compare_command", "eval_command", "serve_command"]
 
+ExcludeSimOption = Annotated[
+    bool,
+    typer.Option(
+        "--exclude-sim-deviations",
+        help="Leave out the runs whose simulated user deviated (sim_user_ok false), saying how "
+        "many, before comparing.",
+    ),
+]
+
 
 @app.command("serve")
 def serve_command(
@@ -251,6 +260,19 @@ def eval_command(
             help="Exit 0 even when runs ended in an error (by default such a sweep exits 1).",
         ),
     ] = False,
+    max_cost: Annotated[
+        float | None,
+        typer.Option("--max-cost", help="US dollars one run may spend (priced by genai-prices)."),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="Then gate the table against this pinned baseline ('agentkit baseline pin'): "
+            "exit 1 on a regression, as 'compare --gate'.",
+        ),
+    ] = None,
+    exclude_sim_deviations: ExcludeSimOption = False,
 ) -> None:
     """Run scenarios at every point of a parameter grid; print a summary, write a table.
 
@@ -260,7 +282,10 @@ def eval_command(
     results, not errors: they never change the exit status.
 
     Ctrl-C stops cleanly: the table so far (finished runs, the rest not started) is written
-    to --out, and --resume runs the rest."""
+    to --out, and --resume runs the rest.
+
+    --baseline NAME: after the table is written, it is gated against the pinned baseline with
+    the rule of 'compare --gate'; a regression exits 1."""
     with clean_errors(), exporting(), _store_for_runs(store):
         require("eval", "agentkit eval", "pandas", "yaml", "tqdm")
         from agentkit.eval import (
@@ -275,6 +300,7 @@ def eval_command(
         from agentkit.eval.results import report_text, run_errors
 
         target = check_output_path(out) if out is not None else None
+        pinned = _baseline_table(ctx, baseline) if baseline is not None else None
         suites = [str(path) for path in scenarios if str(path).startswith("bfcl:")]
         tau2 = [str(path) for path in scenarios if str(path).startswith("tau2:")]
         chosen: list[Path] | list[Scenario] = scenarios
@@ -312,6 +338,7 @@ def eval_command(
                 sweep_max_tokens=sweep_max_tokens,
                 concurrency=concurrency,
                 judge_model=judge_model,
+                max_cost=max_cost,
             )
         except SweepInterrupted as stopped:
             _save_interrupted(stopped, target)
@@ -330,8 +357,38 @@ def eval_command(
         if target is not None:
             save_results(frame, target)
             typer.echo(f"wrote {target} ({len(frame)} rows, {len(frame.columns)} columns)")
-        if run_errors(frame) and not allow_errors:
+        regressed = False
+        if pinned is not None and baseline is not None:
+            regressed = _gate_against(pinned, frame, baseline, exclude_sim_deviations)
+        if (run_errors(frame) and not allow_errors) or regressed:
             raise typer.Exit(1)
+
+
+def _baseline_table(ctx: typer.Context, name: str) -> pd.DataFrame:
+    """The pinned baseline *name* (checked before any run)."""
+    from agentkit.eval.baselines import load_baseline
+
+    return load_baseline(name, data_root(ctx))
+
+
+def _gate_against(
+    pinned: pd.DataFrame, frame: pd.DataFrame, name: str, exclude_sim_deviations: bool
+) -> bool:
+    """Print the comparison of *frame* with the baseline and the gate's verdict; True on a
+    regression."""
+    from agentkit.eval.gate import gate
+
+    judged = gate(
+        pinned,
+        frame,
+        labels=(f"baseline {name}", "this run"),
+        exclude_sim_deviations=exclude_sim_deviations,
+    )
+    typer.echo("")
+    typer.echo(judged.comparison.report())
+    typer.echo("")
+    typer.echo(judged.report())
+    return judged.regressed
 
 
 def _with_suites(
@@ -498,32 +555,55 @@ def compare_command(
         typer.Option("--on", help="Pair on this column (repeatable; default: chosen for you)."),
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="The bootstrap's seed.")] = None,
+    gate: Annotated[
+        bool,
+        typer.Option(
+            "--gate",
+            help="Exit 1 when B regressed against A (McNemar p < 0.05 with more pairs passing "
+            "on A only, a bootstrap interval below 0, or a scenario passing every repeat on A "
+            "and failing every repeat on B), printing each regression; else 0.",
+        ),
+    ] = False,
+    exclude_sim_deviations: ExcludeSimOption = False,
 ) -> None:
     """Pair the runs of two results tables and compare them: pass rates with Wilson intervals,
     the paired difference with a bootstrap interval, McNemar's exact test, the runs that
-    flipped, token/call/latency deltas, and the rows without a partner."""
+    flipped, token/call/latency/cost deltas, pass^k under repeats, and the rows without a
+    partner; with --gate, the regression verdict and its exit status."""
     with clean_errors():
-        require("eval", "agentkit compare", "pandas", "scipy")
+        require("eval", "agentkit compare", "pandas")
         import json
 
         from agentkit.eval import compare, load_results, save_results
+        from agentkit.eval.gate import verdict
         from agentkit.eval.stats import DEFAULT_SEED
 
         if out is not None and out.suffix not in (".json", ".parquet", ".csv"):
             raise UsageError(f"--out takes a .json, .parquet or .csv file, not {out.name!r}")
+        heavy = ("transcript", "judgements")  # not compared: most of a table's bytes
         result = compare(
-            load_results(a),
-            load_results(b),
+            load_results(a, without=heavy),
+            load_results(b, without=heavy),
             on=on or None,
             labels=(str(a), str(b)),
             seed=DEFAULT_SEED if seed is None else seed,
+            exclude_sim_deviations=exclude_sim_deviations,
         )
         typer.echo(result.report())
+        judged = verdict(result) if gate else None
+        if judged is not None:
+            typer.echo("")
+            typer.echo(judged.report())
         if out is not None:
             if out.suffix == ".json":
                 out.parent.mkdir(parents=True, exist_ok=True)
-                text = json.dumps(result.to_json(), ensure_ascii=False, indent=2)
+                value = result.to_json()
+                if judged is not None:
+                    value["gate"] = judged.to_json()
+                text = json.dumps(value, ensure_ascii=False, indent=2)
                 out.write_text(text + "\n", encoding="utf-8")
             else:
                 save_results(result.pairs, out)
             typer.echo(f"wrote {out}")
+    if judged is not None and judged.regressed:
+        raise typer.Exit(1)

@@ -25,19 +25,33 @@ if TYPE_CHECKING:  # the commands import them when they run: `agentkit agents` s
     from collections.abc import Coroutine
 
     from agentkit.agent import Agent
-    from agentkit.events import ResultEvent
+    from agentkit.events import ResultEvent, ToolResultEvent
 
 __all__ = ["chat_command", "send_command"]
 
 
-async def _turn(agent: Agent, conversation_id: str | None, text: str, as_json: bool) -> ResultEvent:
-    """Run one turn, printing as it streams; return its result event."""
-    from agentkit.events import AgentOutputEvent, ErrorEvent, ResultEvent
+async def _turn(
+    agent: Agent, conversation_id: str | None, text: str, as_json: bool, *, quiet: bool = False
+) -> ResultEvent:
+    """Run one turn, printing as it streams (each tool the turn ran as one line on stderr,
+    unless *quiet*); return its result event."""
+    from agentkit.events import (
+        AgentOutputEvent,
+        ErrorEvent,
+        ResultEvent,
+        ToolCallEvent,
+        ToolResultEvent,
+    )
 
     result: ResultEvent | None = None
+    calls: dict[str, str] = {}
     async for event in agent.send_message(conversation_id, text):
         if as_json:
             typer.echo(json.dumps(event.to_json_dict(), ensure_ascii=False))
+        elif isinstance(event, ToolCallEvent):
+            calls[event.id] = json.dumps(event.arguments, ensure_ascii=False, sort_keys=True)
+        elif isinstance(event, ToolResultEvent) and not quiet:
+            typer.echo(_tool_line(event, calls.get(event.id, "")), err=True)
         elif isinstance(event, AgentOutputEvent):
             sys.stdout.write(event.text)
             sys.stdout.flush()
@@ -49,6 +63,15 @@ async def _turn(agent: Agent, conversation_id: str | None, text: str, as_json: b
         typer.echo("")
     assert result is not None
     return result
+
+
+def _tool_line(event: ToolResultEvent, arguments: str) -> str:
+    """One line saying a tool ran, with what it was given and what it returned (cut)."""
+    output = " ".join(event.output.split())
+    output = output if len(output) <= 80 else output[:77] + "..."
+    status = "ok" if event.ok else "failed"
+    refresh = " (live-state refresh)" if event.id.startswith("live-") else ""
+    return f"[tool] {event.name} {arguments} -> {status}: {output}{refresh}"
 
 
 def _continue_hint(agent_id: str, conversation_id: str) -> str:
@@ -69,11 +92,15 @@ def send_command(
         bool, typer.Option("--json", help="One JSON object per event per line.")
     ] = False,
     store: StoreOption = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Do not show the tools the turn ran.")
+    ] = False,
 ) -> None:
     """Send one message and print the reply as it streams.
 
-    The reply goes to stdout; the conversation id, which the next message needs to continue
-    the conversation (``-c``), goes to stderr, so stdout stays the reply.
+    The reply goes to stdout; each tool the turn ran is one line on stderr (``[tool] NAME
+    ARGS -> ok: RESULT``; ``--quiet`` leaves them out), and so is the conversation id, which
+    the next message needs to continue the conversation (``-c``): stdout stays the reply.
     """
 
     async def run() -> None:
@@ -81,7 +108,7 @@ def send_command(
 
         agent = Agent.open(agent_id, data_dir=data_root(ctx), model=model, store=store)
         try:
-            result = await _turn(agent, conversation_id, text, as_json)
+            result = await _turn(agent, conversation_id, text, as_json, quiet=quiet)
         finally:
             await agent.aclose()
         if result.conversation_id:

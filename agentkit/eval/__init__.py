@@ -24,23 +24,31 @@ source's own columns), :mod:`~agentkit.eval.judges` (model judges: ``expect: jud
 :mod:`~agentkit.eval.results` (the table), :mod:`~agentkit.eval.sweep` (``run_eval``);
 :mod:`~agentkit.eval.simulator` (simulated users), :mod:`~agentkit.eval.budget` (budgets),
 :mod:`~agentkit.eval.concurrency` and :mod:`~agentkit.eval.pools` (runs at once),
-:mod:`~agentkit.eval.stats` and :mod:`~agentkit.eval.compare` (paired comparisons);
+:mod:`~agentkit.eval.stats` and :mod:`~agentkit.eval.compare` (paired comparisons),
+:mod:`~agentkit.eval.gate` (the regression gate: ``gate(a, b)``) and
+:mod:`~agentkit.eval.baselines` (named baselines under the data root);
+:mod:`~agentkit.eval.trajectory` (``expect: trajectory``), :mod:`~agentkit.eval.pricing`
+(``cost_usd``) and :mod:`~agentkit.eval.sim_check` (``sim_user_ok``);
 :mod:`~agentkit.eval.labels` (a person's labels, kept beside the table),
 :mod:`~agentkit.eval.agreement` (a judge against them: kappa with its interval) and
 :mod:`~agentkit.eval.scanners` (transcript scanners that flag rare failures);
-:mod:`~agentkit.eval.timeline` (a run as a reader sees it), :mod:`~agentkit.eval.pairs` (paired
-runs flips first, the first divergence), :mod:`~agentkit.eval.notes` (judges, findings and
-labels by run) and :mod:`~agentkit.eval.report` (``agentkit report``: one HTML file).
+:mod:`~agentkit.eval.reading` (the one walker over a kept run: the typed view every reader
+of a transcript reads), :mod:`~agentkit.eval.timeline` (a run as a reader sees it),
+:mod:`~agentkit.eval.pairs` (paired runs flips first, the first divergence),
+:mod:`~agentkit.eval.notes` (judges, findings and labels by run) and
+:mod:`~agentkit.eval.report` (``agentkit report``: one HTML file).
 pandas, pyarrow, dask and tqdm (the ``eval`` extra) are imported only when used.
 """
 
 from __future__ import annotations
 
 from agentkit.eval.agreement import Agreement, agreement, judge_agreement
+from agentkit.eval.baselines import Baseline, list_baselines, load_baseline, pin_baseline
 from agentkit.eval.budget import RunBudget
 from agentkit.eval.compare import Comparison, compare
 from agentkit.eval.executors import SweepInterrupted
 from agentkit.eval.expectations import EXPECTATION_KINDS, Check
+from agentkit.eval.gate import FlakyScenario, GateVerdict, Regression, gate
 from agentkit.eval.judges import (
     GraderVerdict,
     Judge,
@@ -52,12 +60,14 @@ from agentkit.eval.judges.grading import GraderModels, JudgeCache, judge_run, ju
 from agentkit.eval.labels import Label, add_label, load_labels, with_labels
 from agentkit.eval.params import grid_points, parse_grid, parse_sets
 from agentkit.eval.point import run_point
+from agentkit.eval.pricing import RunCost, price_usage
 from agentkit.eval.results import (
     RUN_SPECIFIC_COLUMNS,
     TIMING_COLUMNS,
     check_output_path,
     failures,
     load_results,
+    reliability,
     repeats,
     report_text,
     run_ids,
@@ -67,28 +77,34 @@ from agentkit.eval.results import (
 )
 from agentkit.eval.row import RunRow
 from agentkit.eval.scenario import (
+    Comparator,
     Expectations,
+    ExpectedCall,
     Scenario,
     SimulatedUser,
+    Trajectory,
     Turn,
     load_scenario,
     load_scenarios,
 )
 from agentkit.eval.scorer import RunScorer, SourceColumns, SourceScore
 from agentkit.eval.scoring import Rescored, judge_verdicts, rescore
+from agentkit.eval.sim_check import SimDeviation, check_sim_user
 from agentkit.eval.sweep import plan_runs, run_eval
 from agentkit.eval.task import SCRIPTED, PointTask
 from agentkit.eval.transcript import RunState, Transcript, UserTurn, load_transcripts
 
 __all__ = [
-    "EXPECTATION_KINDS",
-    "RUN_SPECIFIC_COLUMNS",
-    "SCRIPTED",
-    "TIMING_COLUMNS",
     "Agreement",
+    "Baseline",
     "Check",
+    "Comparator",
     "Comparison",
+    "EXPECTATION_KINDS",
     "Expectations",
+    "ExpectedCall",
+    "FlakyScenario",
+    "GateVerdict",
     "GraderModels",
     "GraderVerdict",
     "Judge",
@@ -97,29 +113,40 @@ __all__ = [
     "Judgement",
     "Label",
     "PointTask",
+    "RUN_SPECIFIC_COLUMNS",
+    "Regression",
     "Rescored",
     "RunBudget",
+    "RunCost",
     "RunRow",
     "RunScorer",
     "RunState",
+    "SCRIPTED",
     "Scenario",
+    "SimDeviation",
     "SimulatedUser",
     "SourceColumns",
     "SourceScore",
     "SweepInterrupted",
+    "TIMING_COLUMNS",
+    "Trajectory",
     "Transcript",
     "Turn",
     "UserTurn",
     "add_label",
     "agreement",
     "check_output_path",
+    "check_sim_user",
     "compare",
     "failures",
+    "gate",
     "grid_points",
     "judge_agreement",
     "judge_run",
     "judge_transcript",
     "judge_verdicts",
+    "list_baselines",
+    "load_baseline",
     "load_judgements",
     "load_labels",
     "load_results",
@@ -128,7 +155,10 @@ __all__ = [
     "load_transcripts",
     "parse_grid",
     "parse_sets",
+    "pin_baseline",
     "plan_runs",
+    "price_usage",
+    "reliability",
     "repeats",
     "report_text",
     "rescore",

@@ -1,4 +1,5 @@
-"""Budgets: a hard stop for one run (tokens, model calls, seconds) and for a whole sweep.
+"""Budgets: a hard stop for one run (tokens, model calls, seconds, dollars) and for a whole
+sweep.
 
 A run's :class:`RunBudget` is spent by every model call the run makes — the agent's and the
 simulated user's. It is checked at two kinds of safe point, so that a run over budget never
@@ -10,6 +11,12 @@ leaves anything half-written:
   stops at its next safe point, a running tool finishes first) and is never sent; at the
   ``max_seconds`` deadline the running turn is cancelled the same way. The turn ends with
   status ``cancelled``, its conversation stays on disk as any cancelled turn does.
+
+A money budget (``max_cost``, ``--max-cost USD``) is spent by the agent's own model calls,
+priced as the row's ``cost_usd`` is (:mod:`agentkit.eval.pricing`: the model's list price
+today, cached input tokens at their price); like the token budget it is checked after each
+call. A sweep with a money budget on a model genai-prices does not price is refused before
+any run.
 
 A run stopped so has ``outcome`` ``budget`` and the reason in ``budget_reason``
 (``max_tokens: 1043 tokens spent, the limit is 1000``). A token budget is checked after each
@@ -46,9 +53,11 @@ class RunBudget:
     max_tokens: int | None = None
     max_model_calls: int | None = None
     max_seconds: float | None = None
+    #: US dollars the agent's model calls may cost
+    max_cost: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_tokens", "max_model_calls", "max_seconds"):
+        for name in ("max_tokens", "max_model_calls", "max_seconds", "max_cost"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 option = "--" + name.replace("_", "-")
@@ -67,6 +76,11 @@ class Meter:
         self.started = time.monotonic()
         self.calls = 0
         self.tokens = 0
+        #: what the agent's own model calls cost so far (US dollars; priced when they are
+        #: metered with their model's spec)
+        self.cost = 0.0
+        self._priced = Usage()
+        self._priced_spec = ""
         #: why the run went over budget ("" while it has not)
         self.reason = ""
         self._stop: Callable[[], Awaitable[object]] | None = None
@@ -88,6 +102,8 @@ class Meter:
             )
         if budget.max_tokens is not None and self.tokens >= budget.max_tokens:
             return f"max_tokens: {self.tokens} tokens spent, the limit is {budget.max_tokens}"
+        if budget.max_cost is not None and self.cost >= budget.max_cost:
+            return f"max_cost: ${self.cost:.6f} spent, the limit is ${budget.max_cost:g}"
         if budget.max_seconds is not None and self.elapsed() >= budget.max_seconds:
             elapsed = self.elapsed()
             return f"max_seconds: {elapsed:.1f} s elapsed, the limit is {budget.max_seconds:g} s"
@@ -100,9 +116,17 @@ class Meter:
             self.reason = reason
         return self.reason or reason
 
-    def spend(self, usage: Usage, calls: int = 0) -> None:
+    def spend(self, usage: Usage, calls: int = 0, *, spec: str = "") -> None:
+        """Count *usage* (and *calls*); *spec*: the agent model's, whose price it costs."""
         self.tokens += usage.input_tokens + usage.output_tokens
         self.calls += calls
+        if spec and self.budget.max_cost is not None:
+            from agentkit.eval.pricing import price_usage
+
+            self._priced += usage
+            self._priced_spec = spec
+            priced = price_usage(spec, self._priced).cost_usd
+            self.cost = priced if priced is not None else self.cost
 
     def arm(self, stop: Callable[[], Awaitable[object]] | None) -> None:
         """What stops the running turn (``agent.cancel(conversation)``); None between turns."""
@@ -139,7 +163,7 @@ class BudgetedModel(WrapperModel):
         await self.meter.before_call(self.spec)
         async for event in self.inner.request(request):
             if isinstance(event, Completion):
-                self.meter.spend(event.usage)
+                self.meter.spend(event.usage, spec=self.spec)
             yield event
 
 

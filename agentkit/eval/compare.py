@@ -10,9 +10,16 @@ values (``point`` is a grid index, not an identity) — and the comparison repor
 * McNemar's exact two-sided p-value on the discordant pairs
   (:func:`~agentkit.eval.stats.mcnemar_exact`);
 * the runs that flipped: ``fixed`` (failed on A, passed on B) and ``broke`` (the reverse);
-* token, model-call and latency deltas over the pairs;
+* token, model-call, latency and cost (``cost_usd``) deltas over the pairs, and each side's
+  total cost over them (runs of a model genai-prices does not price counted apart);
+* under ``--repeat K``, pass^k and pass@k for k = 1 … K on each side over the paired runs
+  (per scenario and shared parameters, then averaged: :func:`~agentkit.eval.results.reliability`);
 * the rows that have no partner on the other side (a scenario run on one side only, or not
   started there), listed, never dropped silently.
+
+``exclude_sim_deviations=True`` leaves out, before pairing, every run whose simulated user
+deviated from its persona, goal or what it knew (``sim_user_ok`` False:
+:mod:`agentkit.eval.sim_check`), and the report says how many on each side.
 
 A parameter present in both tables with no value in common (``planner.strategy`` plan_replan
 on A, next_step on B), or in one table only, is what differs between the variants: it is not
@@ -24,10 +31,10 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentkit.errors import UsageError
-from agentkit.eval.results import param_columns, require_pandas
+from agentkit.eval.results import param_columns, reliability, require_pandas
 from agentkit.eval.stats import (
     DEFAULT_SEED,
     mcnemar_exact,
@@ -41,7 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["DELTA_METRICS", "Comparison", "compare"]
 
 #: the figures whose paired differences are reported (``tokens`` = input + output)
-DELTA_METRICS: tuple[str, ...] = ("tokens", "model_calls", "latency_ms")
+DELTA_METRICS: tuple[str, ...] = ("tokens", "model_calls", "latency_ms", "cost_usd")
 _OCCURRENCE = "occurrence"
 
 
@@ -50,7 +57,8 @@ class Comparison:
     """The comparison of tables A and B (each field a DataFrame but the labels and settings).
 
     * ``sides``: per side, ``runs``, ``passed``, ``pass_rate``, ``ci_low``, ``ci_high``,
-      ``errors``, ``over_budget`` (over the paired runs);
+      ``errors``, ``over_budget``, ``cost_usd`` (the priced runs' total; NaN: none priced)
+      and ``unpriced`` (runs without a price) over the paired runs;
     * ``difference``: one row — ``pairs``, ``a_rate``, ``b_rate``, ``difference`` (B - A),
       ``ci_low``, ``ci_high``, ``only_a`` (passed on A only), ``only_b``, ``p_value``
       (McNemar, exact, two-sided), ``seed``, ``resamples``;
@@ -60,7 +68,10 @@ class Comparison:
     * ``pairs``: every pair, the pairing columns then ``passed_a``, ``passed_b``, ``flip``
       ("" when both sides agree), each metric's ``_a`` / ``_b``, and ``row_a`` / ``row_b``
       (the pair's row positions in table A and B: :mod:`agentkit.eval.pairs` reads them);
-    * ``unpaired``: the pairing columns, ``side`` (``A`` or ``B``) and ``outcome``.
+    * ``unpaired``: the pairing columns, ``side`` (``A`` or ``B``) and ``outcome``;
+    * ``reliability``: per side and k (1 … the most repeats a paired scenario has),
+      ``pass^k``, ``pass@k`` and ``scenarios`` (those with at least k paired repeats);
+    * ``excluded``: the runs of A and of B left out as simulated-user deviations.
     """
 
     labels: tuple[str, str]
@@ -74,6 +85,8 @@ class Comparison:
     deltas: pd.DataFrame
     pairs: pd.DataFrame
     unpaired: pd.DataFrame
+    reliability: pd.DataFrame
+    excluded: tuple[int, int] = (0, 0)
 
     def report(self) -> str:
         """The text ``agentkit compare`` prints."""
@@ -99,6 +112,8 @@ class Comparison:
             "flipped": records(self.flipped),
             "deltas": records(self.deltas),
             "unpaired": records(self.unpaired),
+            "reliability": records(self.reliability),
+            "excluded": list(self.excluded),
         }
 
 
@@ -108,7 +123,7 @@ def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
     work = frame.copy()
     if "repeat" not in work:
         work["repeat"] = 0
-    for column in ("input_tokens", "output_tokens", "model_calls", "latency_ms"):
+    for column in ("input_tokens", "output_tokens", "model_calls", "latency_ms", "cost_usd"):
         if column not in work:
             work[column] = math.nan
         work[column] = pd.to_numeric(work[column], errors="coerce")
@@ -138,13 +153,19 @@ def _pairing(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list[str], list[str]]:
         if column not in seen_a or column not in seen_b:
             varies.append(column)
             continue
-        values_a = set(a[column].fillna("").astype(str))
-        values_b = set(b[column].fillna("").astype(str))
+        values_a, values_b = _values(a[column]), _values(b[column])
         if values_a & values_b:
             on.append(column)
         else:
             varies.append(column)
     return on, varies
+
+
+def _values(column: pd.Series[Any]) -> set[str]:
+    """The distinct values of *column* as text ("" for a missing one), from its unique values
+    (iterating an arrow-backed column cell by cell is slow at 10,000 rows)."""
+    values = {str(value) for value in column.dropna().unique()}
+    return values | {""} if column.isna().any() else values
 
 
 def compare(
@@ -155,11 +176,17 @@ def compare(
     labels: tuple[str, str] = ("A", "B"),
     seed: int = DEFAULT_SEED,
     resamples: int = 10_000,
+    exclude_sim_deviations: bool = False,
 ) -> Comparison:
     """Pair the runs of *a* and *b* and compare them (see the module docstring)."""
     require_pandas()
     import pandas as pd
 
+    excluded = (0, 0)
+    if exclude_sim_deviations:
+        a, left_out = _without_sim_deviations(a)
+        b, right_out = _without_sim_deviations(b)
+        excluded = (left_out, right_out)
     left, right = _prepare(a), _prepare(b)
     left["row"], right["row"] = range(len(left)), range(len(right))
     if on is None:
@@ -261,7 +288,34 @@ def compare(
         deltas=deltas,
         pairs=both[pair_columns].copy(),
         unpaired=unpaired,
+        reliability=_reliability_by_side(both, keys, labels),
+        excluded=excluded,
     )
+
+
+def _reliability_by_side(
+    both: pd.DataFrame, keys: Sequence[str], labels: tuple[str, str]
+) -> pd.DataFrame:
+    """pass^k and pass@k of each side over the pairs, per scenario and shared parameters."""
+    import pandas as pd
+
+    group = [column for column in keys if column != "repeat"]
+    rows = []
+    for name, suffix in ((labels[0], "_a"), (labels[1], "_b")):
+        side = both[[*group, f"passed{suffix}"]].rename(columns={f"passed{suffix}": "passed"})
+        rows += [{"side": name, **record} for record in reliability(side, group).to_dict("records")]
+    return pd.DataFrame(rows, columns=["side", "k", "pass^k", "pass@k", "scenarios"])
+
+
+def _without_sim_deviations(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """*frame* without the runs whose simulated user deviated (``sim_user_ok`` False; a
+    table without the column, or a run without a simulated user, keeps every row)."""
+    if "sim_user_ok" not in frame:
+        return frame, 0
+    flagged = frame["sim_user_ok"].astype("boolean").fillna(True).eq(False).to_numpy()
+    kept = frame.loc[~flagged].reset_index(drop=True)
+    kept.attrs = dict(frame.attrs)
+    return kept, int(flagged.sum())
 
 
 def _side(label: str, pairs: pd.DataFrame, suffix: str) -> dict[str, object]:
@@ -269,6 +323,7 @@ def _side(label: str, pairs: pd.DataFrame, suffix: str) -> dict[str, object]:
     passed = int(pairs[f"passed{suffix}"].astype(bool).sum())
     low, high = wilson_interval(passed, runs)
     outcomes = pairs[f"outcome{suffix}"]
+    costs = pairs[f"cost_usd{suffix}"]
     return {
         "side": label,
         "runs": runs,
@@ -278,6 +333,8 @@ def _side(label: str, pairs: pd.DataFrame, suffix: str) -> dict[str, object]:
         "ci_high": high,
         "errors": int((outcomes == "error").sum()),
         "over_budget": int((outcomes == "budget").sum()),
+        "cost_usd": float(costs.sum()) if costs.notna().any() else math.nan,
+        "unpriced": int(costs.isna().sum()),
     }
 
 
@@ -305,6 +362,11 @@ def _report(result: Comparison) -> str:
     lines = [f"A = {a}", f"B = {b}", f"paired on: {', '.join(result.on)}"]
     if result.varies:
         lines.append(f"differs (not paired on): {', '.join(result.varies)}")
+    if any(result.excluded):
+        lines.append(
+            f"left out as simulated-user deviations (--exclude-sim-deviations): "
+            f"{result.excluded[0]} runs of A, {result.excluded[1]} of B"
+        )
     lines.append("")
     lines.append(f"{'':<4}{'runs':>6}{'passed':>8}{'pass rate':>11}   95% interval (Wilson)")
     for name, record in zip(("A", "B"), result.sides.to_dict("records"), strict=True):
@@ -314,6 +376,8 @@ def _report(result: Comparison) -> str:
             + (f"  ({record['errors']} errors)" if record["errors"] else "")
             + (f"  ({record['over_budget']} over budget)" if record["over_budget"] else "")
         )
+    lines += _costs(result)
+    lines += _reliability(result)
     d = result.difference.iloc[0]
     lines.append("")
     lines.append(
@@ -339,6 +403,8 @@ def _report(result: Comparison) -> str:
     lines.append("")
     lines.append("deltas over the pairs (B - A):")
     for record in result.deltas.to_dict("records"):
+        if _rate(record["a_mean"]) == _rate(record["b_mean"]) == "-":
+            continue  # a figure neither side has (cost_usd of unpriced models)
         lines.append(
             f"  {record['metric']:<12} mean {_signed(record['mean_delta'], 3)}"
             f"  median {_signed(record['median_delta'], 3)}"
@@ -350,6 +416,37 @@ def _report(result: Comparison) -> str:
         for record in result.unpaired.to_dict("records"):
             lines.append(f"  {record['side']} only: {_where(record, shown)} ({record['outcome']})")
     return "\n".join(lines)
+
+
+def _costs(result: Comparison) -> list[str]:
+    """Each side's cost over the pairs, when some run of either side was priced."""
+    records = result.sides.to_dict("records")
+    if all(math.isnan(float(record["cost_usd"])) for record in records):
+        return []
+    lines = ["", "cost over the pairs (genai-prices):"]
+    for name, record in zip(("A", "B"), records, strict=True):
+        unpriced = int(record["unpriced"])
+        lines.append(
+            f"  {name} ${_number(record['cost_usd'])}"
+            + (f" ({unpriced} runs unpriced: see cost_note)" if unpriced else "")
+        )
+    return lines
+
+
+def _reliability(result: Comparison) -> list[str]:
+    """pass^k and pass@k per side, when a paired scenario ran more than once."""
+    table = result.reliability
+    if table.empty or int(table["k"].max()) < 2:
+        return []
+    lines = ["", "reliability over the paired repeats (per scenario, averaged):"]
+    for k in sorted(set(table["k"].astype(int))):
+        rows = table[table["k"] == k].to_dict("records")
+        shown = "  ".join(
+            f"{name} pass^{k} {_rate(r['pass^k'])} pass@{k} {_rate(r['pass@k'])}"
+            for name, r in zip(("A", "B"), rows, strict=True)
+        )
+        lines.append(f"  k={k}: {shown}  ({int(rows[0]['scenarios'])} scenarios)")
+    return lines
 
 
 def _plain(value: object) -> object:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from agentkit.calls.records import CallRecord
 from agentkit.errors import ModelError
 from agentkit.eval.budget import BudgetedModel, Meter
 from agentkit.eval.expectations import Check, Observed, TurnFacts, check, turn_facts
@@ -40,7 +41,6 @@ from agentkit.eval.transcript import RunState, UserTurn
 from agentkit.eval.world import RunWorld, ScenarioReplies
 from agentkit.events import AgentEvent
 from agentkit.models.base import ChatModel
-from agentkit.planning.call_records import CallRecord
 from agentkit.types import Usage
 
 __all__ = [

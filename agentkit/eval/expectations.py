@@ -17,19 +17,11 @@ from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
+from agentkit.eval.reading import TurnRead, read_turn
 from agentkit.eval.scenario import Expectations
+from agentkit.eval.trajectory import SeenCall, match_trajectory
 from agentkit.eval.transcript import RunState
-from agentkit.events import (
-    AgentEvent,
-    AskUserEvent,
-    CompressionEvent,
-    ErrorEvent,
-    PlanningEvent,
-    ResultEvent,
-    SessionEvent,
-    StepStartEvent,
-    ToolCallEvent,
-)
+from agentkit.events import AgentEvent, CompressionEvent
 from agentkit.memory import TaskState
 from agentkit.memory.fidelity import fact_retention
 from agentkit.types import Usage
@@ -50,7 +42,6 @@ __all__ = [
 EXPECTATION_KINDS: tuple[str, ...] = tuple(
     name for name in Expectations.model_fields if name != "judges"
 )
-_LIVE_PREFIX = "live-"  # the planner's own re-reads of the live configuration
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +49,8 @@ class TurnFacts:
     """What the events of one or more turns showed."""
 
     planned_tools: tuple[str, ...] = ()
+    #: every tool call with its arguments, the planner's live-state re-reads marked
+    calls: tuple[SeenCall, ...] = ()
     questions: tuple[str, ...] = ()
     consents: tuple[str, ...] = ()  # tool names a confirmation was asked for
     live_state: bool = False
@@ -77,6 +70,7 @@ class TurnFacts:
         """These facts followed by *later*'s (counts add up; last-turn fields are *later*'s)."""
         return TurnFacts(
             planned_tools=self.planned_tools + later.planned_tools,
+            calls=self.calls + later.calls,
             questions=self.questions + later.questions,
             consents=self.consents + later.consents,
             live_state=self.live_state or later.live_state,
@@ -92,55 +86,24 @@ class TurnFacts:
         )
 
 
-def turn_facts(events: Iterable[AgentEvent]) -> TurnFacts:
-    """Read one turn's events."""
-    planned: list[str] = []
-    questions: list[str] = []
-    consents: list[str] = []
-    compressions: list[CompressionEvent] = []
-    errors: list[str] = []
-    live = False
-    plans = 0
-    steps = 0
-    session = ""
-    result: ResultEvent | None = None
-    usage = Usage()
-    for event in events:
-        if isinstance(event, ToolCallEvent) and not event.id.startswith(_LIVE_PREFIX):
-            planned.append(event.name)
-        elif isinstance(event, AskUserEvent):
-            if event.kind == "confirmation":
-                consents.append(event.tool_name)
-            else:
-                questions.append(event.question)
-        elif isinstance(event, PlanningEvent):
-            live = live or bool(event.live_state)
-            plans += 1
-        elif isinstance(event, CompressionEvent):
-            compressions.append(event)
-            usage += event.usage
-        elif isinstance(event, ErrorEvent):
-            errors.append(f"{event.code}: {event.message}")
-        elif isinstance(event, StepStartEvent):
-            steps += 1
-        elif isinstance(event, SessionEvent):
-            session = event.scenario
-        elif isinstance(event, ResultEvent):
-            result = event
-            usage += event.usage
+def turn_facts(events: Iterable[AgentEvent] | TurnRead) -> TurnFacts:
+    """What one turn's events showed (read by :func:`~agentkit.eval.reading.read_turn`)."""
+    read = events if isinstance(events, TurnRead) else read_turn(list(events))
+    result = read.result
     return TurnFacts(
-        planned_tools=tuple(planned),
-        questions=tuple(questions),
-        consents=tuple(consents),
-        live_state=live,
-        plans=plans,
-        compressions=tuple(compressions),
-        errors=tuple(errors),
-        steps=steps,
-        session=session,
+        planned_tools=tuple(call.name for call in read.planned_calls),
+        calls=tuple(SeenCall(call.name, dict(call.arguments), call.live) for call in read.calls),
+        questions=tuple(event.question for event in read.questions),
+        consents=tuple(event.tool_name for event in read.consents),
+        live_state=read.live_state,
+        plans=read.plans,
+        compressions=read.compressions,
+        errors=tuple(f"{event.code}: {event.message}" for event in read.errors),
+        steps=len(read.steps),
+        session=read.session,
         result_status=result.status if result else "",
         answer=result.text if result else "",
-        usage=usage,
+        usage=read.usage,
         latency_ms=result.latency_ms if result else 0.0,
     )
 
@@ -309,6 +272,9 @@ def check(expect: Expectations, seen: Observed, where: str) -> list[Check]:  # n
     if expect.state is not None:
         problems = state_problems(dict(expect.state), seen.state)
         add("state", not problems, "; ".join(problems))
+    if expect.trajectory is not None:
+        mismatch = match_trajectory(expect.trajectory, facts.calls)
+        add("trajectory", not mismatch, mismatch)
     return checks
 
 

@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from agentkit._extras import require
+from agentkit.calls.records import CallRecord
 from agentkit.errors import ConfigError, UsageError
 from agentkit.events import (
     AgentEvent,
@@ -44,7 +45,6 @@ from agentkit.events import (
     ToolCallEvent,
 )
 from agentkit.layout import DataLayout
-from agentkit.planning.call_records import CallRecord
 
 __all__ = [
     "FirstToolRow",

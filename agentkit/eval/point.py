@@ -48,13 +48,20 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pydantic import JsonValue
+
+from agentkit.calls.secrets import SecretMask
+from agentkit.errors import StoreError
 from agentkit.eval.dialogue import Chat, RunError, RunLog, UserSide, dialogue_for
 from agentkit.eval.expectations import EXPECTATION_KINDS, Check, Observed, check
 from agentkit.eval.expectations import summarize_checks as verdicts
 from agentkit.eval.judges.grading import GraderModels, judge_checks, judge_transcript
 from agentkit.eval.judges.values import Judgement
+from agentkit.eval.pricing import price_usage
 from agentkit.eval.row import RunRow, outcome_of
+from agentkit.eval.scenario import Scenario
 from agentkit.eval.scorer import SourceScore
+from agentkit.eval.sim_check import sim_user_columns
 from agentkit.eval.task import PointTask, model_label
 from agentkit.eval.transcript import RunState, Transcript
 from agentkit.eval.world import RunWorld, run_root
@@ -63,7 +70,6 @@ from agentkit.models.base import ChatModel
 from agentkit.models.transport import TransportCount, counting_transport
 from agentkit.telemetry import Telemetry, Trace
 from agentkit.telemetry import semconv as sc
-from agentkit.tools import SecretMask
 
 if TYPE_CHECKING:
     from agentkit.eval.pools import EndpointPools
@@ -193,6 +199,7 @@ async def _counted(world: RunWorld, transport: TransportCount) -> RunRow:
     error = error_type = ""
     final: RunState | None = None
     judgements: tuple[Judgement, ...] = ()
+    mask = run_mask(scenario, None)
     try:
         with trace.root.activate():  # the turns' and the judges' spans are the run's children
             world.materialise()
@@ -201,11 +208,11 @@ async def _counted(world: RunWorld, transport: TransportCount) -> RunRow:
                 await dialogue.run(chat)
                 final = chat.observe(log.facts.usage.calls)
             finally:
-                mask = chat.agent.tools.mask
+                mask = run_mask(scenario, chat.agent.tools.mask)
                 await chat.aclose()
             if not world.meter.reason:  # a run stopped by its budget is not judged
                 log.checks += check(scenario.expect, Observed.of(log.facts, final), "run")
-                seen = _transcript(task, log, dialogue.user_side(), final)
+                seen = _transcript(task, log, dialogue.user_side(), final).masked(mask)
                 judgements = await _judge(world, seen, mask)
     except RunError as failure:
         error, error_type = str(failure), "eval_run_error"
@@ -230,6 +237,7 @@ async def _counted(world: RunWorld, transport: TransportCount) -> RunRow:
         transport_retries=transport.retries,
         trace_id=trace.trace_id,
         span_id=trace.root.span_id,
+        mask=mask,
     )
     _evaluated(trace, row, score)
     trace.end(error_type=error_type or None, message=row.error)
@@ -283,10 +291,22 @@ def _transcript(task: PointTask, log: RunLog, user: UserSide, final: RunState | 
     return Transcript(
         run=task.run_name,
         scenario=task.scenario.id,
+        scenario_spec=scenario_spec(task.scenario),
         turns=log.turns,
         final=final,
         user_calls=list(user.calls),
     )
+
+
+def scenario_spec(scenario: Scenario) -> dict[str, JsonValue] | None:
+    """What a transcript keeps of its scenario: the fields of its file, enough to build it
+    again (:class:`Scenario`); None when it does not dump (a suite's own values)."""
+    try:
+        spec = scenario.model_dump(mode="json", exclude_defaults=True)
+        Scenario.model_validate(spec)
+    except (ValueError, TypeError):
+        return None
+    return spec
 
 
 def _score(task: PointTask, transcript: Transcript) -> tuple[SourceScore | None, str]:
@@ -314,11 +334,14 @@ def _row(
     trace_id: str = "",
     span_id: str = "",
     not_started: str | None = None,
+    mask: SecretMask | None = None,
 ) -> tuple[RunRow, SourceScore | None]:
     """The row of a run that logged *log* (or never started: *not_started* says why), and
-    its scenario source's score."""
+    its scenario source's score; every secret *mask* knows (default: the scenario's
+    secret-named values) masked before anything reads the transcript."""
     scenario, facts = task.scenario, log.facts
-    transcript = _transcript(task, log, user, final)
+    mask = run_mask(scenario, None) if mask is None else mask
+    transcript = _transcript(task, log, user, final).masked(mask)
     score, scoring_error = _score(task, transcript)
     error = error or scoring_error
     checks = list(log.checks)
@@ -336,6 +359,12 @@ def _row(
         error=error, failed=bool(failed), budget=bool(budget), not_started=not_started is not None
     )
     passed = outcome == "passed"
+    cost = price_usage(model_label(task.model), facts.usage)
+    sim_ok, sim_issues = (
+        sim_user_columns(scenario.simulated_user, transcript, user.stopped_by or "")
+        if not_started is None
+        else (None, "")
+    )
     row = RunRow(
         scenario=scenario.id,
         title=scenario.title,
@@ -367,6 +396,9 @@ def _row(
         model_calls=facts.usage.calls,
         input_tokens=facts.usage.input_tokens,
         output_tokens=facts.usage.output_tokens,
+        cached_tokens=facts.usage.cached_tokens,
+        cost_usd=cost.cost_usd if not_started is None else None,
+        cost_note=cost.note if not_started is None else "",
         compressions=len(facts.compressions),
         messages_before=last.messages_before if last else None,
         messages_after=last.messages_after if last else None,
@@ -386,6 +418,8 @@ def _row(
         sim_stopped_by=user.stopped_by or "",
         sim_model_calls=user.usage.calls,
         sim_tokens=user.usage.input_tokens + user.usage.output_tokens,
+        sim_user_ok=sim_ok,
+        sim_user_issues=sim_issues,
         attempts=0,
         transport_retries=transport_retries,
         source=score.columns if score is not None else None,
@@ -396,7 +430,25 @@ def _row(
         judgements=judgements,
         transcript=transcript,
     )
-    return row, score
+    return row.masked(mask, transcript=False), score
+
+
+def run_mask(scenario: Scenario, agent: SecretMask | None) -> SecretMask:
+    """What a run's row is masked with: the agent's mask (its toolsets' secret patterns and
+    the values their secret store holds; None: the run never opened its agent) and every
+    value the scenario passes as a secret-named argument (its script's planned calls, its
+    approvals' edited arguments, the tools run before a turn, its starting state, what a
+    simulated user knows) — the same secrets the conversation's journal masks."""
+    if agent is None:
+        mask = SecretMask()
+    else:  # the store's values read now: the agent is closed before the row is made
+        try:
+            known = tuple(agent.values())
+        except (StoreError, OSError):  # a store that broke with the run: its patterns still mask
+            known = ()
+        mask = SecretMask(lambda: known, agent.patterns, memo=agent.memo)
+    mask.learn_json(scenario.model_dump(mode="json"))
+    return mask
 
 
 def _evaluated(trace: Trace, row: RunRow, score: SourceScore | None) -> None:

@@ -16,7 +16,10 @@ Columns, in order:
   failed, where, expected vs seen) and ``error`` (a run that could not finish);
 * figures: ``turns``, ``steps``, ``tool_calls``, ``tools``, ``questions``, ``consents``,
   ``model_calls``, ``input_tokens``, ``output_tokens`` (every model call the agent made: the
-  turns' own and the memory upkeep's after them), ``compressions`` and the last
+  turns' own and the memory upkeep's after them), ``cached_tokens`` (of the input, read from
+  the provider's prompt cache), ``cost_usd`` (what those calls cost in US dollars at the
+  model's price on the day of the run, by genai-prices; empty for a model it does not price)
+  and ``cost_note`` (why it is empty: :mod:`agentkit.eval.pricing`), ``compressions`` and the last
   compression's ``messages_before/after``, ``tokens_before/after`` and
   ``compression_strategy``, ``facts_ungrounded`` (model-written facts the run's
   compressions dropped because the summarised window never said them); the fidelity probe
@@ -25,7 +28,9 @@ Columns, in order:
   ``errors`` (error events), ``budget_reason`` (why the run stopped over budget, or why it
   did not start), ``sim_turns`` (messages the simulated user sent), ``sim_stopped_by``
   (``user_done``, ``user_gave_up``, ``max_turns``, ``error``, ``budget``; "" for fixed turns),
-  ``sim_model_calls`` and ``sim_tokens`` (the simulator's own spend), ``attempts`` (1, or more
+  ``sim_model_calls`` and ``sim_tokens`` (the simulator's own spend), ``sim_user_ok`` and
+  ``sim_user_issues`` (did the simulated user keep to its persona, goal and what it knew; NA
+  for fixed turns: :mod:`agentkit.eval.sim_check`), ``attempts`` (1, or more
   when ``--retries`` re-ran an error; 0 for a run not started), ``transport_retries`` (model
   requests sent again after a transient fault: a refused or reset connection, a 429, a 5xx;
   :mod:`agentkit.models.transport`);
@@ -77,6 +82,7 @@ __all__ = [
     "failures",
     "load_results",
     "param_columns",
+    "reliability",
     "repeats",
     "report_text",
     "require_pandas",
@@ -161,7 +167,9 @@ def summarize(frame: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
     ``model`` when it varies); one row ``all`` when nothing varies.
 
     ``runs`` counts the runs that ran; ``not_started`` (when some did not) and
-    ``over_budget`` (when some were stopped by their budget) follow. Under ``--repeat K``,
+    ``over_budget`` (when some were stopped by their budget) follow; ``cost_usd`` is the
+    point's total cost in US dollars (its priced runs'; absent when no run was priced). Under
+    ``--repeat K``,
     ``pass@K`` (at least one repeat of a scenario passed) and ``pass^K`` (every one did) are
     the means over the point's scenarios (:func:`repeats` gives them per scenario)."""
     require_pandas()
@@ -196,6 +204,12 @@ def summarize(frame: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
         not_started=("_not_started", "sum"),
         over_budget=("_budget", "sum"),
     )
+    if "cost_usd" in work:
+        costs = pd.to_numeric(work["cost_usd"], errors="coerce").where(ran)
+        priced = costs.groupby([work[key] for key in keys], dropna=False, sort=False)
+        summary["cost_usd"] = priced.sum(min_count=1)
+        if not summary["cost_usd"].notna().any():
+            summary = summary.drop(columns="cost_usd")
     summary["runs"] = summary["runs"].astype(int)
     summary.insert(2, "pass_rate", summary["passed"] / summary["runs"].where(summary["runs"] > 0))
     summary["fact_retention"] = pd.to_numeric(summary["fact_retention"], errors="coerce")
@@ -239,6 +253,45 @@ def repeats(frame: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFram
         pass_hat_k(int(n), int(c), k) for n, c in zip(table["runs"], table["passed"], strict=True)
     ]
     return table[["scenario", *keys, "runs", "passed", "pass_rate", f"pass@{k}", f"pass^{k}"]]
+
+
+def reliability(
+    frame: pd.DataFrame, by: Sequence[str], ks: Sequence[int] | None = None
+) -> pd.DataFrame:
+    """pass^k and pass@k of the runs of *frame* (its ``passed`` column) grouped by *by* — a
+    scenario and its parameters — for each k of *ks* (default 1 … the most runs a group has):
+    per group ``C(c, k) / C(n, k)`` and ``1 - C(n - c, k) / C(n, k)`` for n runs with c
+    passes (:func:`~agentkit.eval.stats.pass_hat_k`, :func:`~agentkit.eval.stats.pass_at_k`),
+    averaged over the groups with at least k runs (``scenarios`` counts them: with uneven
+    repeats a group with fewer than k runs says nothing about k)."""
+    require_pandas()
+    import pandas as pd
+
+    from agentkit.eval.stats import pass_at_k, pass_hat_k
+
+    columns = ["k", "pass^k", "pass@k", "scenarios"]
+    if frame.empty:
+        return pd.DataFrame([], columns=columns)
+    passed = frame["passed"].astype(bool)
+    keys = [frame[column].astype(str) for column in by] if by else [pd.Series(0, frame.index)]
+    counts = passed.groupby(keys, sort=False).agg(["size", "sum"])
+    runs = counts["size"].astype(int).tolist()
+    wins = counts["sum"].astype(int).tolist()
+    chosen = list(ks) if ks is not None else list(range(1, max(runs) + 1))
+    rows = []
+    for k in chosen:
+        groups = [(n, c) for n, c in zip(runs, wins, strict=True) if n >= k]
+        hat = [pass_hat_k(n, c, k) for n, c in groups]
+        at = [pass_at_k(n, c, k) for n, c in groups]
+        rows.append(
+            {
+                "k": k,
+                "pass^k": sum(hat) / len(hat) if hat else math.nan,
+                "pass@k": sum(at) / len(at) if at else math.nan,
+                "scenarios": len(groups),
+            }
+        )
+    return pd.DataFrame(rows, columns=columns)
 
 
 def failures(frame: pd.DataFrame) -> pd.DataFrame:
@@ -380,8 +433,9 @@ def save_results(frame: pd.DataFrame, path: Path | str) -> Path:
     return target
 
 
-def load_results(path: Path | str) -> pd.DataFrame:
-    """Read a table written by :func:`save_results` (or ``agentkit eval --out``)."""
+def load_results(path: Path | str, *, without: Sequence[str] = ()) -> pd.DataFrame:
+    """Read a table written by :func:`save_results` (or ``agentkit eval --out``); *without*:
+    columns not to read (``agentkit compare`` skips the transcripts: most of a table's bytes)."""
     require_pandas()
     import pandas as pd
 
@@ -390,5 +444,13 @@ def load_results(path: Path | str) -> pd.DataFrame:
     if not source.is_file():
         raise UsageError(f"no results file at {source}")
     if suffix == ".parquet":
-        return pd.read_parquet(source)
-    return pd.read_csv(source)
+        if not without:
+            return pd.read_parquet(source)
+        require("eval", "reading parquet", "pyarrow")
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+        names = [name for name in pq.read_schema(source).names if name not in without]
+        return pd.read_parquet(source, columns=names)
+    if not without:
+        return pd.read_csv(source)
+    return pd.read_csv(source, usecols=lambda name: name not in without)

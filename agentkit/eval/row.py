@@ -30,6 +30,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from agentkit.calls.secrets import SecretMask
 from agentkit.eval.expectations import EXPECTATION_KINDS
 from agentkit.eval.judges.table import (
     JUDGE_PREFIX,
@@ -94,6 +95,12 @@ class RunRow:
     model_calls: int
     input_tokens: int
     output_tokens: int
+    #: of the input tokens, those read from the provider's prompt cache
+    cached_tokens: int
+    #: what the agent's model calls cost in US dollars (None: not priced; ``cost_note`` says
+    #: why: :mod:`agentkit.eval.pricing`)
+    cost_usd: float | None
+    cost_note: str
     compressions: int
     messages_before: int | None
     messages_after: int | None
@@ -113,6 +120,10 @@ class RunRow:
     sim_stopped_by: str
     sim_model_calls: int
     sim_tokens: int
+    #: the simulated user kept to its persona, goal and what it knew (None: fixed turns, or
+    #: a run that did not start; :mod:`agentkit.eval.sim_check`), and what it did not
+    sim_user_ok: bool | None
+    sim_user_issues: str
     attempts: int
     #: requests the model backends sent again after a transient fault (all attempts)
     transport_retries: int
@@ -200,6 +211,24 @@ class RunRow:
         """The tokens the run spent: the agent's (input + output) and the simulated user's."""
         return self.input_tokens + self.output_tokens + self.sim_tokens
 
+    def masked(self, mask: SecretMask, *, transcript: bool = True) -> RunRow:
+        """This row with every secret *mask* knows masked in its text columns and (unless
+        *transcript* is False: it is already) its transcript (a key the user typed, one
+        passed as a secret-named argument)."""
+        text = mask.text
+        return replace(
+            self,
+            title=text(self.title),
+            failures=text(self.failures),
+            error=text(self.error),
+            answer=text(self.answer),
+            errors=text(self.errors),
+            budget_reason=text(self.budget_reason),
+            params=typing.cast(Mapping[str, JsonValue], mask.deep(dict(self.params))),
+            judgements=tuple(_masked_judgement(judgement, mask) for judgement in self.judgements),
+            transcript=self.transcript.masked(mask) if transcript else self.transcript,
+        )
+
     def with_attempts(self, attempts: int, transport_retries: int) -> RunRow:
         """The row of the last of *attempts*, with the retries of all of them."""
         return replace(self, attempts=attempts, transport_retries=transport_retries)
@@ -252,6 +281,16 @@ class RunRow:
         return cls(**values)  # type: ignore[arg-type]  # each value checked by _typed
 
 
+def _masked_judgement(judgement: Judgement, mask: SecretMask) -> Judgement:
+    """*judgement* with its graders' words masked (their reasons and replies; not their
+    cache keys, hashes a secret pattern could take for a key)."""
+    graders = tuple(
+        grader.model_copy(update={"reason": mask.text(grader.reason), "raw": mask.text(grader.raw)})
+        for grader in judgement.graders
+    )
+    return judgement.model_copy(update={"reason": mask.text(judgement.reason), "graders": graders})
+
+
 def outcome_of(*, error: str, failed: bool, budget: bool, not_started: bool) -> Outcome:
     """A run's outcome: ``not_started``, else ``error`` (it could not finish), else ``budget``
     (stopped by its budget), else ``passed`` when no check failed, else ``failed``; ``passed``
@@ -270,9 +309,9 @@ def _hints() -> dict[str, object]:
     return typing.get_type_hints(RunRow)
 
 
-def nullable_columns() -> dict[str, Literal["Int64", "Float64"]]:
+def nullable_columns() -> dict[str, Literal["Int64", "Float64", "boolean"]]:
     """The columns that may be missing, by the pandas dtype that keeps them nullable."""
-    dtypes: dict[str, Literal["Int64", "Float64"]] = {}
+    dtypes: dict[str, Literal["Int64", "Float64", "boolean"]] = {}
     for name, hint in _hints().items():
         if name in _GROUPS:
             continue
@@ -280,6 +319,8 @@ def nullable_columns() -> dict[str, Literal["Int64", "Float64"]]:
             dtypes[name] = "Int64"
         elif hint == float | None:
             dtypes[name] = "Float64"
+        elif hint == bool | None:
+            dtypes[name] = "boolean"
     return dtypes
 
 
@@ -293,7 +334,7 @@ def _cell(value: object) -> object:
     return item() if callable(item) and not isinstance(value, str) else value
 
 
-def _typed(value: object, hint: object) -> object:
+def _typed(value: object, hint: object) -> object:  # noqa: PLR0911 - one case per type
     """*value* as the field's type (a CSV reads "" as missing and whole floats as floats)."""
     if hint is str or typing.get_origin(hint) is Literal:
         return "" if value is None else str(value)
@@ -307,4 +348,6 @@ def _typed(value: object, hint: object) -> object:
         return None if value is None else int(typing.cast(float, value))
     if hint == float | None:
         return None if value is None else float(typing.cast(float, value))
+    if hint == bool | None:
+        return None if value is None else bool(value)
     raise TypeError(f"no reading for {hint!r}")

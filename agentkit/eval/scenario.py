@@ -58,11 +58,15 @@ from agentkit.tools import AgentTools
 
 __all__ = [
     "SCENARIO_SUFFIXES",
+    "Comparator",
     "Expectations",
+    "ExpectedCall",
+    "NumericTolerance",
     "OutOfBandCall",
     "Scenario",
     "ScenarioMessage",
     "SimulatedUser",
+    "Trajectory",
     "Turn",
     "check_against_tools",
     "load_scenario",
@@ -104,6 +108,57 @@ class OutOfBandCall(_Strict):
 
 
 # -- expectations ---------------------------------------------------------------------------------
+
+
+class NumericTolerance(_Strict):
+    """Numbers within *tolerance* of each other are equal (absolute difference)."""
+
+    tolerance: float = Field(ge=0)
+
+
+class Comparator(_Strict):
+    """How one argument's value is compared (``case_insensitive`` for text, ``numeric`` with
+    a tolerance for numbers; a number given as text, ``"12.5"``, is read as a number)."""
+
+    case_insensitive: bool = False
+    numeric: NumericTolerance | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _by_name(cls, value: object) -> object:
+        return {"case_insensitive": True} if value == "case_insensitive" else value
+
+
+class ExpectedCall(_Strict):
+    """One tool call of an expected trajectory: the tool, and the arguments to compare."""
+
+    tool: _Text
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+TrajectoryOrder = Literal["strict", "in_order", "any_order", "subset", "superset"]
+ArgsMode = Literal["exact", "subset", "ignore"]
+
+
+class Trajectory(_Strict):
+    """The tool calls a run (or a turn) should make, and how strictly they are matched
+    (:mod:`agentkit.eval.trajectory`).
+
+    ``order``: ``strict`` the same calls in the same order, nothing else; ``in_order`` these
+    calls in this order, others may come between; ``any_order`` the same calls in any order,
+    nothing else; ``subset`` every call made is one of these (some may not be made);
+    ``superset`` every one of these is made, in any order, others may be too.
+    ``args``: ``exact`` a call's arguments are exactly these; ``subset`` these arguments with
+    these values (the call may pass more); ``ignore`` only the tools are compared.
+    ``comparators``: by argument name (every call's) or ``tool.argument``, how a value is
+    compared. The planner's own re-reads of the live state are left out unless
+    ``include_live_reads``."""
+
+    calls: tuple[ExpectedCall, ...]
+    order: TrajectoryOrder = "strict"
+    args: ArgsMode = "exact"
+    comparators: dict[_Text, Comparator] = Field(default_factory=dict)
+    include_live_reads: bool = False
 
 
 class Expectations(_Strict):
@@ -152,6 +207,11 @@ class Expectations(_Strict):
         description="by toolset name, a partial match of its state snapshot: mappings need "
         "the keys given, lists the same items in any order, values equality",
     )
+    trajectory: Trajectory | None = Field(
+        default=None,
+        description="the tool calls with their arguments, matched by an order and an "
+        "argument mode (agentkit.eval.trajectory)",
+    )
     judges: tuple[Judge, ...] = Field(
         default=(),
         description="model judges of the whole run (scenario-level expect only): a rubric, "
@@ -172,6 +232,9 @@ class Expectations(_Strict):
         for field in ("tools_called", "tools_not_called", "consent_for", "tool_sequence"):
             for index, name in enumerate(getattr(self, field) or ()):
                 yield f"{field}.{index}", name
+        if self.trajectory is not None:
+            for index, call in enumerate(self.trajectory.calls):
+                yield f"trajectory.calls.{index}.tool", call.tool
 
     @property
     def is_empty(self) -> bool:
@@ -240,6 +303,16 @@ class SimulatedUser(_Strict):
     goal: _Text = Field(description="what the user wants from the conversation")
     knows: dict[_Text, JsonValue] = Field(
         default_factory=dict, description="what the user can tell when asked"
+    )
+    unknown_info: tuple[_Text, ...] = Field(
+        default=(),
+        description="what the user does not know and so must never say (the simulated-user "
+        "check flags a message that does: agentkit.eval.sim_check)",
+    )
+    goal_contradictions: tuple[_Text, ...] = Field(
+        default=(),
+        description="phrases that would abandon the goal (the simulated-user check flags a "
+        "message saying one)",
     )
     opening: _Text | None = Field(
         default=None, description="the first message (else the simulator writes it)"

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 from pydantic import TypeAdapter, ValidationError
 
 from agentkit.agent_folder import resolve_data_dir
+from agentkit.calls.records import CallRecord
+from agentkit.calls.secrets import SecretMask
 from agentkit.errors import ConfigError, UsageError
 from agentkit.eval.expectations import (
     EXPECTATION_KINDS,
@@ -49,20 +51,27 @@ from agentkit.eval.judges.grading import (
 from agentkit.eval.judges.table import judge_names, load_judgements
 from agentkit.eval.judges.values import Judge, Judgement
 from agentkit.eval.point import run_sync
+from agentkit.eval.reading import read_run
 from agentkit.eval.results import param_columns, require_pandas, run_ids, to_frame
 from agentkit.eval.row import RunRow, outcome_of
 from agentkit.eval.scanners import AgentContexts
 from agentkit.eval.scenario import Scenario, load_scenarios, read_file
+from agentkit.eval.sim_check import sim_user_columns
 from agentkit.eval.transcript import Transcript, load_transcripts
 from agentkit.models.base import ChatModel
-from agentkit.planning.call_records import CallRecord
 from agentkit.telemetry import Telemetry
-from agentkit.tools import SecretMask
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Rescored", "judge_verdicts", "load_judges", "rescore", "scenario_checks"]
+__all__ = [
+    "Rescored",
+    "judge_verdicts",
+    "kept_scenarios",
+    "load_judges",
+    "rescore",
+    "scenario_checks",
+]
 
 _JUDGES = TypeAdapter(tuple[Judge, ...])
 
@@ -133,9 +142,10 @@ def scenario_checks(scenario: Scenario, transcript: Transcript, row: RunRow) -> 
     stopped = row.outcome in ("budget", "not_started")
     checks: list[Check] = []
     facts = TurnFacts()
-    turns = transcript.turns
-    for position, turn in enumerate(turns):
-        seen = turn_facts(turn.events)
+    turns = read_run(transcript).turns
+    for position, read in enumerate(turns):
+        turn = read.turn
+        seen = turn_facts(read)
         facts = facts.then(seen)
         if scenario.simulated_user is not None or not 0 < turn.number <= len(scenario.turns):
             continue
@@ -151,17 +161,21 @@ def scenario_checks(scenario: Scenario, transcript: Transcript, row: RunRow) -> 
 
 def rescore(
     results: pd.DataFrame,
-    scenarios: Sequence[Scenario] | Sequence[Path | str] | Path | str,
+    scenarios: Sequence[Scenario] | Sequence[Path | str] | Path | str | None = None,
     *,
     judges: Sequence[str | Judge] | None = None,
     expectations_only: bool = False,
     judge_model: str | ChatModel | None = None,
     scanners: Sequence[str] | None = None,
     data_dir: Path | str | None = None,
+    fallback: Path | str | None = None,
 ) -> Rescored:
     """*results* scored again from its transcripts (see the module docstring).
 
-    *scenarios*: the scenario files (or folders, or Scenario values) of the table's runs.
+    *scenarios*: the scenario files (or folders, or Scenario values) to score the table's
+    runs by, overriding the scenarios the runs' transcripts kept (None: each run by its own,
+    the files not needed; *fallback*, files again, for a run of a table written before
+    transcripts kept their scenario).
     *judges*: which judges to ask again — names of the scenarios' judges, or Judge values
     for every run (None: every judge of the scenarios; judgements not asked again are kept).
     *expectations_only*: re-check the expectations and keep the stored judgements.
@@ -178,14 +192,23 @@ def rescore(
         raise UsageError(
             f"row {missing[0]} of the table kept no transcript: it cannot be re-scored"
         )
-    by_id = _scenarios(scenarios)
     cells = [{str(k): v for k, v in record.items()} for record in results.to_dict("records")]
-    unknown = sorted({str(r["scenario"]) for r in cells} - set(by_id))
+    wanted = {str(r["scenario"]) for r in cells}
+    if scenarios is not None:
+        by_id = _scenarios(scenarios)
+    else:
+        by_id = kept_scenarios(transcripts)
+        if fallback is not None and wanted - set(by_id):
+            by_id = {**_scenarios(fallback), **by_id}
+    unknown = sorted(wanted - set(by_id))
     if unknown:
-        raise UsageError(
-            f"no scenario {unknown[0]!r} among the scenarios given: the table's runs need "
-            "their scenario files (--scenarios)"
+        where = (
+            "among the scenarios given (--scenarios)"
+            if scenarios is not None
+            else "kept in the table (written before transcripts kept their scenario): "
+            "give its scenario file or folder with --scenarios"
         )
+        raise UsageError(f"no scenario {unknown[0]!r} {where}")
     asked = _chosen_judges(by_id.values(), judges, expectations_only)
     check_judge_models([judge for chosen in asked.values() for judge in chosen], judge_model)
     stored = load_judgements(results)
@@ -217,6 +240,21 @@ def rescore(
     return Rescored(
         table, findings, asked=len(records), reused=cache.hits, changed=changed, records=records
     )
+
+
+def kept_scenarios(transcripts: Iterable[Transcript | None]) -> dict[str, Scenario]:
+    """By id, the scenarios the transcripts kept (the first of each id; one that no longer
+    validates, e.g. a field this release dropped, is left out: its files are needed)."""
+    kept: dict[str, Scenario] = {}
+    for transcript in transcripts:
+        spec = transcript.scenario_spec if transcript is not None else None
+        if spec is None or transcript is None or transcript.scenario in kept:
+            continue
+        try:
+            kept[transcript.scenario] = Scenario.model_validate(spec)
+        except ValidationError:
+            continue
+    return kept
 
 
 def _scenarios(
@@ -338,6 +376,11 @@ def _rescored(row: RunRow, scenario: Scenario, judgements: tuple[Judgement, ...]
             row = replace(row, source=score.columns)
     checks += judge_checks(judgements)
     failed = [item for item in checks if not item.passed]
+    if row.outcome != "not_started":
+        sim_ok, sim_issues = sim_user_columns(
+            scenario.simulated_user, row.transcript, row.sim_stopped_by
+        )
+        row = replace(row, sim_user_ok=sim_ok, sim_user_issues=sim_issues)
     outcome = outcome_of(
         error=error,
         failed=bool(failed),

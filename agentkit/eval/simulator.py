@@ -11,8 +11,8 @@ a placeholder an override leaves out is simply not used). It answers with JSON
 (:data:`MOVE_SCHEMA`), validated like any structured reply, with one repair round.
 
 Every model call the simulator makes goes through the model-call tracer
-(:class:`~agentkit.planning.tracer.CallTracer`): each is a
-:class:`~agentkit.planning.call_records.CallRecord` in :attr:`ModelUser.records` (the run keeps
+(:class:`~agentkit.calls.tracer.CallTracer`): each is a
+:class:`~agentkit.calls.records.CallRecord` in :attr:`ModelUser.records` (the run keeps
 them in its transcript) and a ``chat {model}`` span under an ``invoke_agent simulated_user``
 span per move — a child of the span active when the move is asked for (the run's ``eval_run`` span).
 
@@ -30,12 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from agentkit.calls.records import CallRecord
+from agentkit.calls.tracer import CallTracer
 from agentkit.errors import ModelError, StructuredOutputError, UsageError
 from agentkit.eval.scenario import Scenario, SimulatedUser
+from agentkit.language import LANGUAGES
 from agentkit.models.base import ChatMessage, ChatModel, SessionBackend, validate_structured
-from agentkit.planning.call_records import CallRecord
 from agentkit.planning.prompts import load_template
-from agentkit.planning.tracer import CallTracer
 from agentkit.telemetry import Telemetry, provider_name
 from agentkit.tools import SecretMask
 from agentkit.types import Usage
@@ -65,10 +66,9 @@ AGENT_NAME = "simulated_user"
 StopReason = Literal["user_done", "user_gave_up", "max_turns", "error", "budget"]
 #: what the simulated user answers a consent request, by language and the scenario's policy
 CONSENT_REPLIES: dict[str, dict[str, str]] = {
-    "en": {"approve": "yes", "reject": "no"},
-    "zh": {"approve": "好的", "reject": "不要"},
+    lang.code: {"approve": lang.approve_reply, "reject": lang.reject_reply} for lang in LANGUAGES
 }
-_LANGUAGES = {"en": "English", "zh": "Chinese (简体中文)"}
+_LANGUAGES = {lang.code: lang.name or lang.code for lang in LANGUAGES}
 _CONSENT_TEXT = {
     "approve": "When the assistant asks you to confirm an action, you approve it.",
     "reject": "When the assistant asks you to confirm an action, you refuse it.",

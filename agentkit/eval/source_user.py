@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from agentkit.calls.records import CallRecord
 from agentkit.models.base import ChatModel
-from agentkit.planning.call_records import CallRecord
 from agentkit.tools import SecretMask
 from agentkit.types import Usage
 

@@ -193,6 +193,7 @@ def run_eval(
     sweep_max_tokens: int | None = None,
     concurrency: int = 1,
     judge_model: str | ChatModel | None = None,
+    max_cost: float | None = None,
 ) -> pd.DataFrame:
     """Run every scenario at every parameter point; the results table (one row per run).
 
@@ -216,6 +217,8 @@ def run_eval(
     scenario's ``user_script``). *max_tokens*, *max_model_calls*, *max_seconds*: each run's
     budget (:mod:`agentkit.eval.budget`); *sweep_max_tokens*: no run starts once the sweep has
     spent that many tokens. *concurrency*: runs going at once in each process (async).
+    *max_cost*: US dollars one run's agent model calls may cost (a model genai-prices does not
+    price is a UsageError before any run: :mod:`agentkit.eval.pricing`).
     *judge_model*: who grades the scenarios' judges (``expect: judges``; a spec, or
     ``scripted`` for each judge's ``script``; default: the run's model).
     Ctrl-C raises :class:`~agentkit.eval.executors.SweepInterrupted` whose ``results`` is the
@@ -229,6 +232,7 @@ def run_eval(
             "a model object runs in this process only (workers=1, the local executor); "
             "for workers or Dask name it by a spec, e.g. function:my_module:reply"
         )
+    budget = RunBudget(max_tokens, max_model_calls, max_seconds, max_cost)
     chosen = _scenarios(scenarios, tags)
     tasks = plan_runs(
         chosen,
@@ -241,9 +245,11 @@ def run_eval(
         retries=retries,
         repeat=repeat,
         user_model=user_model,
-        budget=RunBudget(max_tokens, max_model_calls, max_seconds),
+        budget=budget,
         judge_model=judge_model,
     )
+    if max_cost is not None:
+        _check_priced(tasks)
     done = _finished_rows(previous, tasks) if previous is not None else {}
     sweep = _sweep_trace(executor, workers, len(tasks))
     parent = sweep.root.trace_context()["traceparent"]  # each run's span is the sweep's child
@@ -282,6 +288,19 @@ def run_eval(
     })  # fmt: skip
     sweep.end()
     return to_frame(rows, params=params)
+
+
+def _check_priced(tasks: Sequence[PointTask]) -> None:
+    """A money budget needs models genai-prices prices (a UsageError names the first that
+    is not, before any run)."""
+    from agentkit.eval.pricing import price_usage, require_prices
+    from agentkit.types import Usage
+
+    require_prices()
+    for spec in dict.fromkeys(model_label(task.model) for task in tasks):
+        cost = price_usage(spec, Usage(input_tokens=1, output_tokens=1))
+        if cost.cost_usd is None:
+            raise UsageError(f"--max-cost cannot be kept on {spec!r}: {cost.note}")
 
 
 def _sweep_trace(executor: ExecutorSpec, workers: int, runs: int) -> Trace:

@@ -25,6 +25,8 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from agentkit.calls.secrets import SecretMask
+from agentkit.eval.reading import TurnRead, read_run
 from agentkit.eval.transcript import Transcript, UserTurn
 from agentkit.events import (
     AgentEvent,
@@ -42,7 +44,6 @@ from agentkit.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from agentkit.tools.secrets import SecretMask
 
 __all__ = [
     "MISSING_TRANSCRIPT",
@@ -171,13 +172,12 @@ def timeline(
     masker = mask if mask is not None else default_mask()
     turns: list[TurnView] = []
     folded = 0
-    offset = 0
-    for position, turn in enumerate(transcript.turns):
-        following = transcript.turns[position + 1] if position + 1 < len(transcript.turns) else None
-        entries, skipped = _turn_entries(turn, following, offset, masker)
+    read = read_run(transcript)
+    for turn in read.turns:
+        following = read.following(turn)
+        entries, skipped = _turn_entries(turn, following.turn if following else None, masker)
         turns.append(TurnView(turn.number, tuple(entries)))
         folded += skipped
-        offset += len(turn.events)
     final = transcript.final
     return Timeline(
         run=transcript.run or run,
@@ -228,8 +228,9 @@ def _decision(turn: UserTurn | None, asked: AskUserEvent) -> str:
 
 
 def _turn_entries(
-    turn: UserTurn, following: UserTurn | None, offset: int, mask: SecretMask
+    read: TurnRead, following: UserTurn | None, mask: SecretMask
 ) -> tuple[list[Entry], int]:
+    turn = read.turn
     entries: list[Entry] = []
     if turn.restart:
         entries.append(Entry("restart", "the agent was opened afresh (a new process)"))
@@ -238,21 +239,13 @@ def _turn_entries(
         entries.append(Entry("decision", turn.decision, detail=args))
     else:
         entries.append(Entry("user", mask.text(turn.said)))
-    results = {
-        event.id: (index, event)
-        for index, event in enumerate(turn.events)
-        if isinstance(event, ToolResultEvent)
-    }
-    completed = {
-        event.step_id: event for event in turn.events if isinstance(event, StepCompleteEvent)
-    }
     skipped = 0
-    for index, event in enumerate(turn.events):
-        entry = _entry(event, results, completed, following, mask)
+    for moment in read.moments:
+        entry = _entry(moment.event, read.results, read.completed, following, mask)
         if entry is None:
             skipped += 1
             continue
-        entries.append(_placed(entry, index, offset))
+        entries.append(_placed(entry, moment.index, moment.position - moment.index))
     return entries, skipped
 
 
@@ -269,16 +262,15 @@ def _placed(entry: Entry, index: int, offset: int) -> Entry:
     )
 
 
-def _entry(  # noqa: PLR0911 - one case per event type
+def _entry(  # noqa: PLR0911, PLR0912 - one case per event type
     event: AgentEvent,
-    results: dict[str, tuple[int, ToolResultEvent]],
+    results: dict[str, ToolResultEvent],
     completed: dict[str, StepCompleteEvent],
     following: UserTurn | None,
     mask: SecretMask,
 ) -> Entry | None:
     if isinstance(event, ToolCallEvent):
-        found = results.get(event.id)
-        result = found[1] if found is not None else None
+        result = results.get(event.id)
         status = "no result" if result is None else ("ok" if result.ok else "failed")
         return Entry(
             "tool",
@@ -314,7 +306,16 @@ def _entry(  # noqa: PLR0911 - one case per event type
                 status=_decision(following, event),
                 detail=_json(mask, event.tool_args) or "{}",
             )
-        return Entry("question", mask.text(event.question), name=event.step_id)
+        held = f"held by {event.rule}: {mask.text(event.reason)}" if event.rule else ""
+        return Entry("question", mask.text(event.question), name=event.step_id, detail=held)
+    if isinstance(event, StepCompleteEvent) and event.rule:  # a call the gate refused
+        return Entry(
+            "step",
+            f"{event.step_id} not run",
+            name=event.step_id,
+            status="skipped",
+            detail=f"held by {event.rule}: {mask.text(event.reason)}",
+        )
     if isinstance(event, PermissionEvent):
         return Entry(
             "consent", mask.text(event.title), name=event.tool_call_id, status=event.decision

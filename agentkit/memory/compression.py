@@ -25,7 +25,7 @@ attempt that calls the model is an ``update_memory task_state`` span under it (s
 ``archive`` for compression, ``update`` for the incremental update; the compression's figures
 as ``agentkit.compression.*``; ``error.type`` on a model failure), with the summarise call
 as its ``chat {model}`` child. The call itself is the caller's (``summarize``, made through
-its :class:`~agentkit.planning.tracer.CallTracer`): this module calls no model.
+its :class:`~agentkit.calls.tracer.CallTracer`): this module calls no model.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-# ruff: noqa: RUF001, RUF002, SIM905 - CJK punctuation is what this module reads; word lists
+# ruff: noqa: RUF001, RUF002 - CJK punctuation is what this module reads; word lists
 """Extractive memory: the facts the user stated, picked by rule, without a model call.
 
 The baseline every compression study compares against, and the strategy that works on a
@@ -33,9 +33,11 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from agentkit import language
+from agentkit.calls.secrets import mask_value
+from agentkit.language import is_cjk
 from agentkit.memory.task_state import FactSource, looks_secret
-from agentkit.memory.tokens import TokenEstimator, is_cjk
-from agentkit.tools.secrets import mask_value
+from agentkit.memory.tokens import TokenEstimator
 from agentkit.types import Message
 
 __all__ = [
@@ -53,52 +55,27 @@ MAX_FACT_CHARS = 240
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|(?<=[。！？；])|\n+")
 _CLAUSE = re.compile(r"(?<=[,，、:：])\s*")
-_MONTHS = (
-    "january|february|march|april|may|june|july|august|september|october|november|december|"
-    "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
-)
-_UNIT_AFTER = r"(?:%|‰|[A-Za-z]{1,12}\b|[\u4e00-\u9fff])"
+_UNIT_AFTER = rf"(?:%|‰|[A-Za-z]{{1,12}}\b|[{language.UNSPACED}])"
 _QUANTITY = re.compile(
     rf"(?:[$€£¥₹]\s?\d[\d,.]*|\d[\d,.]*\s?(?:k|m|bn)?\s?{_UNIT_AFTER})", re.IGNORECASE
 )
+_NUMERIC_DATE = r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b"
 _DATE = re.compile(
-    rf"\b(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?"
-    rf"(?:{_MONTHS})\b|\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}(?:/\d{{2,4}})?\b|"
-    r"\d{1,4}\s?[年月]\s?\d{0,2}\s?[月日号]?",
+    "|".join([_NUMERIC_DATE, *(f"(?:{lang.date})" for lang in language.LANGUAGES if lang.date)]),
     re.IGNORECASE,
 )
 _QUOTED = re.compile(r"\"[^\"]{1,80}\"|“[^”]{1,80}”|「[^」]{1,80}」|『[^』]{1,80}』|'[^']{2,80}'")
-_CONSTRAINT_EN = re.compile(
-    r"\b(?:no|not|never|must|mustn't|only|always|avoid|without|don't|do not|cannot|can't|"
-    r"won't|shouldn't|at most|at least|prefer|prefers|preferred|i like|i love|i hate|"
-    r"i dislike|i'd rather|i would rather|required?|requires)\b",
-    re.IGNORECASE,
-)
-_CONSTRAINT_ZH = re.compile(r"不|别|必须|一定|只|禁止|不要|千万|务必|喜欢|偏好|讨厌|最好")
-_GOAL = re.compile(
-    r"\b(?:i need|i want|i'd like|i would like|help me|please|can you|could you|let's|"
-    r"we need|i'm trying to|i am trying to|my goal|i plan to|set up|draft|plan)\b|"
-    r"我想|我要|帮我|请|需要|希望|打算|想要",
-    re.IGNORECASE,
-)
+_CONSTRAINT = language.pattern("constraint")
+_GOAL = language.pattern("goal")
 _LEADING_FILLER = re.compile(
-    r"^(?:(?:hi|hello|hey|ok|okay|yes|yeah|sure|nice|great|thanks|thank you|so|well)\b[\s,.!]*"
-    r"|(?:你好|您好|好的|好吧|好|嗯|那|谢谢)[，,。\s]*)+",
+    "^(?:" + "|".join(f"(?:{lang.leading_filler})" for lang in language.LANGUAGES
+                      if lang.leading_filler) + ")+",
     re.IGNORECASE,
-)
-_QUESTION_ZH = re.compile(r"[吗呢么]\s*[。.]?$")
+)  # fmt: skip
+_QUESTION_END = language.pattern("question_end")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9'’\-]*")
 #: capitalised first words that are not names
-_COMMON_FIRST = frozenset(
-    """a an the i i'm i'll i've i'd we we're we'll our my me you your it it's its this that
-    these those there here he she they them his her their one two also and but or so then
-    yes no not ok okay nice great good fine thanks thank sure please hi hello hey well now
-    just maybe what when where which who why how can could would should will shall do does
-    did is are was were be been let let's keep make use draft send tell show give add put
-    set get go after before since because if as at by for from in into of on to with
-    without about all any each every some many much more most only never always our
-    again still another first next last new old""".split()
-)
+_COMMON_FIRST = language.merged("common_first_words")
 _KEY_LIKE = (
     re.compile(r"\b(?:sk|pk|rk|ak)[-_][A-Za-z0-9_-]{12,}"),
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
@@ -145,7 +122,7 @@ def sentences(text: str) -> list[str]:
 
 def _is_question(sentence: str) -> bool:
     stripped = sentence.rstrip()
-    return stripped.endswith(("?", "？")) or bool(_QUESTION_ZH.search(stripped))
+    return stripped.endswith(("?", "？")) or bool(_QUESTION_END and _QUESTION_END.search(stripped))
 
 
 def _has_name(sentence: str) -> bool:
@@ -168,7 +145,7 @@ def states_fact(sentence: str) -> bool:
         return False
     if _QUANTITY.search(sentence) or _DATE.search(sentence) or _QUOTED.search(sentence):
         return True
-    if _CONSTRAINT_EN.search(sentence) or _CONSTRAINT_ZH.search(sentence):
+    if _CONSTRAINT is not None and _CONSTRAINT.search(sentence):
         return True
     return _has_name(sentence)
 
@@ -221,7 +198,7 @@ def latest_goal(messages: Sequence[Message], *, scrub: Callable[[str], str] | No
         if message.role != "user":
             continue
         for sentence in reversed(sentences(message.content)):
-            if _GOAL.search(sentence):
+            if _GOAL is not None and _GOAL.search(sentence):
                 masked = _masked(sentence, scrub)
                 if masked is not None and _clean(masked):
                     return _clean(masked).rstrip("?？")

@@ -1,5 +1,4 @@
-# ruff: noqa: SIM905 - the word lists read best as text
-"""Grounding: is a fact the model wrote into TaskState found in what it summarised?
+"""Fact checks: is a fact the model wrote into TaskState found in what it summarised?
 
 A small model invents plausible facts ("the user lives in Berlin"). Every model-written
 important fact is checked against its *source* — the transcript of the messages it
@@ -32,24 +31,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
-from agentkit.memory.tokens import is_cjk
+from agentkit import language
+from agentkit.language import is_cjk
 
-__all__ = ["GROUNDED_SHARE", "Grounding", "Units", "ground_facts", "is_grounded", "source_units"]
+__all__ = ["GROUNDED_SHARE", "FactCheck", "Units", "ground_facts", "is_grounded", "source_units"]
 
 #: the share of a fact's units the source must hold (every number must be there)
 GROUNDED_SHARE = 0.8
 
 _TOKEN = re.compile(r"[0-9][0-9,.:/%\-]*[0-9%]?|[^\W\d_]+", re.UNICODE)
 _STOP_WORDS = frozenset(
-    """the and for with that this from have has had are was were will would should could can
-    not but any all our your their his her its they them you she him who whom which what
-    when where why how into onto over under about after before than then there here been
-    being also just only very more most some such each other both same own too out off
-    per via use used using user users assistant wants want wanted said says likes like
-    prefers prefer""".split()
+    w for lang in language.LANGUAGES if not lang.unspaced for w in lang.fact_stop_words
 )
 _CJK_FUNCTION = frozenset(
-    "的了是在和与及或也都就还而且并把被给对从向于之其这那个们我你他她它吗呢吧啊"
+    c for lang in language.LANGUAGES if lang.unspaced for w in lang.fact_stop_words for c in w
 )
 _SUFFIXES = ("ing", "ed", "es", "ly", "s")
 
@@ -114,14 +109,14 @@ def is_grounded(fact: str, source: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Grounding:
+class FactCheck:
     """Which model-written facts were kept (grounded) and which were dropped."""
 
     kept: tuple[str, ...]
     dropped: tuple[str, ...]
 
 
-def ground_facts(facts: Iterable[str], source: str, known: Iterable[str] = ()) -> Grounding:
+def ground_facts(facts: Iterable[str], source: str, known: Iterable[str] = ()) -> FactCheck:
     """Split *facts* into grounded and ungrounded ones against *source*; a fact equal to one
     of *known* (the starting TaskState's) is kept without a check."""
     already = {item.strip().casefold() for item in known}
@@ -132,4 +127,4 @@ def ground_facts(facts: Iterable[str], source: str, known: Iterable[str] = ()) -
             kept.append(fact)
         else:
             dropped.append(fact)
-    return Grounding(tuple(kept), tuple(dropped))
+    return FactCheck(tuple(kept), tuple(dropped))

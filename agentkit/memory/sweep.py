@@ -18,8 +18,8 @@ Invariants:
   one summary (``reused``); ``extractive`` never calls the model;
 * nothing is persisted: the window and the starting state are never changed;
 * every summary is one model call through the model-call tracer
-  (:class:`~agentkit.planning.tracer.CallTracer`): its
-  :class:`~agentkit.planning.call_records.CallRecord` is the row's ``call`` (the rows sharing the
+  (:class:`~agentkit.calls.tracer.CallTracer`): its
+  :class:`~agentkit.calls.records.CallRecord` is the row's ``call`` (the rows sharing the
   summary share it), its ``chat {model}`` span a child of an ``update_memory`` span under the
   sweep's ``invoke_agent compression_sweep`` span.
 
@@ -39,6 +39,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from agentkit.calls.records import CallRecord
+from agentkit.calls.tracer import CallTracer
 from agentkit.config import CompressionConfig, CompressionStrategy
 from agentkit.errors import ConfigError, UsageError
 from agentkit.memory.compression import CompressionOutcome, maybe_compress, should_compress
@@ -48,8 +50,6 @@ from agentkit.memory.strategies import STRATEGIES
 from agentkit.memory.task_state import TaskState
 from agentkit.memory.tokens import TokenEstimator, estimate_messages, estimator_for
 from agentkit.models.base import ChatModel
-from agentkit.planning.call_records import CallRecord
-from agentkit.planning.tracer import CallTracer
 from agentkit.planning.upkeep import summarizer
 from agentkit.telemetry import Telemetry
 from agentkit.types import Message, utc_now

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 
+from agentkit.language import is_cjk
 from agentkit.models.base import ChatModel
 from agentkit.types import Message
 
@@ -28,25 +29,6 @@ __all__ = [
 
 TokenEstimator = Callable[[str], int]
 MESSAGE_OVERHEAD_TOKENS = 4
-
-_CJK_RANGES = (
-    (0x1100, 0x11FF),  # Hangul Jamo
-    (0x2E80, 0x2FDF),  # CJK radicals, Kangxi
-    (0x3000, 0x303F),  # CJK symbols and punctuation
-    (0x3040, 0x30FF),  # Hiragana, Katakana
-    (0x3100, 0x31FF),  # Bopomofo, Hangul compatibility, Katakana extensions
-    (0x3200, 0x4DBF),  # enclosed CJK, compatibility, extension A
-    (0x4E00, 0x9FFF),  # CJK unified ideographs
-    (0xAC00, 0xD7AF),  # Hangul syllables
-    (0xF900, 0xFAFF),  # CJK compatibility ideographs
-    (0xFF00, 0xFFEF),  # half-width and full-width forms
-    (0x20000, 0x3FFFF),  # extensions B and later
-)
-
-
-def is_cjk(char: str) -> bool:
-    code = ord(char)
-    return any(low <= code <= high for low, high in _CJK_RANGES)
 
 
 def estimate_tokens(text: str) -> int:

@@ -12,7 +12,7 @@ call to FILE as one JSON line (a *cassette*)::
 
 Secret-named keys (``api_key``, ``secretKey``, …) are masked wherever they occur as JSON keys:
 in tool arguments, structured replies, JSON reply text and schemas
-(:func:`agentkit.tools.secrets.mask_secrets`). Free text is kept as sent: agentkit masks
+(:func:`agentkit.calls.secrets.mask_secrets`). Free text is kept as sent: agentkit masks
 secrets before they reach a prompt, so a prompt holds none unless a user typed one.
 
 :class:`ReplayModel` answers each call from a cassette by matching its request — the canonical
@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
+from agentkit.calls.secrets import mask_secrets
 from agentkit.errors import ModelError, ModelSpecError, StructuredOutputError
 from agentkit.models.base import (
     ChatModel,
@@ -46,7 +47,6 @@ from agentkit.models.base import (
     ToolCallRequest,
     WrapperModel,
 )
-from agentkit.tools.secrets import mask_secrets
 from agentkit.types import Usage
 
 __all__ = ["CassetteEntry", "CassetteRequest", "RecordingModel", "ReplayModel"]

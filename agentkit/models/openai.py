@@ -314,9 +314,11 @@ class OpenAIModel(ChatModel):
                 break
             chunk = self._parse_chunk(data)
             if chunk.usage is not None:
+                details = chunk.usage.prompt_tokens_details
                 usage = Usage(
                     input_tokens=chunk.usage.prompt_tokens or 0,
                     output_tokens=chunk.usage.completion_tokens or 0,
+                    cached_tokens=(details.cached_tokens or 0) if details is not None else 0,
                 )
             for choice in chunk.choices or ():
                 if choice.index != 0:  # we never ask for n > 1
@@ -521,9 +523,15 @@ class _Choice(_Wire):
     finish_reason: str | None = None
 
 
+class _WireCachedTokens(_Wire):
+    cached_tokens: int | None = None
+
+
 class _WireUsage(_Wire):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    #: of the prompt tokens, those read from the provider's prompt cache
+    prompt_tokens_details: _WireCachedTokens | None = None
 
 
 class _WireError(_Wire):

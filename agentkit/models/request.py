@@ -8,20 +8,18 @@ call is; :class:`~agentkit.models.scripted.ScriptedModel` and
 from __future__ import annotations
 
 import json
-import re
 
+from agentkit.language import count_cjk
 from agentkit.models.base import ModelRequest, ToolCallRequest
 
 __all__ = ["ModelRequest", "estimate_tokens", "tool_calls_of"]
-
-_CJK = re.compile("[\u3000-\u9fff\uac00-\ud7af]")
 
 
 def estimate_tokens(text: str) -> int:
     """A rough count for usage figures: about 4 characters per token, CJK 1 per character."""
     if text.isascii():  # the common case, without a pass over the characters in Python
         return (len(text) + 3) // 4
-    cjk = len(_CJK.findall(text))
+    cjk = count_cjk(text)
     return cjk + (len(text) - cjk + 3) // 4
 
 

@@ -12,7 +12,7 @@ run as a graph of small typed stages, each naming the next (:mod:`~agentkit.plan
 :mod:`~agentkit.planning.steps`    the execute loop and the step runners
 :mod:`~agentkit.planning.strategies`  ``plan_replan``, ``next_step``, ``tool_loop``: one
                                    module each behind :class:`Strategy`, a registry by name
-:mod:`~agentkit.planning.tracer`   the call tracer: the only way a model call is made
+:mod:`~agentkit.calls.tracer`   the call tracer: the only way a model call is made
 :mod:`~agentkit.planning.replies`  structured replies and the repair round
 :mod:`~agentkit.planning.context`  what prompts are filled with
 :mod:`~agentkit.planning.recording`  the flow recorder: the only ExecutionState writer
@@ -22,13 +22,13 @@ run as a graph of small typed stages, each naming the next (:mod:`~agentkit.plan
 The reply types live in :mod:`agentkit.planning.plan` (the schemas a model is asked to follow
 are generated from them in :mod:`agentkit.planning.schemas`), the words recognised without a
 model call in :mod:`agentkit.planning.intents`, the prompt templates in
-``agentkit/planning/prompts/``, each turn's trace in :mod:`agentkit.planning.call_records`.
+``agentkit/planning/prompts/``, each turn's trace in :mod:`agentkit.calls.records`.
 """
 
 from __future__ import annotations
 
+from agentkit.calls.records import CallRecord
 from agentkit.planning import intents
-from agentkit.planning.call_records import CallRecord
 from agentkit.planning.graph import End, Stage, Strategy, Turn
 from agentkit.planning.plan import (
     ClassifyReply,

@@ -1,6 +1,7 @@
 """What may follow the router's first call in a turn (``tool_loop`` with the router).
 
-The router (:mod:`agentkit.planning.tool_choice`) routes a request's first call; a small model
+The gate's ``follow_up`` rule (:mod:`agentkit.planning.gate`). The router
+(:mod:`agentkit.planning.tool_choice`) routes a request's first call; a small model
 asked to go on then calls again whatever is done. The invariant kept here: a further call runs
 only when the router would route it too (:func:`follow_up_refusal`), so a single request gets
 one call and a request for several things one call per thing said.
@@ -13,12 +14,23 @@ from collections.abc import Mapping, Sequence
 from pydantic import JsonValue
 
 from agentkit.memory import PlanStep
+from agentkit.models.base import ChatModel
 from agentkit.planning import grounding
 from agentkit.planning.graph import Turn
-from agentkit.planning.tool_choice import NEAR_TIE, WEAK, enabled
 from agentkit.planning.tool_ranking import rank_tools
 
-__all__ = ["follow_up_refusal", "leaves"]
+__all__ = ["follow_up_refusal", "leaves", "router_on"]
+
+
+def router_on(turn: Turn) -> bool:
+    """The tool-choice router routes this turn's first call: ``planner.tool_choice:
+    router``, tools to route among, and a chat model to settle with."""
+    ctx = turn.ctx
+    return (
+        ctx.config.tool_choice == "router"
+        and len(turn.tools) > 0
+        and isinstance(ctx.model, ChatModel)
+    )
 
 
 def follow_up_refusal(
@@ -38,7 +50,7 @@ def follow_up_refusal(
     Boston*: two calls); arguments left out keep their defaults, an added one is an option
     nobody asked for."""
     done = [s for s in steps if s.type == "tool" and s.status == "done"]
-    if not enabled(turn) or not done:
+    if not router_on(turn) or not done:
         return ""
     runs = [s for s in done if s.tool_name == tool_name]
     if runs:
@@ -47,7 +59,8 @@ def follow_up_refusal(
         return ""
     scores = {item.name: item.score for item in rank_tools(turn.tools, turn.ctx.text)}
     score, best = scores.get(tool_name, 0.0), max(scores.values(), default=0.0)
-    if score < WEAK or score * NEAR_TIE < best:
+    config = turn.ctx.config
+    if score < config.router_weak_score or score * config.router_near_tie < best:
         return f"{tool_name} is not a tool the request's words pick"
     return ""
 

@@ -13,7 +13,7 @@ and one owner for each kind of change, so no stage keeps a mutable record of its
 
 * the flow recorder (:class:`~agentkit.planning.recording.FlowRecorder`), the only writer of
   ExecutionState;
-* the call tracer (:class:`~agentkit.planning.tracer.CallTracer`), the only way a model call
+* the call tracer (:class:`~agentkit.calls.tracer.CallTracer`), the only way a model call
   is made (timed, interruptible, traced in the turn's records and as a span);
 * what routing decided about a new request (:class:`~agentkit.planning.state.Request`) and the
   prompt context built from it once (:meth:`Turn.decide`).
@@ -26,12 +26,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from agentkit.calls.tracer import CallTracer
 from agentkit.events import AgentEvent
 from agentkit.memory import ExecutionState
 from agentkit.planning.context import PromptContext
 from agentkit.planning.recording import FlowRecorder
 from agentkit.planning.state import Intake, Request, TurnContext, TurnStatus
-from agentkit.planning.tracer import CallTracer
 from agentkit.telemetry import TurnTrace
 from agentkit.tools import ToolRegistry
 
@@ -41,7 +41,7 @@ __all__ = ["End", "Stage", "Strategy", "Turn"]
 @dataclass(frozen=True, slots=True)
 class End:
     """The turn's end: its answer and its status (failures end by raising
-    :class:`~agentkit.planning.errors.TurnFailedError`)."""
+    :class:`~agentkit.calls.errors.TurnFailedError`)."""
 
     answer: str
     status: TurnStatus = "completed"

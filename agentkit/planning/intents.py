@@ -1,9 +1,9 @@
 """Short replies recognised in code, without a model call (seed 002, done differently).
 
 The seed's reset rule ran before its resume check, so "好了" ("done") while a question was
-pending threw the waiting state away. Here the pending question is checked first, with these
-word lists; the reset rule (:func:`is_retry`, :func:`is_live_state_request`) only applies when
-nothing is pending.
+pending threw the waiting state away. Here the pending question is checked first, with the
+word lists of :mod:`agentkit.language`; the reset rule (:func:`is_retry`,
+:func:`is_live_state_request`) only applies when nothing is pending.
 
 Matching is on a normalised form: case-folded, surrounding whitespace and punctuation removed.
 Confirmations and refusals must be the whole message ("yes", "好的!"); retry words, switch
@@ -26,6 +26,8 @@ import functools
 import re
 from collections.abc import Iterable
 
+from agentkit import language
+
 __all__ = [
     "CONFIRMATIONS",
     "REFUSALS",
@@ -40,25 +42,14 @@ __all__ = [
     "normalize",
 ]
 
-CONFIRMATIONS: frozenset[str] = frozenset(
-    {
-        "是", "是的", "好", "好的", "好了", "对", "对的", "确认", "继续", "可以", "行",
-        "yes", "y", "ok", "okay", "sure", "go ahead", "confirm", "yes please", "do it",
-    }
-)  # fmt: skip
-REFUSALS: frozenset[str] = frozenset(
-    {
-        "不", "不要", "不用", "先不用", "取消", "算了", "别",
-        "no", "n", "nope", "cancel", "stop", "don't", "dont", "no thanks",
-    }
-)  # fmt: skip
-RETRY_WORDS: tuple[str, ...] = (
-    "再试", "重试", "重新", "retry", "try again", "start over", "from scratch",
-)  # fmt: skip
-SWITCH_PHRASES: tuple[str, ...] = (
-    "算了", "换个话题", "换个问题", "新任务", "never mind", "nevermind", "forget it",
-    "new task", "something else", "instead",
-)  # fmt: skip
+CONFIRMATIONS: frozenset[str] = language.merged("confirmations")
+REFUSALS: frozenset[str] = language.merged("refusals")
+RETRY_WORDS: tuple[str, ...] = tuple(
+    word for lang in language.LANGUAGES for word in lang.retry_words
+)
+SWITCH_PHRASES: tuple[str, ...] = tuple(
+    phrase for lang in language.LANGUAGES for phrase in lang.switch_phrases
+)
 _EDGE = re.compile(r"^[\s\W_]+|[\s\W_]+$")
 _SPACES = re.compile(r"\s+")
 
@@ -101,43 +92,19 @@ def _normalized(keywords: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(word for word in (normalize(keyword) for keyword in keywords) if word)
 
 
-#: the phrases small talk is made of (matched on the normalised text, longest first)
-_SMALL_TALK_EN = (
-    r"good (?:morning|afternoon|evening|night|day)", r"morning", r"evening", r"hi+", r"hello+",
-    r"hey+", r"hiya", r"howdy", r"yo", r"greetings", r"what'?s up", r"sup",
-    r"thanks?(?: you)?(?: (?:so|very) much| a lot| a bunch| again)?", r"thx", r"ty",
-    r"cheers", r"(?:i )?appreciate (?:it|that|your help)", r"much appreciated",
-    r"(?:good)?bye(?: bye)?", r"see (?:you|ya)(?: later| soon| around| tomorrow)?",
-    r"later", r"take care", r"have a (?:nice|good|great) (?:day|evening|night|one|weekend)",
-    r"nice to (?:meet|see) you", r"how (?:are|r) (?:you|u)(?: doing)?(?: today)?",
-    r"how'?s it going", r"how is it going", r"how have you been",
-    r"who (?:are|made|built|created) you", r"what (?:are|is) your (?:name|purpose|job)",
-    r"what'?s your (?:name|purpose|job)", r"what are you",
-    r"what kind of (?:assistant|bot|agent) are you",
-    r"what (?:can|do) you do(?: for me)?", r"what are you (?:able to do|for|good at)",
-    r"what can you help(?: me)? with", r"how can you help(?: me)?", r"what do you do",
-    r"are you (?:a |an )?(?:bot|robot|human|ai|person|real)",
-    r"ok(?:ay)?", r"cool", r"great", r"awesome", r"perfect", r"nice", r"alright", r"all right",
-    r"that'?s (?:all|it|great|fine|good)", r"for now", r"no(?:thing)? (?:else|more)",
-    r"you", r"there", r"again", r"too", r"friend", r"buddy", r"everyone", r"all", r"and",
-    r"oh", r"ah", r"well", r"so", r"really", r"very much", r"today",
-)  # fmt: skip
-_SMALL_TALK_ZH = (
-    "你好", "您好", "嗨", "哈喽", "哈啰", "早上好", "早安", "上午好", "中午好", "下午好",
-    "晚上好", "晚安", "早", "谢谢你的帮助", "谢谢", "多谢", "谢啦", "感谢", "辛苦了",
-    "再见", "拜拜", "回头见", "明天见", "你是谁", "你叫什么名字", "你叫什么", "你是做什么的",
-    "你是什么", "你能做什么", "你会做什么", "你能帮我做什么", "你可以做什么", "你能干什么",
-    "你会哪些", "你是机器人吗", "你是人吗", "今天怎么样", "最近怎么样", "怎么样", "你好吗",
-    "好的", "好", "没事了", "就这样", "你", "啊", "呀", "呢", "吧", "哦", "嘛", "啦", "了", "哈",
-)  # fmt: skip
-_SMALL_TALK = re.compile(
-    r"(?:\b(?:"
-    + "|".join(sorted(_SMALL_TALK_EN, key=len, reverse=True))
-    + r")\b"
-    + "|"
-    + "|".join(sorted(_SMALL_TALK_ZH, key=len, reverse=True))
-    + ")"
-)
+def _small_talk() -> re.Pattern[str]:
+    """The phrases small talk is made of, every language's (longest first; a language
+    written with spaces needs word boundaries around its phrases)."""
+    spaced = [p for lang in language.LANGUAGES if not lang.unspaced for p in lang.small_talk]
+    unspaced = [p for lang in language.LANGUAGES if lang.unspaced for p in lang.small_talk]
+    parts = []
+    if spaced:
+        parts.append(r"\b(?:" + "|".join(sorted(spaced, key=len, reverse=True)) + r")\b")
+    parts += sorted(unspaced, key=len, reverse=True)
+    return re.compile("(?:" + "|".join(parts) + ")")
+
+
+_SMALL_TALK = _small_talk()
 _LEFTOVER = re.compile(r"[\s\W_]+")
 
 

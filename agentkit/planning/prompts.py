@@ -9,14 +9,11 @@ other packages (the evaluation's simulated user and judges): :func:`load_templat
 
 from __future__ import annotations
 
-import functools
-from importlib import resources
 from pathlib import Path
 from string import Template
 
 from agentkit.errors import ConfigError
-from agentkit.filecache import read_text
-from agentkit.layout import AgentPaths
+from agentkit.templates import load_template as _load
 
 __all__ = ["PROMPT_NAMES", "load_prompt", "load_template", "render_prompt"]
 
@@ -44,25 +41,8 @@ def load_prompt(name: str, agent_dir: Path | None = None) -> Template:
 def load_template(
     name: str, agent_dir: Path | None = None, package: str = "agentkit.planning"
 ) -> Template:
-    """The template *name*: the agent folder's ``prompts/{name}.md`` if present, else
-    *package*'s ``prompts/{name}.md``."""
-    if agent_dir is not None:
-        override = read_text(AgentPaths(agent_dir).prompt(name))
-        if override is not None:
-            return _template(override)
-    return _package_template(package, name)
-
-
-@functools.cache
-def _package_template(package: str, name: str) -> Template:
-    """The package's own template (it changes only with the installed package)."""
-    text = resources.files(package).joinpath(f"prompts/{name}.md").read_text(encoding="utf-8")
-    return Template(text)
-
-
-@functools.lru_cache(maxsize=256)
-def _template(text: str) -> Template:
-    return Template(text)
+    """The template *name* of *package* (:func:`agentkit.templates.load_template`)."""
+    return _load(name, agent_dir, package)
 
 
 def render_prompt(name: str, agent_dir: Path | None = None, **values: str) -> str:

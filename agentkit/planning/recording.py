@@ -20,12 +20,12 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agentkit.calls.errors import TurnFailedError
+from agentkit.calls.secrets import is_masked, is_secret_key
 from agentkit.errors import CorruptStateError
 from agentkit.memory import ExecutionState, MemoryRepository, PlanStep
-from agentkit.planning.errors import TurnFailedError
 from agentkit.store import ConversationKey, TurnCheckpoint
 from agentkit.tools import SecretMask, ToolRegistry, mask_secrets
-from agentkit.tools.secrets import is_masked, is_secret_key
 from agentkit.types import Message
 
 __all__ = ["FlowRecorder"]

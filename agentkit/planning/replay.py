@@ -34,15 +34,15 @@ from string import Template
 
 from pydantic import JsonValue
 
+from agentkit.calls.cancel import CancelScope
+from agentkit.calls.records import CallRecord
+from agentkit.calls.tracer import CallTracer
 from agentkit.errors import ModelError, StoreError, StructuredOutputError, UsageError
 from agentkit.layout import AgentPaths
 from agentkit.models.base import ChatMessage, ChatModel, Completion
-from agentkit.planning.call_records import CallRecord
-from agentkit.planning.cancel import CancelScope
 from agentkit.planning.plan import PlanFormatError, extract_json, parse_plan
 from agentkit.planning.prompts import PROMPT_NAMES, load_prompt
 from agentkit.planning.state import STAGE_TIMEOUTS
-from agentkit.planning.tracer import CallTracer
 from agentkit.store.base import ConversationKey, ConversationStore
 from agentkit.tools import SecretMask, ToolRegistry
 

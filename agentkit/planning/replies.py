@@ -5,23 +5,23 @@ grammar for the embedded model, ``response_format`` for an OpenAI endpoint), and
 text is then extracted leniently (:func:`extract_json`) and validated by the pydantic reply
 types of :mod:`agentkit.planning.plan`; a model failure or an unusable reply is a *problem*
 string for the repair round, never an exception. Every call goes through the turn's call
-tracer (:mod:`agentkit.planning.tracer`), which times, traces and records it.
+tracer (:mod:`agentkit.calls.tracer`), which times, traces and records it.
 """
 
 from __future__ import annotations
 
 from pydantic import JsonValue
 
+from agentkit.calls.errors import TurnFailedError
+from agentkit.calls.tracer import error_text
 from agentkit.errors import ModelError, StructuredOutputError
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, JsonSchema, Purpose
 from agentkit.planning import grounding, reads
-from agentkit.planning.errors import TurnFailedError
 from agentkit.planning.graph import Turn
 from agentkit.planning.plan import PlanFormatError, extract_json, parse_plan
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import batch_schema, plan_schema
-from agentkit.planning.tracer import error_text
 from agentkit.telemetry import PlanSpan, Span
 
 __all__ = ["repair", "request_plan", "structured", "text_reply"]

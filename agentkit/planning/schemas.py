@@ -31,7 +31,6 @@ shared, so treat them as read-only. A schema with :class:`Said` values is built 
 
 from __future__ import annotations
 
-import re
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from agentkit import language
 from agentkit.models.base import JsonSchema
 from agentkit.planning.plan import (
     ActReply,
@@ -130,28 +130,26 @@ class Said:
 
     strings: tuple[str, ...] = ()
     numbers: tuple[float, ...] = ()
-    #: the user's words (:func:`name_words`): an optional free-text argument none of whose
-    #: name's words is among them is not offered (None: every argument is)
+    #: the user's words (:func:`agentkit.language.words`): an optional free-text argument
+    #: none of whose name's words is among them is not offered (None: every argument is)
     words: frozenset[str] | None = None
-
-
-def name_words(name: str) -> list[str]:
-    """``api_key`` / ``apiKey`` / ``api-key`` → ``["api", "key"]`` (also any text's words,
-    case-folded)."""
-    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name)
-    return [w for w in re.split(r"[\W_]+", spaced.casefold()) if w]
 
 
 def _named(name: str, words: frozenset[str]) -> bool:
     """Some word of the argument's *name* is among *words* (a plural ``s`` aside)."""
     stems = {w.removesuffix("s") for w in words}
-    return any(w.removesuffix("s") in stems for w in name_words(name))
+    return any(w.removesuffix("s") in stems for w in language.words(name))
 
 
 def _free_text(node: Any) -> bool:  # noqa: ANN401
-    """A string (or a list of strings) without an enumeration, pattern or format."""
+    """A string (or a list of strings, or either or null: ``str | None``) without an
+    enumeration, pattern or format."""
     if not isinstance(node, dict) or "enum" in node or "const" in node:
         return False
+    options = node.get("anyOf")
+    if isinstance(options, list):
+        kinds = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
+        return bool(kinds) and all(_free_text(o) for o in kinds)
     if node.get("type") == "array":
         return _free_text(node.get("items"))
     return node.get("type") == "string" and "pattern" not in node

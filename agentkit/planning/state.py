@@ -21,6 +21,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
+from agentkit.calls.cancel import CancelScope
+from agentkit.calls.errors import TurnCancelledError, TurnFailedError
+from agentkit.calls.records import CallRecord
 from agentkit.config import CompressionConfig, PlannerConfig
 from agentkit.events import PlannedStep
 from agentkit.ids import new_message_id
@@ -29,9 +32,6 @@ from agentkit.memory.repository import Versioned
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning.approvals import Decision
 from agentkit.planning.background import Admit, BackgroundUpkeep
-from agentkit.planning.call_records import CallRecord
-from agentkit.planning.cancel import CancelScope
-from agentkit.planning.errors import TurnCancelledError, TurnFailedError
 from agentkit.planning.recording import skip_pending
 from agentkit.sessions import RunningTurn, SessionPool
 from agentkit.store import ConversationKey, ConversationStore

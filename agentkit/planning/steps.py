@@ -17,6 +17,9 @@ import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from agentkit import language
+from agentkit.calls.errors import TurnCancelledError
+from agentkit.calls.tracer import error_text
 from agentkit.errors import ModelError
 from agentkit.events import (
     AgentEvent,
@@ -30,21 +33,21 @@ from agentkit.events import (
 )
 from agentkit.memory import ExecutionState, Observation, PlanStep, Waiting
 from agentkit.models.base import ChatMessage, TextDelta
-from agentkit.planning import context, grounding, reads, replies
+from agentkit.planning import context, gate, grounding, replies
 from agentkit.planning.approvals import new_approval
-from agentkit.planning.consent import consent_question, conversation_language
-from agentkit.planning.errors import TurnCancelledError
+from agentkit.planning.consent import consent_question
 from agentkit.planning.graph import End, Stage, Turn
+from agentkit.planning.observed import observed_answer
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.state import cut, planned
-from agentkit.planning.tracer import error_text
 from agentkit.telemetry import semconv
 from agentkit.tools.registry import ToolArgumentsError, ToolCrashedError, UnknownToolError
 
 __all__ = [
+    "AskArguments",
     "AskConsent",
     "AskUser",
-    "DropWrite",
+    "Held",
     "Execute",
     "Finish",
     "LiveState",
@@ -53,6 +56,7 @@ __all__ = [
     "RunPlan",
     "RunStep",
     "RunTool",
+    "Told",
     "ToolStep",
     "plan_event",
     "run_step",
@@ -98,11 +102,29 @@ def run_step(step: PlanStep) -> Stage:
 
 def _after(turn: Turn, step: PlanStep) -> Stage | End:
     """After a tool or reason step: the strategy's decision while the flow is running (by
-    default the next step), else the end of the turn."""
+    default the next step), else the end of the turn. Under ``answers: observed`` a write the
+    user consented to, with nothing left pending, ends the turn with what it returned (no
+    model call after a decision)."""
     state = turn.state
     if state.status != "running":
         return End(state.final_answer)
+    tools = turn.tools
+    wrote = step.tool_name in tools and tools.get(step.tool_name).side_effect
+    if wrote and turn.ctx.config.answers == "observed" and state.next_pending_step() is None:
+        return Told()
     return turn.strategy.after_step(turn, step.id) or Execute()
+
+
+@dataclass(frozen=True, slots=True)
+class Told(Stage):
+    """The answer told from what the flow's tools returned (``answers: observed``)."""
+
+    async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | End]:
+        state = turn.state
+        said = observed_answer(turn) or context.fallback_answer(state)
+        yield AgentOutputEvent(text=said)
+        turn.flow.save(state.complete(said))
+        yield End(said)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,41 +178,45 @@ class Finish(Stage):
 
 @dataclass(frozen=True, slots=True)
 class ToolStep(Stage):
-    """A tool step of the plan: run, or (a side effect) a consent request first — or, in a
-    turn whose request asks for nothing to change, dropped; a question first when a required
-    argument is not grounded (:mod:`agentkit.planning.grounding`)."""
+    """A tool step of the plan, through the gate (:mod:`agentkit.planning.gate`) — the one
+    place every proposed call is decided: run, a question for its missing arguments, a
+    consent request (a side effect), or held back (the answer then comes from what is known)."""
 
     step: PlanStep
 
     async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Stage]:
-        step, tools = self.step, turn.tools
-        tool = tools.get(step.tool_name) if step.tool_name in tools else None
-        if tool is not None and tool.side_effect and reads.drop_writes(turn):
-            yield DropWrite(step)  # a read's turn: never proposed as a consent
-            return
-        if tool is not None and grounding.applies(turn, tool):
-            step, checked = grounding.ground_step(turn, step, tool)
-            if checked.missing:  # an argument nobody gave: a question, not a guess
-                yield grounding.AskArguments(step, checked.missing)
-                return
-        if tool is not None and tool.side_effect:
-            yield AskConsent(step)  # whatever requires_confirmation says
-            return
-        yield RunTool(step)
+        step = self.step
+        decision = gate.policy(turn).review(turn, step)
+        if decision.args != turn.flow.tool_args(step):
+            turn.flow.save(turn.flow.replace_args(turn.state, step.id, decision.args))
+            step = turn.state.step(step.id)
+            notes = f"; {'; '.join(decision.notes)}" if decision.notes else ""
+            turn.ctx.note("GATE", f"{step.tool_name}: arguments updated{notes}")
+        verdict = decision.verdict
+        if isinstance(verdict, gate.Refuse):
+            yield Held(step, verdict)
+        elif isinstance(verdict, gate.Ask) and verdict.fields:
+            yield AskArguments(step, verdict)
+        elif isinstance(verdict, gate.Ask):
+            yield AskConsent(step, verdict)
+        else:
+            yield RunTool(step)
 
 
 @dataclass(frozen=True, slots=True)
-class DropWrite(Stage):
-    """A side-effecting step in a turn whose request asks for nothing to change (a
-    ``tool_loop`` action, a step planned before the rule): skipped and noted, then the
-    answer from what is known."""
+class Held(Stage):
+    """A call the gate refused: the step is skipped and noted (the turn log's ``[GATE]``, an
+    observation the answer can see), then the answer from what is known."""
 
     step: PlanStep
+    verdict: gate.Refuse
 
     async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | Execute]:
-        step = self.step
-        reads.note_dropped(turn, step, "step")
-        state = turn.state
+        step, verdict = self.step, self.verdict
+        args = json.dumps(turn.ctx.mask.json(dict(step.tool_args)), ensure_ascii=False)
+        text = f"{step.tool_name} {cut(args, 200)} not run ({verdict.rule}): {verdict.why}"
+        turn.ctx.note("GATE", text)
+        state = turn.state.observe(Observation(step_id=step.id, kind="note", content=text))
         skipped = tuple(
             s.model_copy(update={"status": "skipped"}) if s.id == step.id else s
             for s in state.steps
@@ -199,18 +225,60 @@ class DropWrite(Stage):
         if state.next_pending_step() is None:
             ids = {s.id for s in state.steps}
             answer = PlanStep(
-                id=next(
-                    f"answer_reads_{n}"
-                    for n in range(1, len(ids) + 2)
-                    if f"answer_reads_{n}" not in ids
-                ),
+                id=next(f"answer_{n}" for n in range(1, len(ids) + 2) if f"answer_{n}" not in ids),
                 type="respond",
                 title="Answer",
-                instruction="Answer the request from the observations; nothing is to be changed.",
+                instruction="Answer the request from the observations.",
             )
             state = state.with_steps((*state.steps, answer), plan_id=state.plan_id)
         turn.flow.save(state)
+        yield StepCompleteEvent(
+            step_id=step.id, status="skipped", summary=text, rule=verdict.rule, reason=verdict.why
+        )
         yield Execute()
+
+
+@dataclass(frozen=True, slots=True)
+class AskArguments(Stage):
+    """A call's required arguments are not grounded: the question, asked as an ``ask_user``
+    step placed before the call (which stays pending); the turn ends with it. The answer
+    brings the flow back to the call (:data:`~agentkit.planning.grounding.INTENT`)."""
+
+    step: PlanStep
+    verdict: gate.Ask
+
+    async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | End]:
+        step, ctx, missing = self.step, turn.ctx, self.verdict.fields
+        tool = turn.tools.get(step.tool_name)
+        code = language.detect([ctx.text, *_user_texts(turn)])
+        does = " ".join(tool.description.split())
+        does = does if len(does) <= 120 else does[:117].rstrip() + "..."
+        text = ctx.scrub(language.ask_arguments(tool.name, does, missing, code, ctx.agent_dir))
+        state = turn.state
+        ids = {s.id for s in state.steps}
+        number = 1
+        while f"ask_{step.id}_{number}" in ids:
+            number += 1
+        ask = PlanStep(
+            id=f"ask_{step.id}_{number}", type="ask_user", title="Question", instruction=text
+        )
+        steps: list[PlanStep] = []
+        for s in state.steps:
+            if s.id == step.id:
+                steps.append(ask)
+            steps.append(s)
+        if step.id not in ids:
+            steps.append(ask)
+        state = state.with_steps(tuple(steps), plan_id=state.plan_id).mark_step_running(ask.id)
+        waiting = Waiting(question=text, intent=grounding.INTENT, pending_fields=missing)
+        turn.flow.save(state.pause(waiting))
+        ctx.note("GATE", f"{step.tool_name}: asked for {', '.join(missing)} ({self.verdict.why})")
+        if turn.trace is not None:
+            turn.trace.event(semconv.QUESTION_EVENT, {"agentkit.step_id": ask.id})
+        yield AskUserEvent(
+            question=text, step_id=ask.id, rule=self.verdict.rule, reason=self.verdict.why
+        )
+        yield End(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +286,7 @@ class AskConsent(Stage):
     """A side-effecting step waits for the user's consent: the turn ends with the question."""
 
     step: PlanStep
+    verdict: gate.Ask
 
     async def run(self, turn: Turn) -> AsyncIterator[AgentEvent | End]:
         step, ctx = self.step, turn.ctx
@@ -225,8 +294,10 @@ class AskConsent(Stage):
         shown = json.dumps(args, ensure_ascii=False, sort_keys=True)
         tools = turn.tools
         tool = tools.get(step.tool_name) if step.tool_name in tools else None
-        language = conversation_language([ctx.text, *_user_texts(turn)])
-        question = ctx.scrub(consent_question(step.tool_name, step.tool_args, tool, language))
+        code = language.detect([ctx.text, *_user_texts(turn)])
+        question = ctx.scrub(
+            consent_question(step.tool_name, step.tool_args, tool, code, ctx.agent_dir)
+        )
         approval = new_approval(step, tools, question)
         waiting = Waiting(
             question=question,
@@ -252,6 +323,8 @@ class AskConsent(Stage):
             tool_args=args if isinstance(args, dict) else {},
             approval_id=approval.approval_id,
             step_id=step.id,
+            rule=self.verdict.rule,
+            reason=self.verdict.why,
         )
         yield End(question)
 
@@ -374,6 +447,14 @@ class Respond(Stage):
         step, ctx = self.step, turn.ctx
         state = turn.flow.save(turn.state.mark_step_running(step.id))
         yield StepStartEvent(step_id=step.id, step_type=step.type, title=step.title)
+        told = observed_answer(turn) if ctx.config.answers == "observed" else None
+        if told is not None:  # the tools' results, told: no model call
+            yield AgentOutputEvent(text=told)
+            state = turn.state.mark_step_done(step.id, cut(told, 300))
+            turn.flow.save(state.complete(told))
+            yield StepCompleteEvent(step_id=step.id, status="done", summary=cut(told, 300))
+            yield End(told)
+            return
         values = turn.prompt.values(
             state, request=ctx.text, instruction=step.instruction or step.title
         )

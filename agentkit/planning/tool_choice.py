@@ -14,11 +14,11 @@ action call:
 2. **reads stay reads**: a request that reads as a question (*which …?*, 哪些, 吗), or asks to
    see or find something without saying a change, never gets a side-effecting tool: those candidates
    are dropped, and with none left the answer is "no tool".
-3. **the model's vote, on near-ties only**: candidates within ``NEAR_TIE`` of the leader are
+3. **the model's vote, on near-ties only**: candidates within ``router_near_tie`` of the leader are
    put to the model. A backend that scores likelihoods (the embedded model) gives, for each,
    the log-probability of the request after the tool's description — which request would
    this tool be asked? — read in one batched pass, nothing generated; the vote adds
-   ``_VOTE_WEIGHT`` times that to the candidate's share of the leader's score (weight and
+   ``router_vote_weight`` times that to the candidate's share of the leader's score (weight and
    margin fitted on the dev rows only). Another backend writes a grammar-constrained choice
    among the tied names and ``none``, which wins the tie outright. A clear leader needs no
    model call.
@@ -36,26 +36,33 @@ strategy asks its own model as it always did.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import JsonValue
 
-from agentkit.errors import MissingExtraError, ModelError, StructuredOutputError
+from agentkit import language
+from agentkit.calls.tracer import ModelCall, error_text
+from agentkit.errors import MissingExtraError, ModelError
 from agentkit.events import AgentEvent
 from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema
-from agentkit.planning import grounding
-from agentkit.planning.call_records import CallRecord
+from agentkit.planning.follow_ups import router_on
 from agentkit.planning.graph import Stage, Turn
 from agentkit.planning.intents import is_small_talk
-from agentkit.planning.plan import PlanFormatError, check_tool_call, extract_json
+from agentkit.planning.plan import PlanFormatError, extract_json
 from agentkit.planning.prompts import render_prompt
-from agentkit.planning.schemas import _lean, tool_args_schema
-from agentkit.planning.state import cut
+from agentkit.planning.routes import (
+    RouteCandidate,
+    RoutedAction,
+    RouteTrace,
+    ask_model,
+    fill_arguments,
+    language_of,
+    one_line,
+    record_route,
+)
 from agentkit.planning.steps import plan_event, run_step, store_plan
 from agentkit.planning.tool_ranking import (
     RankedTool,
@@ -64,13 +71,9 @@ from agentkit.planning.tool_ranking import (
     rank_tools,
 )
 from agentkit.planning.tool_semantics import SemanticSignal, semantic_signal, wordllama_embedder
-from agentkit.planning.tracer import ModelCall, error_text
-from agentkit.tools import mask_secrets
 
 __all__ = [
-    "NEAR_TIE",
     "NO_TOOL",
-    "WEAK",
     "RouteCandidate",
     "RouteTrace",
     "RoutedAction",
@@ -80,102 +83,33 @@ __all__ = [
 
 #: the choice that means "no tool: answer directly"
 NO_TOOL = "none"
-#: candidates whose score is within this factor of the leader's are put to the model's vote
-NEAR_TIE = 1.25
-#: the likelihood vote's weight (per nat) against the candidate's share of the leader's score;
-#: fitted on the dev rows: 0.05 to 0.5 all gave the same decisions there, 0 lost one
-_VOTE_WEIGHT = 0.1
 #: what the likelihood vote reads before the request: would this tool be asked this?
 _VOTE_PROMPT = "Task: {description}\nUser request:"
-#: a leader whose lexical score is below this matched one weak term at best: the model settles
-WEAK = 1.0
-#: how many tools (best by meaning and words) the model settles among, besides "none"
-_SETTLE_POOL = 3
 #: what the settling vote reads for "none": would this request want no tool at all?
 _NONE_TASK = (
     "Reply to the user in words; no tool is needed (a greeting, thanks, small talk, or a "
     "question about the assistant)."
 )
 
-Decision = Literal["tool", "none", "ask", "fallback"]
 
 log = logging.getLogger("agentkit.planning")
 #: the missing ``router`` extra has been logged (once per process; every turn's record says it)
 _WARNED: list[bool] = []
 
 
-class RouteCandidate(BaseModel):
-    """One ranked tool offered to the model."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    score: float
-    side_effect: bool
-    matched: tuple[str, ...] = ()
-    #: the model's likelihood vote (log-probability of the request after the tool's
-    #: description), for candidates that were put to it
-    vote: float | None = None
-    #: the semantic signal: the best cosine between the request and one of the tool's texts
-    #: (centred), where the backend gives embeddings
-    semantic: float | None = None
-    #: the best raw cosine between the request and one of the tool's texts (the meaning
-    #: floors ``router_min_similarity`` / ``router_settle_similarity`` read it)
-    similarity: float | None = None
-
-
-class RouteTrace(BaseModel):
-    """What a ``route`` record says about one decision (its ``route`` field)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    stage: Literal["choice", "arguments", "semantic"] = "choice"
-    #: how the candidates were put to the model: ``tie`` (near-tied lexical leaders) or
-    #: ``settle`` (no or only weak lexical candidates: the tools and "none")
-    vote_kind: Literal["", "tie", "settle"] = ""
-    #: the likelihood vote for "none" (settle, a scoring backend)
-    none_vote: float | None = None
-    candidates: tuple[RouteCandidate, ...] = ()
-    #: the model's choice: a candidate's name, ``none``, or ``""`` when no call was made
-    choice: str = ""
-    decision: Decision = "fallback"
-    #: the tool decided on (the model's vote counted in), for a ``tool`` decision
-    decided: str = ""
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class RoutedAction:
-    """The router's first action: a ``tool`` call, ``none`` (answer without tools), or a
-    question (``ask``) for the user."""
-
-    kind: Literal["tool", "none", "ask"]
-    tool_name: str = ""
-    tool_args: dict[str, JsonValue] = field(default_factory=dict)
-    question: str = ""
-
-
-def enabled(turn: Turn) -> bool:
-    ctx = turn.ctx
-    return (
-        ctx.config.tool_choice == "router"
-        and len(turn.tools) > 0
-        and isinstance(ctx.model, ChatModel)
-    )
-
-
 async def choose(turn: Turn) -> RoutedAction | None:  # noqa: PLR0911 - one per decision
     """The first action for ``turn``'s request, or None: the router is off (then the
     strategy asks its own model, as without the router)."""
-    if not enabled(turn):
+    if not router_on(turn):
         return None
     ctx = turn.ctx
     signals = ctx.config.router_signals
     text = ctx.text
     ranked = rank_tools(turn.tools, text) if "lexical" in signals else []
     top = max((item.score for item in ranked), default=0.0)
+    config = ctx.config
     small = is_small_talk(text)
-    if small and top < WEAK:
+    if small and top < config.router_weak_score:
         return _no_tool(
             turn, (), "small talk: a greeting, thanks or a question about the assistant"
         )
@@ -184,7 +118,7 @@ async def choose(turn: Turn) -> RoutedAction | None:  # noqa: PLR0911 - one per 
     if reads:
         pool = [c for c in pool if not c.side_effect]
     candidates = tuple(c for c in pool if c.score > 0)[: ctx.config.router_candidates]
-    weak = not candidates or candidates[0].score < WEAK  # the pool is best-first
+    weak = not candidates or candidates[0].score < config.router_weak_score  # best-first
     floors = _floors(turn) if "semantic" in signals else None
     signal = await _semantic(turn) if floors is not None else None
     if signal is not None:
@@ -197,7 +131,7 @@ async def choose(turn: Turn) -> RoutedAction | None:  # noqa: PLR0911 - one per 
         refused = _below_settle_floor(signal, floors)
         if refused:
             return _no_tool(turn, tuple(pool[:3]), refused)
-        return await _settle(turn, _settle_pool(pool))
+        return await _settle(turn, _settle_pool(pool, config.router_settle_pool))
     candidates, refused = _close_enough(candidates, floors)
     if refused:
         return _no_tool(turn, candidates, refused)
@@ -208,11 +142,12 @@ async def choose(turn: Turn) -> RoutedAction | None:  # noqa: PLR0911 - one per 
             else "no tool matches the request"
         )
         return _no_tool(turn, (), reason)
-    tied = tuple(c for c in candidates if c.score * NEAR_TIE >= candidates[0].score)
+    near = config.router_near_tie
+    tied = tuple(c for c in candidates if c.score * near >= candidates[0].score)
     trace = RouteTrace(candidates=candidates)
     if len(tied) == 1:
         decided, trace = _decide(turn, candidates[0], "", tied, trace)
-        _trace(turn, trace)
+        record_route(turn, trace)
     else:
         model = ctx.model
         scorer = model if isinstance(model, ChatModel) and model.scores else None
@@ -227,7 +162,7 @@ async def choose(turn: Turn) -> RoutedAction | None:  # noqa: PLR0911 - one per 
             call.read(raw=raw, parsed=parsed, route=trace.model_dump(mode="json"), error=problem)
     if decided.kind != "tool":
         return decided
-    return await _fill_arguments(turn, decided.tool_name)
+    return await fill_arguments(turn, decided.tool_name)
 
 
 def _floors(turn: Turn) -> tuple[float | None, float | None] | None:
@@ -274,7 +209,7 @@ def _close_enough(
 
 
 def _no_tool(turn: Turn, candidates: tuple[RouteCandidate, ...], reason: str) -> RoutedAction:
-    _trace(turn, RouteTrace(candidates=candidates, decision="none", reason=reason))
+    record_route(turn, RouteTrace(candidates=candidates, decision="none", reason=reason))
     return RoutedAction(kind="none")
 
 
@@ -305,7 +240,7 @@ async def _semantic(turn: Turn) -> SemanticSignal | None:
             _without_wordllama(turn, error, embeds=embeds)
         else:
             signal = await semantic_signal(embedder, turn.tools, ctx.text, embedder.embed)
-            _trace(turn, RouteTrace(stage="semantic", reason="semantic signal (wordllama)"))
+            record_route(turn, RouteTrace(stage="semantic", reason="semantic signal (wordllama)"))
             return signal
     if not embeds:
         return None
@@ -332,7 +267,7 @@ def _without_wordllama(turn: Turn, error: MissingExtraError, *, embeds: bool) ->
     the ``model`` embedder (the model's own embeddings, or none), and says so in its
     ``route`` record and, once per process, in the log."""
     instead = "the model's own embeddings instead" if embeds else "no semantic signal"
-    _trace(turn, RouteTrace(stage="semantic", reason=f"{error}; {instead}"))
+    record_route(turn, RouteTrace(stage="semantic", reason=f"{error}; {instead}"))
     if not _WARNED:
         _WARNED.append(True)
         log.warning("%s; the router goes on with %s", error, instead.removesuffix(" instead"))
@@ -357,16 +292,16 @@ def _pool(turn: Turn, ranked: Sequence[RankedTool]) -> list[RouteCandidate]:
     return [entry[2] for entry in pooled]
 
 
-def _settle_pool(pool: Sequence[RouteCandidate]) -> tuple[RouteCandidate, ...]:
-    """The tools the model settles among: the best ``_SETTLE_POOL`` by meaning (standard
-    deviations above the toolset's mean similarity) plus words; every tool when there is
-    no semantic signal."""
+def _settle_pool(pool: Sequence[RouteCandidate], size: int) -> tuple[RouteCandidate, ...]:
+    """The tools the model settles among: the best *size* (``router_settle_pool``) by
+    meaning (standard deviations above the toolset's mean similarity) plus words; every tool
+    when there is no semantic signal."""
     values = {c.name: c.semantic for c in pool if c.semantic is not None}
     if len(values) < len(pool):
         return tuple(pool)
     spread = _standardised({name: float(value) for name, value in values.items()})
     best = sorted(pool, key=lambda c: -(spread[c.name] + c.score))
-    return tuple(best[:_SETTLE_POOL])
+    return tuple(best[:size])
 
 
 def _standardised(values: Mapping[str, float]) -> dict[str, float]:
@@ -424,7 +359,7 @@ async def _settle(turn: Turn, offered: tuple[RouteCandidate, ...]) -> RoutedActi
                 choice = best.name if (best.vote or 0.0) > none_vote else NO_TOOL
                 trace = trace.model_copy(update={"candidates": pool, "none_vote": none_vote})
         else:
-            raw, problem = await _ask_model(call)
+            raw, problem = await ask_model(call)
             if not problem:
                 choice, problem = _read_choice(raw, [c.name for c in pool])
         if problem or choice in ("", NO_TOOL):
@@ -447,7 +382,7 @@ async def _settle(turn: Turn, offered: tuple[RouteCandidate, ...]) -> RoutedActi
         call.read(raw=raw, parsed={"tool": choice}, route=trace.model_dump(mode="json"))
     if decided.kind != "tool":
         return decided
-    return await _fill_arguments(turn, decided.tool_name)
+    return await fill_arguments(turn, decided.tool_name)
 
 
 def _request(turn: Turn) -> str:
@@ -460,8 +395,8 @@ def _settle_pairs(turn: Turn, pool: Sequence[RouteCandidate]) -> list[tuple[str,
     pairs = []
     for candidate in pool:
         tool = tools.get(candidate.name)
-        examples = " ".join(f'"{_one_line(e, 80)}"' for e in tool.examples[:3])
-        task = _one_line(tool.description) + (f" For example: {examples}." if examples else "")
+        examples = " ".join(f'"{one_line(e, 80)}"' for e in tool.examples[:3])
+        task = one_line(tool.description) + (f" For example: {examples}." if examples else "")
         pairs.append((_VOTE_PROMPT.format(description=task), _request(turn)))
     return pairs
 
@@ -529,7 +464,7 @@ def _vote_pairs(turn: Turn, tied: tuple[RouteCandidate, ...]) -> list[tuple[str,
     tools = turn.tools
     request = " " + " ".join(turn.ctx.text.split())
     return [
-        (_VOTE_PROMPT.format(description=_one_line(tools.get(c.name).description)), request)
+        (_VOTE_PROMPT.format(description=one_line(tools.get(c.name).description)), request)
         for c in tied
     ]
 
@@ -558,10 +493,11 @@ async def _vote(
             for c in candidates
         )
         pool = [c for c in voted if c.name in votes]
-        chosen = max(pool, key=lambda c: c.score / top + _VOTE_WEIGHT * (c.vote or 0.0))
+        weight = turn.ctx.config.router_vote_weight
+        chosen = max(pool, key=lambda c: c.score / top + weight * (c.vote or 0.0))
         return chosen, chosen.name, trace.model_copy(update={"candidates": voted}), "", ""
     names = [candidate.name for candidate in tied]
-    raw, problem = await _ask_model(call)
+    raw, problem = await ask_model(call)
     choice = ""
     if not problem:
         choice, problem = _read_choice(raw, names)
@@ -577,24 +513,10 @@ def _route_prompt(turn: Turn, candidates: Sequence[RouteCandidate]) -> str:
     for candidate in candidates:
         tool = tools.get(candidate.name)
         example = f' (e.g. "{tool.examples[0]}")' if tool.examples else ""
-        lines.append(f"- {candidate.name}: {_one_line(tool.description)}{example}")
+        lines.append(f"- {candidate.name}: {one_line(tool.description)}{example}")
     return render_prompt(
         "route", turn.ctx.agent_dir, candidates="\n".join(lines), request=turn.ctx.text
     )
-
-
-def _one_line(text: str, limit: int = 160) -> str:
-    return cut(" ".join(text.split()), limit)
-
-
-async def _ask_model(call: ModelCall) -> tuple[str, str]:
-    """``(raw reply, problem)`` of a ``route`` call."""
-    try:
-        return (await call.reply()).text, ""
-    except StructuredOutputError as error:  # a backend that checks the schema itself
-        return error.raw, ""
-    except (ModelError, TimeoutError, RecursionError) as error:
-        return "", error_text(error)
 
 
 def _read_choice(raw: str, names: list[str]) -> tuple[str, str]:
@@ -611,97 +533,9 @@ def _read_choice(raw: str, names: list[str]) -> tuple[str, str]:
 def _which_question(turn: Turn, candidates: Sequence[RouteCandidate]) -> str:
     tools = turn.tools
     options = "\n".join(
-        f"- {_one_line(tools.get(c.name).description, 100)} ({c.name})" for c in candidates
+        f"- {one_line(tools.get(c.name).description, 100)} ({c.name})" for c in candidates
     )
-    return (
-        "I am not sure what you would like me to do. Did you mean one of these?\n"
-        f"{options}\nOr tell me in other words."
-    )
-
-
-async def _fill_arguments(turn: Turn, name: str) -> RoutedAction | None:
-    """The chosen tool's arguments: none to fill, or one ``route`` call under its schema."""
-    ctx = turn.ctx
-    tool = turn.tools.get(name)
-    schema = tool_args_schema(tool.json_schema(), grounding.said(turn))
-    properties = _lean(tool.json_schema()).get("properties")
-    trace = RouteTrace(stage="arguments", choice=name, decision="tool", decided=name)
-    if not properties:
-        return RoutedAction(kind="tool", tool_name=name)
-    prompt = render_prompt(
-        "route_args",
-        ctx.agent_dir,
-        tool_name=name,
-        description=_one_line(tool.description),
-        arguments=json.dumps(properties, ensure_ascii=False, separators=(",", ":")),
-        request=ctx.text,
-    )
-    sent = [ChatMessage(role="user", content=ctx.scrub(prompt))]
-    async with turn.tracer.call("route", sent, schema) as call:
-        raw, problem = await _ask_model(call)
-        args: dict[str, JsonValue] = {}
-        if not problem:
-            args, problem = _read_arguments(turn, name, raw)
-        if problem:
-            asked = trace.model_copy(update={"decision": "ask", "reason": problem})
-            call.read(raw=raw, route=asked.model_dump(mode="json"), error=problem)
-            return RoutedAction(kind="ask", question=_arguments_question(turn, name))
-        args, dropped = one_value_one_argument(tool.json_schema(), args)
-        if dropped:
-            reason = f"dropped optional {', '.join(dropped)}: a value another argument holds"
-            trace = trace.model_copy(update={"reason": reason})
-        call.read(raw=raw, parsed=mask_secrets(dict(args)), route=trace.model_dump(mode="json"))
-    return RoutedAction(kind="tool", tool_name=name, tool_args=args)
-
-
-def one_value_one_argument(
-    schema: Mapping[str, JsonValue], args: Mapping[str, JsonValue]
-) -> tuple[dict[str, JsonValue], tuple[str, ...]]:
-    """*args* without the optional arguments whose value another argument already holds,
-    and their names. A value said once fills one argument: a small model decoding under
-    the said values puts the one number or name it was given into every optional field too
-    (a year as ``top_n``, a current as ``permeability``), where the tool's default was
-    meant. Required arguments are kept as they are (two may be equal)."""
-    required = schema.get("required")
-    needed = {str(key) for key in required} if isinstance(required, list) else set()
-    order = [key for key in args if key in needed] + [key for key in args if key not in needed]
-    kept: dict[str, JsonValue] = {}
-    dropped: list[str] = []
-    held: list[str] = []
-    for key in order:
-        text = json.dumps(args[key], sort_keys=True)
-        if key not in needed and text in held:
-            dropped.append(key)
-            continue
-        held.append(text)
-        kept[key] = args[key]
-    return {key: kept[key] for key in args if key in kept}, tuple(dropped)
-
-
-def _read_arguments(turn: Turn, name: str, raw: str) -> tuple[dict[str, JsonValue], str]:
-    try:
-        value = extract_json(raw)
-        if not isinstance(value, dict):
-            raise PlanFormatError("the arguments must be a JSON object")
-        check_tool_call(turn.tools, name, value)
-    except PlanFormatError as error:
-        return {}, error.problem
-    return dict(value), ""
-
-
-def _arguments_question(turn: Turn, name: str) -> str:
-    tool = turn.tools.get(name)
-    schema = tool.json_schema()
-    required = schema.get("required")
-    needed = ", ".join(str(item) for item in required) if isinstance(required, list) else ""
-    what = f" I need: {needed}." if needed else ""
-    return f"To {_one_line(tool.description, 100).rstrip('.').lower()},{what} Can you tell me?"
-
-
-def _trace(turn: Turn, trace: RouteTrace) -> None:
-    """A decision taken without a model call: a ``route`` record with no messages."""
-    record = CallRecord(purpose="route", messages=[], route=trace.model_dump(mode="json"))
-    turn.tracer.note(record)
+    return language.which_tool(options, language_of(turn), turn.ctx.agent_dir)
 
 
 # -- running the routed action -------------------------------------------------------------

@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentkit import language
 from agentkit.tools import Tool, ToolRegistry
 
 __all__ = [
@@ -53,21 +54,16 @@ __all__ = [
     "terms",
 ]
 
-_TOKEN = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-#: English words that say nothing about which tool is meant
+#: a word: Latin letters and digits, or a run of a script written without spaces
+_TOKEN = re.compile(f"[a-z0-9]+|[{language.UNSPACED}]+")
 _STOP_WORDS = frozenset(
-    """a an the and or but of to for from in on at by with about as into than then
-    i me my mine we our us you your it its this that these those there here
-    is are was were be been being am do does did done have has had having
-    can could would should will shall may might must please pls kindly just also
-    what which who whom whose when where why how all any some each every no not
-    so if very really too now up out get got let lets make s t re ve ll d
-    e g eg id ids new one returns return optional""".split()  # noqa: SIM905 - a word list
+    w for lang in language.LANGUAGES if not lang.unspaced for w in lang.stop_words
 )
-#: Chinese characters too common to tell tools apart on their own (their bigrams still count)
-_STOP_CHARS = "的了是我你他她它们吗呢吧啊呀哦嗯好一下个有在和与或请帮把这那些么什也都就要给看"
-_STOP_SPLIT = re.compile(f"[{_STOP_CHARS}]+")
+#: characters too common to tell tools apart on their own (their bigrams still count)
+_COMMON_CHARS = "".join(
+    sorted(c for lang in language.LANGUAGES if lang.unspaced for c in lang.stop_words)
+)
+_STOP_SPLIT = re.compile(f"[{re.escape(_COMMON_CHARS)}]+") if _COMMON_CHARS else None
 #: how much each part of a tool's self-description weighs
 _FIELD_WEIGHTS: Mapping[str, float] = {
     "name": 2.0,
@@ -77,46 +73,28 @@ _FIELD_WEIGHTS: Mapping[str, float] = {
 }
 _UNIGRAM_WEIGHT = 0.5
 _K1 = 1.2
-#: generic actions in both languages (English stems, Chinese substrings): not domain words
+#: generic actions (``~list``, ``~add`` …): each language's words for them (words written
+#: without spaces are matched as substrings)
 _ACTIONS: Mapping[str, tuple[frozenset[str], tuple[str, ...]]] = {
-    "~list": (
-        frozenset(["list", "show", "display", "view", "see", "read", "get", "check"]),
-        ("列出", "显示", "查看", "看看", "看一下", "展示", "列表", "读取"),
-    ),
-    "~add": (
-        frozenset(["add", "create", "new", "make", "register"]),
-        ("添加", "新增", "新建", "创建", "增加", "加", "建"),
-    ),
-    "~delete": (
-        frozenset(["delete", "remove", "erase", "drop"]),
-        ("删除", "删掉", "删了", "移除", "去掉", "清除", "删"),
-    ),
-    "~update": (
-        frozenset(["update", "change", "edit", "modify", "rename", "switch", "replace"]),
-        ("修改", "更改", "更新", "改成", "换成", "改为", "重命名", "改名", "切换"),
-    ),
-    "~search": (
-        # a request about something in particular looks for it: "notes about the gym"
-        frozenset(["search", "find", "look", "lookup", "query", "about", "mention", "contain"]),
-        ("搜索", "查找", "查询", "找", "搜", "关于", "提到", "有关", "包含"),
-    ),
-    "~save": (
-        frozenset(["save", "store", "remember", "memorize"]),
-        ("保存", "记住", "记下", "记一下", "记录"),
-    ),
-}
+    action: (
+        frozenset(w for lang in language.LANGUAGES if not lang.unspaced
+                  for w in lang.actions.get(action, ())),
+        tuple(w for lang in language.LANGUAGES if lang.unspaced
+              for w in lang.actions.get(action, ())),
+    )
+    for action in dict.fromkeys(a for lang in language.LANGUAGES for a in lang.actions)
+}  # fmt: skip
 _ACTION_STEMS: Mapping[str, frozenset[str]] = {}  # filled below, once _stem exists
 #: set phrases whose words say something else one by one ("get rid of" is no *get*)
-_PHRASE_WORDS: Mapping[str, str] = {"get rid of": "remove", "got rid of": "remove"}
+_PHRASE_WORDS: Mapping[str, str] = {
+    phrase: word for lang in language.LANGUAGES for phrase, word in lang.phrases.items()
+}
 _PHRASES = re.compile(r"\b(?:" + "|".join(map(re.escape, _PHRASE_WORDS)) + r")\b")
 _READ = "~list"
-#: a question reads: these open one, or end it
-_QUESTION = re.compile(
-    r"^\s*(what|which|how many|how much|do i have|is there|are there|does|do)\b|\?\s*$"
-    r"|哪些|什么|几|多少|吗|是否|有没有",
-    re.IGNORECASE,
-)
-_CAN_YOU = re.compile(r"^\s*(can|could|would|will) you\b", re.IGNORECASE)
+#: a question reads: its opening words, or its end
+_QUESTION = language.pattern("question")
+#: "can you …" is a request, not a question
+_CAN_YOU = language.pattern("request")
 
 
 def _stem(word: str) -> str:
@@ -146,12 +124,12 @@ def terms(text: str) -> dict[str, float]:
     found: defaultdict[str, float] = defaultdict(float)
     folded = _PHRASES.sub(lambda m: _PHRASE_WORDS[m.group(0)], text.casefold().replace("_", " "))
     for token in _TOKEN.findall(folded):
-        if _HAN.match(token):
+        if language.has_unspaced(token):
             for action, (_, chinese) in _ACTIONS.items():
                 if any(word in token for word in chinese):
                     found[action] = 1.0
             # common characters split a run into pieces, so no bigram straddles a word edge
-            for piece in _STOP_SPLIT.split(token):
+            for piece in _STOP_SPLIT.split(token) if _STOP_SPLIT else [token]:
                 for index in range(len(piece) - 1):
                     found[piece[index : index + 2]] += 1.0
                 for char in piece:
@@ -176,7 +154,8 @@ _ACTION_STEMS = {
 def reads_as_question(text: str) -> bool:
     """*text* asks about something (*which …?*, 哪些, 吗) rather than asking for a change;
     "can you …" is a request, not a question."""
-    return bool(_QUESTION.search(text)) and not _CAN_YOU.search(text)
+    asks = _QUESTION is not None and _QUESTION.search(text) is not None
+    return asks and not (_CAN_YOU is not None and _CAN_YOU.search(text))
 
 
 _CHANGES = ("~add", "~delete", "~update", "~save")

@@ -15,7 +15,7 @@ and ``result`` as the last event.
 
 No exception escapes :func:`drive` once ``session`` was sent: failures become an ``error``
 event, status failed and a ``result``. Every model call is made by the turn's call tracer
-(:mod:`agentkit.planning.tracer`): a trace record and a span each.
+(:mod:`agentkit.calls.tracer`): a trace record and a span each.
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal
 
+from agentkit.calls.errors import TurnCancelledError, TurnFailedError
+from agentkit.calls.records import CallRecord
+from agentkit.calls.tracer import CallTracer
 from agentkit.errors import AgentkitError
 from agentkit.events import AgentEvent, ErrorEvent, ResultEvent, SessionEvent
 from agentkit.planning import approvals, upkeep
-from agentkit.planning.call_records import CallRecord
 from agentkit.planning.context import PromptContext
-from agentkit.planning.errors import TurnCancelledError, TurnFailedError
 from agentkit.planning.graph import End, Stage, Strategy, Turn
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.recording import FlowRecorder
@@ -46,7 +47,6 @@ from agentkit.planning.state import (
 )
 from agentkit.planning.strategies import get_strategy
 from agentkit.planning.tool_budget import counts_locally, fit_tools
-from agentkit.planning.tracer import CallTracer
 from agentkit.store import off_loop
 from agentkit.store.records import ResetRecord, window_start
 from agentkit.types import Message, utc_now

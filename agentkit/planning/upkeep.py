@@ -37,6 +37,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agentkit.calls.cancel import CancelScope
+from agentkit.calls.tracer import CallTracer
 from agentkit.errors import AgentkitError
 from agentkit.events import CompressionEvent
 from agentkit.memory import chat_window, estimator_for, maybe_compress
@@ -44,9 +46,7 @@ from agentkit.memory.compression import CompressionOutcome, Summarize, update_me
 from agentkit.memory.history import kept_from
 from agentkit.memory.task_state import TaskState
 from agentkit.models.base import ChatMessage, ChatModel, Completion, JsonSchema, validate_structured
-from agentkit.planning.cancel import CancelScope
 from agentkit.planning.state import Intake, TurnContext
-from agentkit.planning.tracer import CallTracer
 from agentkit.store import off_loop
 from agentkit.store.records import CompressionRecord
 from agentkit.telemetry import Span, TurnTrace

@@ -2,12 +2,35 @@
 
 The journal is the source of truth (:mod:`agentkit.store._journal`); ``meta.json`` (with the
 checkpoint saying how far the views match the journal), ``history.json`` and the turn logs are
-rendered from it here, byte for byte, so that writing, recovering and verifying a folder agree
-on what the views must hold. :func:`load_journal` folds a journal (a damaged record is a
+rendered from it here, so that writing, recovering and verifying a folder agree on what the
+views must hold. :func:`load_journal` folds a journal (a damaged record is a
 :class:`~agentkit.errors.CorruptJournalError` with a quarantined copy, never truncated away);
 :func:`rebuild_views` is recovery; :func:`scan_journal` and :func:`check_folder` compare a
 folder with its journal without changing anything (what ``verify`` reports for the file
 store).
+
+Views outlive the release that wrote them, so they are versioned and checked by what they
+say. ``meta.json`` carries its format (``v``, :data:`VIEW_FORMAT` now) and, in its views
+checkpoint, the oldest format an entry of ``history.json`` was written in
+(``historyFormat``; a ``meta.json`` of format 1 has none: its history is format 1 too).
+:func:`check_folder` parses both and compares them with the journal's fold field by field
+(a field an older format did not write takes its default, as the journal's own record of it
+does), so a view an earlier release wrote is reported as ``earlier-format`` (fine), and a
+changed or missing entry as a mismatch. Turn logs have had one format (1) since the first
+release; they are compared with that rendering, byte for byte.
+
+An old view is brought to the current format by writing, never by reading or verifying:
+
+* the next turn rewrites ``meta.json`` in the current format and appends its entries to
+  ``history.json`` in the current format (in place, as every append does), carrying the
+  older ``historyFormat`` along, since the older entries stay as they were written;
+* ``agentkit verify --repair`` (and recovery after a crash) rebuild ``history.json`` whole
+  from the journal — temp file, fsync, ``os.replace``, fsync of the folder — then
+  ``meta.json`` the same way, so a crash at any point leaves either the old views (which
+  verify clean) or the new ones, and the journal, the source of truth, is never touched.
+
+Format history: 1 (to 2026-12-02): ``usage`` without ``calls``; ``meta.json`` ``v`` 1 and no
+``historyFormat``. 2 (2026-12-07): ``usage.calls``; ``v`` 2 and ``historyFormat``.
 """
 
 from __future__ import annotations
@@ -45,6 +68,7 @@ from agentkit.types import ConversationMeta, Message
 __all__ = [
     "EMPTY_HISTORY",
     "HISTORY_CLOSE",
+    "VIEW_FORMAT",
     "Checkpoint",
     "FolderState",
     "append_history",
@@ -65,22 +89,32 @@ __all__ = [
 EMPTY_HISTORY = b"[]\n"
 HISTORY_CLOSE = b"\n]\n"
 
+#: the format this release writes views in (the module docstring lists every format)
+VIEW_FORMAT = 2
+_FORMATS = frozenset({1, 2})
+_EARLIER = "written by an earlier release (fine)"
+
 
 class Checkpoint(BaseModel):
-    """How far the views in a conversation folder are known to match its journal."""
+    """How far the views in a conversation folder are known to match its journal, and the
+    oldest format an entry of its ``history.json`` is in (1 when a format-1 ``meta.json``
+    does not say)."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
     journal_bytes: int
     journal_records: int
     history_bytes: int
+    history_format: int = 1
 
 
 @dataclass(frozen=True, slots=True)
 class FolderState:
-    """What ``meta.json`` says: the metadata and the views checkpoint."""
+    """What ``meta.json`` says: the metadata, the views checkpoint and the format
+    ``meta.json`` itself was written in."""
 
     meta: ConversationMeta
     checkpoint: Checkpoint
+    format: int = VIEW_FORMAT
 
 
 def history_entry(message: Message) -> bytes:
@@ -105,7 +139,8 @@ def append_history(
 
 
 def meta_bytes(state: FolderState) -> bytes:
-    data: dict[str, Any] = {"v": 1, **state.meta.to_json_dict()}
+    """``meta.json`` in the current format (whatever format *state* was read in)."""
+    data: dict[str, Any] = {"v": VIEW_FORMAT, **state.meta.to_json_dict()}
     data["views"] = state.checkpoint.model_dump(by_alias=True)
     # pydantic-core's writer: the same text as json.dumps(indent=2, ensure_ascii=False) at a
     # fraction of the cost (the pure-Python encoder runs whenever an indent is asked for)
@@ -113,11 +148,17 @@ def meta_bytes(state: FolderState) -> bytes:
 
 
 def parse_meta(raw: bytes) -> FolderState:
+    """``meta.json`` of any format this release reads (fields a format did not write take
+    their defaults). Raises ``ValueError`` (``ValidationError`` is one)."""
     data = json.loads(raw)
-    if not isinstance(data, dict) or data.pop("v", None) != 1:
-        raise ValueError("meta.json has no schema version 1")
-    checkpoint = Checkpoint.model_validate(data.pop("views", None))
-    return FolderState(ConversationMeta.model_validate(data), checkpoint)
+    if not isinstance(data, dict) or data.get("v") not in _FORMATS:
+        raise ValueError(f"meta.json has no schema version this release reads ({sorted(_FORMATS)})")
+    version = data.pop("v")
+    views = data.pop("views", None)
+    if version == 1 and isinstance(views, dict) and "historyFormat" in views:
+        raise ValueError("meta.json of format 1 with a format-2 field (historyFormat)")
+    checkpoint = Checkpoint.model_validate(views)
+    return FolderState(ConversationMeta.model_validate(data), checkpoint, version)
 
 
 def read_state(directory: Path) -> FolderState | None:
@@ -296,7 +337,10 @@ def rebuild_views(
             make_turn_dir(directory, message_id)
             atomic_write(log, expected)
     checkpoint = Checkpoint(
-        journal_bytes=good_end, journal_records=views.records, history_bytes=len(history)
+        journal_bytes=good_end,
+        journal_records=views.records,
+        history_bytes=len(history),
+        history_format=VIEW_FORMAT,
     )
     state = FolderState(views.meta, checkpoint)
     atomic_write(directory / META_FILE, meta_bytes(state))
@@ -325,12 +369,79 @@ def scan_journal(key: ConversationKey, directory: Path) -> Scanned:
     return Scanned(records, scan.good_end, found)
 
 
+def _history_problem(actual: bytes, messages: list[Message]) -> str | None:
+    """What ``history.json`` (*actual*, not the current rendering) gets wrong against the
+    journal's *messages*, read by meaning: None when every entry says the journal's message
+    (fields its format did not write at their defaults)."""
+    try:
+        entries = json.loads(actual)
+    except ValueError:
+        return f"{HISTORY_FILE} is not valid JSON"
+    if not isinstance(entries, list):
+        return f"{HISTORY_FILE} is not a JSON array"
+    for index, (entry, message) in enumerate(zip(entries, messages, strict=False)):
+        try:
+            said = Message.model_validate(entry)
+        except ValidationError:
+            return f"{HISTORY_FILE} does not match the journal: entry {index} is not a message"
+        if said != message:
+            where = f"entry {index} ({message.message_id}, {message.role})"
+            return f"{HISTORY_FILE} does not match the journal: {where} differs"
+    if len(entries) != len(messages):
+        counts = f"{len(entries)} entries, the journal has {len(messages)} messages"
+        return f"{HISTORY_FILE} does not match the journal: {counts}"
+    return None
+
+
+Finding = tuple[ProblemKind | None, str]
+"""What a view check found: a problem or note kind and its detail (None: nothing)."""
+
+
+def _meta_findings(state: FolderState | None, views: Views, good_end: int, size: int) -> Finding:
+    """``meta.json`` (*state*, None: unreadable) read by meaning against the journal's fold
+    *views* of *good_end* bytes and a ``history.json`` of *size* bytes."""
+    if state is None:
+        return "missing-file", f"{META_FILE} is missing or unreadable"
+    checkpoint = state.checkpoint
+    if (
+        state.meta != views.meta
+        or checkpoint.journal_bytes != good_end
+        or checkpoint.journal_records != views.records
+        or checkpoint.history_bytes != size
+        or checkpoint.history_format not in _FORMATS
+    ):
+        return "meta-mismatch", f"{META_FILE} does not match the journal"
+    if state.format < VIEW_FORMAT:
+        return "earlier-format", f"{META_FILE} {_EARLIER}: format {state.format}, now {VIEW_FORMAT}"
+    return None, ""
+
+
+def _history_findings(
+    actual: bytes | None, rendered: bytes, messages: list[Message], state: FolderState | None
+) -> Finding:
+    """``history.json`` (*actual*, None: missing) against its current rendering, and read by
+    meaning when they differ (the format *state* says it was written in)."""
+    if actual is None:
+        return "missing-file", f"{HISTORY_FILE} is missing"
+    if actual == rendered:
+        return None, ""
+    detail = _history_problem(actual, messages)
+    written = 1 if state is None else state.checkpoint.history_format
+    if detail is None and written >= VIEW_FORMAT:
+        detail = f"{HISTORY_FILE} says the journal's messages, not as format {written} writes"
+    if detail is not None:
+        return "history-mismatch", detail
+    return "earlier-format", f"{HISTORY_FILE} {_EARLIER}: format {written}, now {VIEW_FORMAT}"
+
+
 def check_folder(
     key: ConversationKey, directory: Path, views: Views, good_end: int
 ) -> list[Problem]:
     """What the folder's views get wrong against *views*, the fold of its journal's first
     *good_end* bytes (the caller holds its lock): temp files, ``meta.json`` and its
-    checkpoint, ``history.json``, turn logs, turn folders no record names. Reads only."""
+    checkpoint, ``history.json``, turn logs, turn folders no record names. Views are read by
+    what they say (the module docstring): one an earlier release wrote is an
+    ``earlier-format`` note, not a problem. Reads only."""
 
     def problem(kind: ProblemKind, detail: str) -> Problem:
         return Problem(key.agent_id, key.conversation_id, kind, detail)
@@ -343,27 +454,20 @@ def check_folder(
             if is_temp_name(entry.name)
         )
     history = render_history(views.messages)
-    state = read_state(directory)
-    expected = Checkpoint(
-        journal_bytes=good_end, journal_records=views.records, history_bytes=len(history)
-    )
-    if state is None:
-        found.append(problem("missing-file", f"{META_FILE} is missing or unreadable"))
-    elif state.meta != views.meta or state.checkpoint != expected:
-        found.append(problem("meta-mismatch", f"{META_FILE} does not match the journal"))
     try:
-        actual = (directory / HISTORY_FILE).read_bytes()
+        actual: bytes | None = (directory / HISTORY_FILE).read_bytes()
     except FileNotFoundError:
-        found.append(problem("missing-file", f"{HISTORY_FILE} is missing"))
-    else:
-        if actual != history:
-            try:
-                json.loads(actual)
-                detail = f"{HISTORY_FILE} does not match the journal"
-            except ValueError:
-                detail = f"{HISTORY_FILE} is not valid JSON"
-            found.append(problem("history-mismatch", detail))
+        actual = None
+    state = read_state(directory)
+    size = len(history) if actual is None else len(actual)
+    for kind, detail in (
+        _meta_findings(state, views, good_end, size),
+        _history_findings(actual, history, views.messages, state),
+    ):
+        if kind is not None:
+            found.append(problem(kind, detail))
     for message_id in views.turns:
+        # one turn-log format (1) so far: compared with its rendering
         log = directory / message_id / TURN_LOG_FILE
         if not log.is_file() or log.read_bytes() != views.turn_log(message_id).encode():
             found.append(problem("turn-log-mismatch", f"{message_id}/{TURN_LOG_FILE}"))

@@ -65,6 +65,7 @@ from agentkit.store.backend import (
 from agentkit.store.forks import checkpoints_of, fork_records
 from agentkit.store.records import ConversationRecord
 from agentkit.store.values import (
+    NOTE_KINDS,
     CallRecordSink,
     ConversationKey,
     Prepare,
@@ -575,11 +576,13 @@ class ConversationStore:
         records read and numbered 1…n, and every view the backend keeps their fold."""
         if agent_id is not None:
             check_id(agent_id, "agent")
-        problems = self.backend.leftovers(agent_id, remove=False)
+        found = self.backend.leftovers(agent_id, remove=False)
         keys = self.backend.keys(agent_id)
         for key in keys:
-            problems.extend(self._verify_one(key))
-        return VerifyReport(conversations=len(keys), problems=tuple(problems))
+            found.extend(self._verify_one(key))
+        problems = tuple(p for p in found if p.kind not in NOTE_KINDS)
+        notes = tuple(p for p in found if p.kind in NOTE_KINDS)
+        return VerifyReport(conversations=len(keys), problems=problems, notes=notes)
 
     def _verify_one(self, key: ConversationKey) -> list[Problem]:
         agent, name = key.agent_id, key.conversation_id

@@ -87,6 +87,7 @@ from agentkit.store._records import (
 )
 from agentkit.store._state_cache import FolderStates, is_clean
 from agentkit.store._views import (
+    VIEW_FORMAT,
     Checkpoint,
     FolderState,
     append_history,
@@ -435,6 +436,8 @@ class FileJournal(JournalBackend):
                     journal_bytes=journal_bytes,
                     journal_records=own.records + len(records),
                     history_bytes=history_bytes,
+                    # the entries already there stay in the format they were written in
+                    history_format=state.checkpoint.history_format,
                 ),
             )
             # in place (8 µs) rather than replaced (~160 µs on ext4, which flushes a file
@@ -482,6 +485,7 @@ class FileJournal(JournalBackend):
                 journal_bytes=len(journal),
                 journal_records=len(records),
                 history_bytes=len(history),
+                history_format=VIEW_FORMAT,
             ),
         )
         staging = conversations / _temp_folder(key, CREATING)

@@ -26,6 +26,7 @@ __all__ = [
     "StaleWriterError",
     "StoreUnavailableError",
     "CallRecordSink",
+    "NOTE_KINDS",
     "VerifyReport",
     "checked_journal",
 ]
@@ -75,6 +76,7 @@ class ConversationKey:
 ProblemKind = Literal[
     "busy",
     "corrupt-record",
+    "earlier-format",
     "history-mismatch",
     "leftover",
     "meta-mismatch",
@@ -100,10 +102,19 @@ class Problem:
         return f"{where}: {self.kind}: {self.detail}"
 
 
+#: what ``verify`` reports without it being a problem: a view an earlier release wrote,
+#: read by what it says and found to agree with the journal
+NOTE_KINDS: frozenset[ProblemKind] = frozenset({"earlier-format"})
+
+
 @dataclass(frozen=True, slots=True)
 class VerifyReport:
+    """What ``verify`` found: *problems* (damage) and *notes* (kinds in :data:`NOTE_KINDS`:
+    views in an earlier release's format that agree with the journal)."""
+
     conversations: int = 0
     problems: tuple[Problem, ...] = field(default_factory=tuple)
+    notes: tuple[Problem, ...] = field(default_factory=tuple)
 
     @property
     def ok(self) -> bool:

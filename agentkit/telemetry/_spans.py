@@ -11,7 +11,7 @@ given); :meth:`Span.activate` is only for code that cannot be handed a parent (t
 Invariant: no secret value reaches an attribute, an event or a status message. A secret-named
 key's value is masked when it is set; every other string — attribute values, event attributes,
 the status message, contents and the JSON strings inside them — is masked by value with the
-trace's masker (a turn's :class:`~agentkit.tools.SecretMask`: the secret store's values, what
+trace's mask (the one :class:`~agentkit.calls.secrets.SecretMask`: the secret store's values, what
 the turn has learned, the toolsets' secret patterns) when the span ends, so a secret the turn
 met after a value was set is masked in it too; only then does the span reach OpenTelemetry.
 Contents (:meth:`Trace.content`) are recorded only when capture is on, masked even then.
@@ -26,11 +26,13 @@ import contextvars
 import json
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Protocol, cast, runtime_checkable
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Final, Protocol
 
 from pydantic import JsonValue
 
+from agentkit.calls.secrets import SecretMask, Secrets, is_secret_key, mask_secrets, mask_value
 from agentkit.telemetry import semconv as sc
 from agentkit.telemetry._bridge import Bridge, bridge
 from agentkit.telemetry._messages import (
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Masker",
+    "Secrets",
     "ModelCallSpan",
     "PlanSpan",
     "Span",
@@ -67,46 +70,9 @@ _getrandbits = random.getrandbits
 _time_ns = time.time_ns
 
 
-@runtime_checkable
-class Masker(Protocol):
-    """What masks the text a trace exports: a turn's :class:`~agentkit.tools.SecretMask`
-    (asked again each time: it learns the turn's secrets as the turn goes)."""
-
-    def text(self, text: str) -> str: ...
-
-
-Secrets = Masker | Callable[[], Iterable[str]] | Iterable[str]
-"""What a trace masks by value: a masker (a turn's ``SecretMask``), or the secret values
-themselves — a list, or a function called once, when first needed."""
-
-
-class _Values:
-    """A masker of known values only (a list, or a function read once when first needed)."""
-
-    __slots__ = ("_source", "_values")
-
-    def __init__(self, source: Callable[[], Iterable[str]] | Iterable[str]) -> None:
-        self._source: Callable[[], Iterable[str]] | Iterable[str] | None = source
-        self._values: list[str] | None = None
-
-    def text(self, text: str) -> str:
-        values = self._values
-        if values is None:
-            source, self._source = self._source, None
-            found = source() if callable(source) else (source or ())
-            values = self._values = sorted({s for s in found if len(s) >= 4}, key=len, reverse=True)
-        for secret in values:
-            if secret in text:
-                text = text.replace(secret, _masked(secret))
-        return text
-
-
-def _masker(secrets: Secrets) -> Masker | None:
-    if callable(getattr(secrets, "text", None)):  # a masker (cheaper than the Protocol check)
-        return cast(Masker, secrets)
-    if isinstance(secrets, list | tuple | set | frozenset) and not secrets:
-        return None
-    return _Values(cast(Callable[[], Iterable[str]] | Iterable[str], secrets))
+Masker = SecretMask
+"""What masks the text a trace exports: the one secret mask (a turn's, asked again each
+time: it learns the turn's secrets as the turn goes)."""
 
 
 def capture_content() -> bool:
@@ -128,20 +94,13 @@ class _Sink(Protocol):
     def _keep(self, trace_id: str, records: list[SpanRecord], message_id: str | None) -> None: ...
 
 
-_SECRET_KEYS: dict[str, bool] = {}
 _SCALARS: Final = frozenset({str, bool, int, float})
 
 
+@lru_cache(maxsize=4096)  # attribute keys are few and fixed
 def _secret_key(key: str) -> bool:
-    known = _SECRET_KEYS.get(key)
-    if known is None:
-        from agentkit.tools.secrets import is_secret_key
-
-        # attribute keys are few and fixed; a secret-named one is its last dotted part
-        known = is_secret_key(key.rsplit(".", 1)[-1])
-        if len(_SECRET_KEYS) < 4096:
-            _SECRET_KEYS[key] = known
-    return known
+    """A secret-named attribute key: its last dotted part names a secret."""
+    return is_secret_key(key.rsplit(".", 1)[-1])
 
 
 #: keys whose values agentkit itself sets, from a fixed vocabulary or checked identifiers:
@@ -152,25 +111,6 @@ _PLAIN_KEYS: Final = frozenset({
     sc.TOOL_CALL_ID, sc.REQUEST_MODEL, sc.RESPONSE_MODEL, sc.INPUT_MIME_TYPE, sc.OUTPUT_MIME_TYPE,
     sc.WORKFLOW_NAME, sc.MEMORY_STORE_NAME, sc.ERROR_TYPE, sc.PLAN_DECISION, sc.EVAL_OUTCOME,
 })  # fmt: skip
-
-
-def _masked(secret: str) -> str:
-    from agentkit.tools.secrets import mask_value
-
-    return mask_value(secret)
-
-
-def _masked_keys(value: JsonValue) -> JsonValue:
-    """*value* with its secret-named keys' string values masked, at any depth."""
-    if isinstance(value, dict):
-        return {
-            key: _masked(item) if isinstance(item, str) and _secret_key(key)
-            else _masked_keys(item)
-            for key, item in value.items()
-        }  # fmt: skip
-    if isinstance(value, list):
-        return [_masked_keys(item) for item in value]
-    return value
 
 
 def _value(value: object) -> AttributeValue | None:
@@ -335,7 +275,7 @@ class Span:
         end_ns = _time_ns()
         trace = self._trace
         for value in self._content.values():
-            trace._learn(value)
+            trace._mask.learn_json(value)
         attributes = trace._masked_all(self._attributes)
         for key, value in self._content.items():
             attributes[key] = trace._masked_content(value)
@@ -343,7 +283,7 @@ class Span:
             SpanEvent(event.name, event.time_ns, trace._masked_all(event.attributes))
             for event in self._events
         )
-        message = trace._text(self._message) if self._message else ""
+        message = trace._mask.json_text(self._message) if self._message else ""
         self._attributes = attributes
         self._record = SpanRecord(
             name=self.name,
@@ -509,10 +449,13 @@ class Trace:
     ) -> None:
         self._sink = sink
         self._message_id = message_id
-        self._mask = _masker(secrets)
-        #: secret-named values met in the trace's contents (a planned call's ``api_key``):
-        #: masked wherever the trace writes them after that, the request included
-        self._learned: list[str] = []
+        #: the mask of *secrets*, learning apart from it the secret-named values met in the
+        #: trace's contents (a planned call's ``api_key``): masked wherever the trace writes
+        #: them after that, the request included
+        given = SecretMask.of(secrets)
+        # a mask the caller shares (a turn's) is read live and learned apart from; one made
+        # here from values is the trace's own
+        self._mask = given.apart() if given is secrets else given
         self._spans: list[Span] = []
         self._done = False
         self.capture = capture_content()
@@ -742,19 +685,16 @@ class Trace:
         if self._done and span is not self.root and span._record is not None:
             self._sink._keep(self.trace_id, [span._record], None)  # ended after the trace
 
-    # -- masking -------------------------------------------------------------------------------
+    # -- masking (the one mask: agentkit.calls.secrets) ---------------------------------------
 
     def _convert(self, key: str, value: object) -> AttributeValue | None:
         """*value* as an attribute value (a dict or list as JSON text), a secret-named key's
         value masked; other text is masked when the span ends (:meth:`_masked_all`)."""
         if type(value) is str:
-            secret_key = _SECRET_KEYS.get(key)
-            if secret_key is None:
-                secret_key = _secret_key(key)
-            return _masked(value) if secret_key else value
+            return mask_value(value) if _secret_key(key) else value
         attribute = _value(value)
         if attribute is None and isinstance(value, dict | list):
-            return json.dumps(_masked_keys(value), ensure_ascii=False, default=str)
+            return json.dumps(mask_secrets(value), ensure_ascii=False, default=str)
         return attribute
 
     def _converted(self, attributes: Mapping[str, object] | None) -> dict[str, AttributeValue]:
@@ -766,31 +706,10 @@ class Trace:
                     converted[key] = attribute
         return converted
 
-    def _learn(self, value: JsonValue) -> None:
-        """Remember the values of *value*'s secret-named keys, at any depth (JSON texts
-        inside it read too)."""
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if isinstance(item, str) and _secret_key(key):
-                    if len(item) >= 4 and item not in self._learned:
-                        self._learned.append(item)
-                        self._learned.sort(key=len, reverse=True)
-                else:
-                    self._learn(item)
-        elif isinstance(value, list):
-            for item in value:
-                self._learn(item)
-        elif isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
-            try:
-                parsed = json.loads(value)
-            except (ValueError, RecursionError):
-                return
-            if isinstance(parsed, dict | list):
-                self._learn(parsed)
-
     def _masked_all(self, attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeValue]:
         """*attributes* with their text masked by value (plain keys' values as they are)."""
-        if self._mask is None and not self._learned:
+        mask = self._mask
+        if mask.known is None and not mask.patterns and not mask.learned:
             return dict(attributes)
         masked = dict(attributes)
         for key, value in attributes.items():
@@ -798,47 +717,16 @@ class Trace:
                 continue
             if type(value) is str:
                 if len(value) >= 4:
-                    masked[key] = self._text(value)
+                    masked[key] = mask.json_text(value)
             elif type(value) is tuple and value and type(value[0]) is str:
-                masked[key] = tuple(self._text(str(item)) for item in value)
+                masked[key] = tuple(mask.json_text(str(item)) for item in value)
         return masked
-
-    def _text(self, text: str) -> str:
-        """*text* masked by value; a JSON text is masked inside (secret-named keys too)."""
-        stripped = text.lstrip()
-        if stripped[:1] in ("{", "["):
-            try:
-                value = json.loads(text)
-            except (ValueError, RecursionError):
-                pass
-            else:
-                if isinstance(value, dict | list):
-                    return json.dumps(self._deep(value), ensure_ascii=False)
-        if self._mask is not None:
-            text = self._mask.text(text)
-        for secret in self._learned:
-            if secret in text:
-                text = text.replace(secret, _masked(secret))
-        return text
-
-    def _deep(self, value: JsonValue) -> JsonValue:
-        if isinstance(value, dict):
-            return {
-                key: _masked(item) if isinstance(item, str) and _secret_key(key)
-                else self._deep(item)
-                for key, item in value.items()
-            }  # fmt: skip
-        if isinstance(value, list):
-            return [self._deep(item) for item in value]
-        if isinstance(value, str):
-            return self._text(value)
-        return value
 
     def _masked_content(self, value: JsonValue) -> str:
         """A content attribute's text: a string masked as it is, anything else as JSON."""
         if isinstance(value, str):
-            return self._text(value)
-        return json.dumps(self._deep(value), ensure_ascii=False, default=str)
+            return self._mask.json_text(value)
+        return json.dumps(self._mask.deep(value), ensure_ascii=False, default=str)
 
 
 class TurnTrace(Trace):

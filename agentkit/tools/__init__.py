@@ -8,6 +8,13 @@ call (what ``agentkit tool`` does). The ``mcp`` package is imported only by
 :mod:`agentkit.tools.mcp`, when an agent names an MCP server.
 """
 
+from agentkit.calls.secrets import (
+    SecretMask,
+    is_secret_key,
+    mask_secrets,
+    mask_value,
+    scrub_text,
+)
 from agentkit.tools.decorator import ToolContext, ToolFunction, as_tool, tool
 from agentkit.tools.registry import (
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -20,13 +27,6 @@ from agentkit.tools.registry import (
     ToolRegistry,
     ToolResult,
     UnknownToolError,
-)
-from agentkit.tools.secrets import (
-    SecretMask,
-    is_secret_key,
-    mask_secrets,
-    mask_value,
-    scrub_text,
 )
 from agentkit.tools.toolbox import AgentTools, agent_tools, parse_json_args, run_tool
 from agentkit.tools.toolsets import FunctionToolset, Toolset, ToolsetError

@@ -9,7 +9,7 @@ Invariants:
   confirmation first) and ``live_state`` (a read whose answer can change outside the chat: the
   planner re-runs it rather than trusting remembered results).
 * A :class:`ToolResult` never holds a secret: its output is passed through
-  :func:`~agentkit.tools.secrets.mask_secrets` and its text is bounded (``max_output_chars``,
+  :func:`~agentkit.calls.secrets.mask_secrets` and its text is bounded (``max_output_chars``,
   default 4000, with a visible marker when cut).
 * A handler may be synchronous or return an awaitable (an ``async def`` tool, an MCP call):
   :meth:`ToolRegistry.arun` awaits it on the caller's loop, :meth:`ToolRegistry.run` drives it
@@ -47,8 +47,8 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from pydantic_core import to_jsonable_python
 
+from agentkit.calls.secrets import SecretMask, is_secret_key, mask_secrets, scrub_text
 from agentkit.errors import AgentkitError, UsageError
-from agentkit.tools.secrets import SecretMask, is_secret_key, mask_secrets, scrub_text
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",

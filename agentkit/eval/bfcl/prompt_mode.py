@@ -24,13 +24,13 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from agentkit.calls.tracer import CallTracer
 from agentkit.errors import AgentkitError
 from agentkit.eval.bfcl._package import bfcl_module
 from agentkit.eval.bfcl.catalog import BfclItem
 from agentkit.eval.bfcl.scoring import BfclScore, score_text
 from agentkit.models.base import ChatMessage, ChatModel
 from agentkit.models.spec import create_model
-from agentkit.planning.tracer import CallTracer
 
 __all__ = ["MODE", "run_prompt_mode", "prompt_mode_row"]
 

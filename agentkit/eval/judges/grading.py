@@ -11,8 +11,8 @@ not a chat model, or answers anything invalid is a ``judge_error`` verdict sayin
 never raises for a model's sake.
 
 Every grader call goes through the model-call tracer
-(:meth:`~agentkit.planning.tracer.CallTracer.standalone`, purpose ``judge``): a
-:class:`~agentkit.planning.call_records.CallRecord` in the caller's *records* and a ``chat {model}``
+(:meth:`~agentkit.calls.tracer.CallTracer.standalone`, purpose ``judge``): a
+:class:`~agentkit.calls.records.CallRecord` in the caller's *records* and a ``chat {model}``
 span under an ``invoke_agent judge`` span per judge — a child of the span active when the
 judge runs (an eval run's ``eval_run`` span). Its tokens are the grader's, counted apart from
 the agent's.
@@ -33,6 +33,8 @@ from pathlib import Path
 
 from pydantic import JsonValue, ValidationError
 
+from agentkit.calls.records import CallRecord
+from agentkit.calls.tracer import CallTracer, error_text
 from agentkit.errors import AgentkitError
 from agentkit.eval.expectations import Check
 from agentkit.eval.judges.values import (
@@ -43,14 +45,13 @@ from agentkit.eval.judges.values import (
     JudgePart,
     JudgeReply,
 )
+from agentkit.eval.reading import read_run
 from agentkit.eval.transcript import Transcript
 from agentkit.events import AskUserEvent, ResultEvent, ToolCallEvent, ToolResultEvent
 from agentkit.models.base import ChatMessage, ChatModel, JsonSchema
 from agentkit.models.function import FunctionModel
 from agentkit.models.request import ModelRequest
-from agentkit.planning.call_records import CallRecord
 from agentkit.planning.prompts import load_template
-from agentkit.planning.tracer import CallTracer, error_text
 from agentkit.telemetry import Telemetry, TurnTrace, provider_name
 from agentkit.tools import SecretMask
 from agentkit.types import Usage
@@ -130,27 +131,20 @@ def run_view(transcript: Transcript, sees: Sequence[JudgePart], mask: SecretMask
     return "\n\n".join(blocks)
 
 
-def _said(turn_said: str, decision: str | None) -> str:
-    if decision is not None:
-        return f"({decision}s the pending action)"
-    return turn_said
-
-
 def _answer(transcript: Transcript) -> str:
     request = answer = ""
-    for turn in transcript.turns:
-        request = _said(turn.said, turn.decision) or request
-        for event in turn.events:
-            if isinstance(event, ResultEvent):
-                answer = event.text
+    for turn in read_run(transcript).turns:
+        request = turn.said or request
+        answer = turn.answer if turn.result is not None else answer
     return f"User: {request}\n\nAssistant: {answer}"
 
 
 def _conversation(transcript: Transcript) -> str:
     lines = []
-    for turn in transcript.turns:
-        lines.append(f"User: {_said(turn.said, turn.decision)}")
-        for event in turn.events:
+    for turn in read_run(transcript).turns:
+        lines.append(f"User: {turn.said}")
+        for moment in turn.moments:
+            event = moment.event
             if isinstance(event, AskUserEvent):
                 kind = "asks to confirm" if event.kind == "confirmation" else "asks"
                 lines.append(f"Assistant ({kind}): {event.question}")
@@ -161,7 +155,8 @@ def _conversation(transcript: Transcript) -> str:
 
 def _tool_calls(transcript: Transcript) -> str:
     lines = []
-    for event in transcript.events():
+    for moment in read_run(transcript).moments():
+        event = moment.event
         if isinstance(event, ToolCallEvent):
             arguments = json.dumps(event.arguments, ensure_ascii=False, sort_keys=True)
             lines.append(f"- call {event.name} {arguments}")

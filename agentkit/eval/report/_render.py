@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentkit._extras import require
 from agentkit.errors import UsageError
+from agentkit.eval.gate import verdict
 from agentkit.eval.notes import Note
 from agentkit.eval.pairs import (
     AlignedTurn,
@@ -23,7 +24,7 @@ from agentkit.eval.pairs import (
     points,
 )
 from agentkit.eval.report._svg import Interval, interval_svg
-from agentkit.eval.results import param_columns, require_pandas, summarize
+from agentkit.eval.results import param_columns, reliability, require_pandas, summarize
 from agentkit.eval.stats import wilson_interval
 from agentkit.eval.timeline import MISSING_TRANSCRIPT, Timeline, timeline
 from agentkit.eval.transcript import TRANSCRIPT_COLUMN, load_transcripts
@@ -363,7 +364,33 @@ def _comparison(paired: PairedRuns, labels: tuple[str, str]) -> dict[str, object
         "varies": ", ".join(result.varies),
         "unpaired": Table.of(result.unpaired),
         "flips": len(paired.flips),
+        "reliability": Table.of(
+            result.reliability
+            if not result.reliability.empty and int(result.reliability["k"].max()) > 1
+            else result.reliability.iloc[0:0]
+        ),
+        "gate": verdict(result).report(),
     }
+
+
+def _reliability(frame: pd.DataFrame) -> pd.DataFrame:
+    """pass^k and pass@k per point for k = 1 … the most repeats (empty without repeats)."""
+    import pandas as pd
+
+    ran = frame[frame["outcome"].astype(str) != "not_started"] if "outcome" in frame else frame
+    if "repeat" not in ran or ran.empty or ran["repeat"].nunique() < 2:
+        return pd.DataFrame()
+    params = [column for column in param_columns(ran) if column in ran]
+    if "model" in ran and ran["model"].nunique() > 1:
+        params.append("model")
+    tables = []
+    for values, rows in ran.groupby(params, dropna=False, sort=False) if params else [((), ran)]:
+        point = values if isinstance(values, tuple) else (values,)
+        table = reliability(rows, ["scenario"])
+        for position, (name, value) in enumerate(zip(params, point, strict=True)):
+            table.insert(position, name, [value] * len(table))
+        tables.append(table)
+    return pd.concat(tables, ignore_index=True)
 
 
 def render_report(
@@ -412,6 +439,7 @@ def render_report(
         run_columns=columns,
         compared=paired is not None,
         summary=Table.of(summarize(frame)),
+        reliability=Table.of(_reliability(frame)),
         categories=categories,
         plot=interval_svg(intervals),
         comparison=_comparison(paired, labels) if paired is not None else None,

@@ -2,7 +2,7 @@
 
 A scanner reads one run's :class:`~agentkit.eval.transcript.Transcript` (never runs it again)
 and returns :class:`Finding` values: a kind, a severity, the event it points at, a sentence.
-Six are built in (:data:`BUILTIN_SCANNERS`, described in
+Seven are built in (:data:`BUILTIN_SCANNERS`, described in
 :mod:`~agentkit.eval.scanners.builtin`); your own is any function
 ``(transcript, context) -> Iterable[Finding]``, named ``module:function``.
 
@@ -25,6 +25,7 @@ from agentkit.eval.scanners.builtin import (
     unapproved_side_effect,
     write_for_read,
 )
+from agentkit.eval.scanners.faithfulness import unfaithful_answer
 from agentkit.eval.scanners.findings import (
     FINDING_COLUMNS,
     Finding,
@@ -66,6 +67,7 @@ __all__ = [
     "scan_results",
     "secret_leak",
     "unapproved_side_effect",
+    "unfaithful_answer",
     "with_finding_counts",
     "write_for_read",
 ]

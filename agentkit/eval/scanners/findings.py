@@ -10,12 +10,13 @@ Nothing here calls a model or reads a file: a scan is a pure function of the sto
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from agentkit.calls.secrets import is_masked
 from agentkit.eval.transcript import Transcript
 
 __all__ = [
@@ -59,12 +60,16 @@ FINDING_COLUMNS: tuple[str, ...] = tuple(name for name in Finding.model_fields i
 @dataclass(frozen=True, slots=True)
 class ScanContext:
     """What a scanner may need besides the transcript: the names of the tools that change
-    state (side-effecting), the values of the agent's secret store, and its toolsets' secret
-    patterns (what they match in what the run's user typed is a secret of that run)."""
+    state (side-effecting), the values of the agent's secret store, its toolsets' secret
+    patterns (what they match in what the run's user typed is a secret of that run) and, when
+    the run is read from a results table, the text cells of its row by column (the
+    ``transcript`` column's JSON included: :func:`~agentkit.eval.scanners.builtin.secret_leak`
+    reads them)."""
 
     side_effect_tools: frozenset[str] = field(default_factory=frozenset)
     secrets: tuple[str, ...] = ()
     secret_patterns: tuple[re.Pattern[str], ...] = ()
+    columns: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(
@@ -79,6 +84,11 @@ class ScanContext:
         patterns = tuple(re.compile(p) if isinstance(p, str) else p for p in secret_patterns)
         return cls(frozenset(side_effect_tools), kept, patterns)
 
+    def for_row(self, record: Mapping[str, object]) -> ScanContext:
+        """This context with the text cells of the run's row of the results table."""
+        cells = tuple((str(key), value) for key, value in record.items() if isinstance(value, str))
+        return replace(self, columns=tuple((key, value) for key, value in cells if value))
+
     def secrets_of(self, transcript: Transcript) -> list[str]:
         """The secrets of one run: the store's, and what the secret patterns match in what
         its user typed (with groups, what the groups match: the value after "key")."""
@@ -90,7 +100,12 @@ class ScanContext:
                         values += [group for group in match.groups() if group]
                     else:
                         values.append(match.group(0))
-        return [value for value in dict.fromkeys(values) if len(value) >= _MIN_SECRET]
+        # a value already masked ("****abcd", what a pattern finds in a masked message) is none
+        return [
+            value
+            for value in dict.fromkeys(values)
+            if len(value) >= _MIN_SECRET and not is_masked(value)
+        ]
 
 
 #: a scanner: a function of one run's transcript and its context, returning its findings

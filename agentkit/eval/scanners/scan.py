@@ -133,6 +133,7 @@ def scan_results(
         if transcript is None:
             continue
         given = context(transcript, record) if callable(context) else context
+        given = (given if given is not None else ScanContext()).for_row(record)
         rows += [finding.model_dump(exclude={"v"}) for finding in scan(transcript, chosen, given)]
     return pd.DataFrame(rows, columns=list(FINDING_COLUMNS)).astype(
         {"turn": "int64", "event": "int64"}
@@ -183,7 +184,7 @@ def agent_scan_context(data_dir: Path | str, agent_id: str) -> ScanContext:
     The agent's folder is read from a temporary copy: scanning writes nothing under the data
     root."""
     from agentkit.agent_folder import AgentFolder
-    from agentkit.tools.secrets import SecretMask
+    from agentkit.calls.secrets import SecretMask
     from agentkit.tools.toolbox import AgentTools
 
     source = AgentFolder.load(Path(data_dir), agent_id)
@@ -228,14 +229,10 @@ class AgentContexts:
         return self._made[agent]
 
     def __call__(self, transcript: Transcript, record: Mapping[str, object]) -> ScanContext:
-        from agentkit.events import AskUserEvent
+        from agentkit.eval.reading import read_run
 
         found = self.of(str(record.get("agent", "")))
         if found is not None:
             return found
-        asked = {
-            event.tool_name
-            for event in transcript.events()
-            if isinstance(event, AskUserEvent) and event.kind == "confirmation"
-        }
+        asked = {event.tool_name for turn in read_run(transcript).turns for event in turn.consents}
         return ScanContext.of(asked)

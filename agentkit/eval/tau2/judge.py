@@ -34,7 +34,7 @@ def grading_with(model: ChatModel) -> Iterator[None]:
 
 
 async def _ask(model: ChatModel, messages: list[ChatMessage]) -> Completion:
-    from agentkit.planning.tracer import CallTracer
+    from agentkit.calls.tracer import CallTracer
 
     tracer = CallTracer.standalone(model)
     async with tracer.call("judge", messages) as call:

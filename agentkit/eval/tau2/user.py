@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from agentkit.calls.records import CallRecord
+from agentkit.calls.tracer import CallTracer
 from agentkit.eval.simulator import AGENT_NAME, Move, SimTurn
 from agentkit.eval.source_user import RecordingUser, SourceUser, UserContext
 from agentkit.eval.tau2._package import tau2_module
@@ -34,8 +36,6 @@ from agentkit.eval.tau2.catalog import find_task
 from agentkit.eval.tau2.toolset import Tau2Run, run_for
 from agentkit.models.base import ChatMessage, ChatModel, Completion, ToolCallRequest, ToolSpec
 from agentkit.models.request import tool_calls_of
-from agentkit.planning.call_records import CallRecord
-from agentkit.planning.tracer import CallTracer
 from agentkit.telemetry import Telemetry, provider_name
 
 __all__ = ["MAX_TOOL_CALLS", "Tau2User", "Tau2UserSource", "stop_token", "system_prompt"]

@@ -4,11 +4,10 @@ An action is a tool call — the backend's native function calling where it has 
 action (:class:`~agentkit.planning.plan.ActReply`, one schema variant per tool) otherwise — or
 the final answer. Each tool call becomes a step of the ExecutionState, so consent, resume and
 events are the same as under the other strategies. Bounded by ``max_steps`` tool calls and
-``max_iterations`` model calls. A read asked for again with no argument value it was not
-already given in this turn (the same arguments, fewer of them, or the same values
-reshuffled) is not run again: nothing new can come back, so the respond stage answers from
-what is known (small local models otherwise repeat one call, or permute its values, until
-the iteration bound). A call with a new value runs: several things asked, several calls.
+``max_iterations`` model calls. Every action passes the gate (:mod:`agentkit.planning.gate`)
+like any planned step: a read asked for again with no new value, or (router on) a follow-up
+the router would not route, is held and the answer comes from what is known (small local
+models otherwise repeat one call, or permute its values, until the iteration bound).
 """
 
 from __future__ import annotations
@@ -19,18 +18,19 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue
 
+from agentkit.calls.errors import TurnFailedError
+from agentkit.calls.tracer import error_text
 from agentkit.errors import ModelError
 from agentkit.events import AgentEvent, AgentOutputEvent
-from agentkit.memory import Observation, PlanStep
+from agentkit.memory import PlanStep
 from agentkit.models.base import ChatMessage, ToolSpec
-from agentkit.planning import context, follow_ups, grounding, replies, tool_choice
-from agentkit.planning.errors import TurnFailedError
+from agentkit.planning import context, grounding, replies, tool_choice
 from agentkit.planning.graph import End, Stage, Strategy, Turn
+from agentkit.planning.observed import observed_answer
 from agentkit.planning.plan import ActReply, PlanFormatError, check_tool_call, parse_act
 from agentkit.planning.prompts import render_prompt
 from agentkit.planning.schemas import act_schema, tool_args_schema
-from agentkit.planning.steps import Respond, run_step
-from agentkit.planning.tracer import error_text
+from agentkit.planning.steps import run_step
 
 __all__ = ["Act", "ToolLoop"]
 
@@ -67,7 +67,7 @@ class Act(Stage):
 
 async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
     ctx = turn.ctx
-    config, tools = ctx.config, turn.tools
+    config = ctx.config
     state = turn.state
     if state.status != "running":  # paused for consent, or finished
         yield End(state.final_answer)
@@ -82,7 +82,8 @@ async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
             "invalid_action", f"no usable action after one repair round: {problem}"
         )
     if action.action == "answer":
-        said = ctx.scrub(action.text.strip())
+        told = observed_answer(turn) if config.answers == "observed" else None
+        said = told if told is not None else ctx.scrub(action.text.strip())
         yield AgentOutputEvent(text=said)
         turn.flow.save(state.complete(said))
         yield End(said)
@@ -90,28 +91,6 @@ async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
     tool_steps = [step for step in state.steps if step.type == "tool"]
     if len(tool_steps) >= config.max_steps:
         raise TurnFailedError("step_limit", f"stopped after {config.max_steps} tool calls")
-    repeated = _asked_before(
-        tool_steps, action, side_effect=tools.get(action.tool_name).side_effect
-    )
-    refused = follow_ups.follow_up_refusal(turn, action.tool_name, action.tool_args, state.steps)
-    if repeated is not None or refused:  # nothing new to fetch: answer from what is known
-        answer = PlanStep(
-            id=f"answer_{len(state.steps) + 1}",
-            type="respond",
-            title="Answer",
-            instruction="Answer the request from the observations.",
-        )
-        note = Observation(
-            step_id=(repeated or tool_steps[-1]).id,
-            kind="note",
-            content=f"{action.tool_name} asked for again with no new argument value"
-            if repeated is not None
-            else f"not run: {refused} (the router admits no such follow-up)",
-        )
-        steps = (*state.steps, answer)
-        turn.flow.save(state.observe(note).with_steps(steps, plan_id=state.plan_id))
-        yield Respond(answer)
-        return
     step = PlanStep(
         id=f"act_{len(state.steps) + 1}",
         type="tool",
@@ -122,27 +101,6 @@ async def _act_loop(turn: Turn) -> AsyncIterator[AgentEvent | Stage | End]:
     plan_id = state.plan_id or f"loop-{ctx.message_id}"
     turn.flow.save(state.with_steps((*state.steps, step), plan_id=plan_id))
     yield run_step(step)
-
-
-def _asked_before(steps: list[PlanStep], action: ActReply, *, side_effect: bool) -> PlanStep | None:
-    """The earlier run of this read that already asked what *action* asks: the same tool,
-    and every argument value of the action one this turn's runs of it were given (the same
-    arguments, or some of them, or the same values reshuffled). Nothing new can come back;
-    a request for several things still gets one call per new value."""
-    if side_effect:
-        return None
-    runs = [s for s in steps if s.status == "done" and s.tool_name == action.tool_name]
-    if not runs:
-        return None
-    given = {value for run in runs for value in _values(run.tool_args)}
-    if all(value in given for value in _values(action.tool_args)):
-        return runs[-1]
-    return None
-
-
-def _values(node: JsonValue) -> list[str]:
-    """The leaf values of a call's arguments, each as its JSON text (``1`` and ``"1"`` differ)."""
-    return [json.dumps(leaf) for leaf in follow_ups.leaves(node)]
 
 
 def _act_messages(turn: Turn) -> list[ChatMessage]:
