@@ -276,7 +276,7 @@ def _grounded(  # noqa: PLR0911 - one return per kind of value
         return found.has_number(value)
     if isinstance(value, str):
         if is_secret_key(name) and not _credential(value):
-            return False  # a credential is never a plain word of the request ("Binance")
+            return False  # a credential is never a plain word of the request
         if found.typed(value):
             return True  # the user's own words win
         invented = is_fragment(value) or is_placeholder(value, name, schema)

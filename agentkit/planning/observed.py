@@ -1,7 +1,7 @@
 """An answer told from what the tools returned (``planner.answers: observed``).
 
 Why: a small model asked to answer from a tool's result ignores or contradicts it ("My name is
-[Your Name]…" after ``{"traders": []}``), so under the ``small_model`` preset the answer of a
+[Your Name]…" after ``{"items": []}``), so under the ``small_model`` preset the answer of a
 turn that ran tools is rendered from their results — lists with their count, records by their
 name and short fields, "none found" for an empty list, "done" with the record a write returned,
 the error of a call that failed — in the conversation's language (templates

@@ -24,7 +24,7 @@ __all__ = ["unfaithful_answer"]
 _NAME = re.compile(r"(?<=[a-z0-9,;:] )([A-Z][a-zA-Z]+(?:[ -][A-Z][a-zA-Z]+)*)")
 #: a number written in digits, on its own (not inside a name: *gpt-4o*, *ex-1*)
 _NUMBER = re.compile(r"(?<![\w.\-/])\d[\d,]*(?:\.\d+)?(?![A-Za-z_\d-])")
-#: what a "none" claim is about: *no traders*, *no notes yet*
+#: what a "none" claim is about: *no items*, *no notes yet*
 _NONE_OF = re.compile(r"\bno (\w+)", re.IGNORECASE)
 
 
