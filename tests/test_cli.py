@@ -32,6 +32,9 @@ def test_a_conversation_through_the_cli(data_dir: Path) -> None:
         "desk-local-001",
         "innovator-001",
         "notes-001",
+        "tau2-airline",
+        "tau2-retail",
+        "tau2-telecom",
     ]
     assert {a["agentId"]: a["engine"] for a in agents}["desk-001"] == "planner"
 
@@ -133,7 +136,7 @@ def test_data_dir_comes_from_the_environment(data_dir: Path) -> None:
     result = subprocess.run(
         [str(SCRIPT), "agents", "--json"], capture_output=True, text=True, env=env, check=True
     )
-    assert len(json.loads(result.stdout)) == 6  # the sample agents
+    assert len(json.loads(result.stdout)) == 9  # the sample agents and the tau2 ones
 
 
 def test_an_invalid_agent_config_is_listed_not_fatal(data_dir: Path) -> None:

@@ -18,6 +18,7 @@ SHARED = {
     "statistics.median": "Python's statistics module",
     "create_histogram": "OpenTelemetry's Meter API",
     "send_message": "Agent.send_message, agentkit's own API (the seed's name)",
+    "get_response": "tau2's Environment.get_response, the API its toolset calls",
 }
 
 
