@@ -27,8 +27,6 @@ install command (exit status 2 on the command line).
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
-import importlib.util
 import os
 import sys
 import threading
@@ -37,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from agentkit.errors import MissingExtraError
+from agentkit.eval.pinned import PinnedPackageError, check_pinned
 
 __all__ = ["INSTALL", "PINNED", "BfclNotInstalledError", "bfcl_module", "ensure_loaded"]
 
@@ -54,24 +52,13 @@ _STAND_IN: Final = "bfcl_eval.constants.model_config"
 _LOCK = threading.Lock()
 
 
-class BfclNotInstalledError(MissingExtraError):
+class BfclNotInstalledError(PinnedPackageError):
     """``bfcl-eval`` (at :data:`PINNED`) or one of the ``bfcl`` extra's libraries is missing."""
 
-    def __init__(self, problem: str, *, module: str = "bfcl_eval") -> None:
-        super().__init__("bfcl", "BFCL", module=module)
-        self.args = (f"{problem}; install it with: {INSTALL}",)
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-    def __reduce__(self) -> tuple[object, ...]:  # crosses process boundaries (eval workers)
-        return _not_installed, (str(self.args[0]), self.name or "bfcl_eval")
-
-
-def _not_installed(text: str, module: str) -> BfclNotInstalledError:
-    error = BfclNotInstalledError("", module=module)
-    error.args = (text,)
-    return error
+    extra_name = "bfcl"
+    feature_name = "BFCL"
+    package_module = "bfcl_eval"
+    install = INSTALL
 
 
 @dataclass
@@ -111,20 +98,14 @@ def ensure_loaded() -> None:
     with _LOCK:
         if _LOADED:
             return
-        try:
-            version = importlib.metadata.version("bfcl-eval")
-        except importlib.metadata.PackageNotFoundError:
-            raise BfclNotInstalledError("bfcl-eval is not installed") from None
-        if version != PINNED:
-            raise BfclNotInstalledError(
-                f"bfcl-eval {version} is installed, agentkit reads {PINNED} "
-                "(its data and checkers change together)"
-            )
-        for name in _EXTRA_MODULES:
-            if importlib.util.find_spec(name) is None:
-                raise BfclNotInstalledError(
-                    f"{name!r}, which bfcl-eval's checkers import, is not installed", module=name
-                )
+        check_pinned(
+            BfclNotInstalledError,
+            "bfcl-eval",
+            PINNED,
+            changes_together="its data and checkers",
+            modules=_EXTRA_MODULES,
+            imported_by="bfcl-eval's checkers import",
+        )
         if not os.environ.get("BFCL_PROJECT_ROOT"):
             root = _project_root()
             root.mkdir(parents=True, exist_ok=True)

