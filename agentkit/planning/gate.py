@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from pydantic import JsonValue
@@ -233,7 +233,6 @@ class Policy:
     """An ordered list of rules; :meth:`review` is the gate every proposed call passes once."""
 
     rules: tuple[Rule, ...]
-    names: tuple[str, ...] = field(default=())
 
     def review(self, turn: Turn, step: PlanStep) -> Decision:
         tools = turn.tools
@@ -255,7 +254,7 @@ class Policy:
 
 @functools.cache
 def _policy(names: tuple[RuleName, ...]) -> Policy:
-    return Policy(tuple(RULES[name] for name in names), names)
+    return Policy(tuple(RULES[name] for name in names))
 
 
 def policy(turn: Turn) -> Policy:

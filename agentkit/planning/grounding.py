@@ -27,6 +27,7 @@ The same grounds can steer decoding before any check (``planner.argument_values:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -170,7 +171,12 @@ class Sources:
 
     def says_user(self, value: str) -> bool:
         """*value* is what the user said (the tools' results aside)."""
-        return Sources(user=self.user).says(value)
+        return self._user_only.says(value)
+
+    @functools.cached_property
+    def _user_only(self) -> Sources:
+        """The user's words alone (built once, however many values are asked about)."""
+        return Sources(user=self.user) if self.tools else self
 
     def has_number(self, value: float) -> bool:
         return float(value) in self._numbers
