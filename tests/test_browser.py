@@ -37,6 +37,7 @@ from agentkit_desk import open_desk
 from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
+from tests._pictures import take_picture
 from tests._processes import stop_group
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,6 +104,34 @@ SCRIPT = {
 }
 
 
+#: notebook 01 as the browser test runs it for a planner agent (the scripted model)
+DESK_CHAT = {"agent_id": "desk-001", "message": FIRST, "follow_up": ""}
+#: notebook 01 as shipped (innovator-001, its own two messages), on the embedded model
+FIRST_CHAT = {"model": "llama"}
+FIRST_CHAT_COPY = "01_chat_embedded.ipynb"
+
+
+def source(notebook: str, parameters: dict[str, Any], model: str, test: str) -> dict[str, Any]:
+    """Where a picture comes from (``docs/screenshots/pictures.json``): the notebook, the
+    parameters given to it, the model it ran on and the test that takes it."""
+    return {"notebook": notebook, "parameters": parameters, "model": model, "test": test}
+
+
+WORKBENCH = (
+    "tests/test_browser.py::test_the_workbench_in_jupyterlab_chat_plan_browser_and_task_state"
+)
+FIRST_CHAT_TEST = (
+    "tests/test_browser.py::test_the_first_chat_notebook_as_shipped_on_the_embedded_model"
+)
+LABS = "tests/test_browser.py::test_the_compression_lab_and_the_prompt_lab_in_jupyterlab"
+DESK = source("01_chat.ipynb", DESK_CHAT, "scripted", WORKBENCH)
+TASK_STATE = {"agent_id": "desk-001"}
+BRANCHES = {"agent_id": "desk-001"}
+#: notebooks 04 and 06 as the test runs them (their scripted models' files are temp files)
+COMPRESSION = {"n_values": [4], "t_values": [100], "k_values": [2, 6]}
+PROMPTS = {"agent_id": "desk-001"}
+
+
 SUMMARY = {
     "current_goal": "launch the project in Lisbon on March 14",
     "important_facts": ["launch in Lisbon", "budget 12,000 EUR", "Maria owns the database"],
@@ -154,14 +183,17 @@ class Lab:
         return f"{self.base}/lab/workspaces/{workspace}/tree/{notebook}?token={TOKEN}"
 
 
-def write_parameterised(source: str, target: Path, parameters: dict[str, Any]) -> None:
+def write_parameterised(
+    source: str, target: Path, parameters: dict[str, Any], *, name: str = ""
+) -> None:
+    """Notebook *source* with *parameters* injected, written to *target* (as *name*)."""
     notebook = parameterize_notebook(
         load_notebook_node(str(REPO / "notebooks" / source)),
         parameters,
         kernel_name="python3",
         language="python",
     )
-    nbformat.write(notebook, str(target / source))
+    nbformat.write(notebook, str(target / (name or source)))
 
 
 @pytest.fixture
@@ -169,10 +201,10 @@ def lab(tmp_path: Path, data_dir: Path) -> Iterator[Lab]:
     require_browser()
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
-    write_parameterised(
-        "01_chat.ipynb", notebooks, {"agent_id": "desk-001", "message": FIRST, "follow_up": ""}
-    )
-    write_parameterised("03_task_state.ipynb", notebooks, {"agent_id": "desk-001"})
+    write_parameterised("01_chat.ipynb", notebooks, DESK_CHAT)
+    # the tutorial's own run: notebook 01 as shipped, on the embedded model
+    write_parameterised("01_chat.ipynb", notebooks, FIRST_CHAT, name=FIRST_CHAT_COPY)
+    write_parameterised("03_task_state.ipynb", notebooks, TASK_STATE)
     summaries = tmp_path / "summarize.json"
     summaries.write_text(json.dumps({"summarize": [SUMMARY]}))
     write_parameterised(
@@ -193,7 +225,7 @@ def lab(tmp_path: Path, data_dir: Path) -> Iterator[Lab]:
         notebooks,
         {"agent_id": "desk-001", "model_spec": f"scripted:{replans}"},
     )
-    write_parameterised("08_branches.ipynb", notebooks, {"agent_id": "desk-001"})
+    write_parameterised("08_branches.ipynb", notebooks, BRANCHES)
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))
     settings = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
@@ -211,6 +243,8 @@ def lab(tmp_path: Path, data_dir: Path) -> Iterator[Lab]:
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces"),
         "AGENTKIT_DATA_DIR": str(data_dir),
         "AGENTKIT_MODEL": f"scripted:{script}",
+        # the first-chat notebook runs on the embedded model by name; the others are scripted
+        "AGENTKIT_ALLOW_MODEL_REQUESTS": "1",
     }
     port = free_port()
     log = tmp_path / "jupyterlab.log"
@@ -306,7 +340,7 @@ def test_the_workbench_in_jupyterlab_chat_plan_browser_and_task_state(
             log = chat.locator(".agentkit-chat-log")
             log.filter(has_text="step_complete: s1 done").wait_for()
             log.filter(has_text="result: completed").wait_for()
-            chat.screenshot(path=str(shots / "chat_panel.png"))
+            take_picture(chat, shots, "chat_panel", DESK)
 
             # a change needs consent: the view shows it masked; Approve runs it
             chat.locator(".agentkit-chat-input textarea").fill(THIRD)
@@ -315,7 +349,7 @@ def test_the_workbench_in_jupyterlab_chat_plan_browser_and_task_state(
             approve.wait_for()
             plan.locator(".agentkit-plan-table", has_text="****abcd").wait_for()
             assert API_KEY not in plan.inner_text() and SECRET_KEY not in plan.inner_text()
-            plan.screenshot(path=str(shots / "plan_view.png"))
+            take_picture(plan, shots, "plan_view", DESK)
             approve.click()
             chat.locator(".agentkit-chat-transcript", has_text=THIRD_REPLY).wait_for()
             plan.locator(".agentkit-plan-table", has_text="ex-1").wait_for()  # the tool's result
@@ -326,7 +360,7 @@ def test_the_workbench_in_jupyterlab_chat_plan_browser_and_task_state(
             browser_view.locator("button", has_text="Refresh").click()
             messages = browser_view.locator("table.agentkit-browser-messages")
             messages.filter(has_text=THIRD_REPLY).wait_for()
-            browser_view.screenshot(path=str(shots / "conversation_browser.png"))
+            take_picture(browser_view, shots, "conversation_browser", DESK)
 
             # 03: the tour ends at version 4; a user edit in the form is version 5
             run_all_cells(page, lab.url("03_task_state.ipynb", "memory"))
@@ -340,7 +374,10 @@ def test_the_workbench_in_jupyterlab_chat_plan_browser_and_task_state(
             ).wait_for()
             editor.locator("button.agentkit-task-save").click()
             editor.locator(".agentkit-task-notice", has_text="Saved: version 5.").wait_for()
-            editor.screenshot(path=str(shots / "task_state_editor.png"))
+            take_picture(
+                editor, shots, "task_state_editor",
+                source("03_task_state.ipynb", TASK_STATE, "scripted", WORKBENCH),
+            )  # fmt: skip
         finally:
             browser.close()
 
@@ -360,6 +397,41 @@ def test_the_workbench_in_jupyterlab_chat_plan_browser_and_task_state(
     for name in ("chat_panel", "plan_view", "conversation_browser", "task_state_editor"):
         width, height = png_size(shots / f"{name}.png")
         assert width > 300 and height > 100, (name, width, height)
+
+
+def test_the_first_chat_notebook_as_shipped_on_the_embedded_model(lab: Lab, tmp_path: Path) -> None:
+    """The tutorial's picture: notebook 01 as a user runs it (innovator-001, its own two
+    messages) on the embedded model; the replies are the model's (masked in the check)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    shots = screenshot_dir(tmp_path / "screenshots")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1100})
+            page.set_default_timeout(WAIT_MS)
+            run_all_cells(page, lab.url(FIRST_CHAT_COPY, "first"))
+            chat = page.locator(".agentkit-chat-panel")
+            # the second message found the live session: scenario B, two replies shown
+            chat.locator(".agentkit-chat-badge", has_text="scenario B").wait_for()
+            replies = chat.locator(".agentkit-transcript .agentkit-assistant")
+            expect(chat.locator(".agentkit-streaming")).to_have_count(0, timeout=WAIT_MS)
+            expect(replies).to_have_count(2, timeout=WAIT_MS)
+            assert all(text.strip() != "assistant:" for text in replies.all_inner_texts())
+            take_picture(
+                chat, shots, "first_chat",
+                source("01_chat.ipynb", FIRST_CHAT, "embedded", FIRST_CHAT_TEST),
+                masks=(".agentkit-assistant",),
+            )  # fmt: skip
+        finally:
+            browser.close()
+    with Agent.open("innovator-001", data_dir=lab.data_dir) as agent:
+        (meta,) = agent.list_conversations()
+        history = agent.load_conversation_history(meta.conversation_id)
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
 
 
 def test_the_compression_lab_and_the_prompt_lab_in_jupyterlab(lab: Lab, tmp_path: Path) -> None:
@@ -387,7 +459,10 @@ def test_the_compression_lab_and_the_prompt_lab_in_jupyterlab(lab: Lab, tmp_path
             status.filter(has_text="3 grid points").wait_for()
             compression.locator("table", has_text="compressed").first.wait_for()
             compression.locator("img").first.wait_for()  # the plot
-            compression.screenshot(path=str(shots / "compression_lab.png"))
+            take_picture(
+                compression, shots, "compression_lab",
+                source("04_compression_thresholds.ipynb", COMPRESSION, "scripted", LABS),
+            )  # fmt: skip
 
             # 06: the recorded turn's calls; the edited template re-run from the browser
             run_all_cells(page, lab.url("06_prompt_lab.ipynb", "prompts"))
@@ -396,7 +471,10 @@ def test_the_compression_lab_and_the_prompt_lab_in_jupyterlab(lab: Lab, tmp_path
             prompts.locator("table", has_text="List them").first.wait_for()  # the new plan
             prompts.locator("button", has_text="Re-run turn").click()
             prompts.locator(".agentkit-lab-status", has_text="replayed").wait_for()
-            prompts.screenshot(path=str(shots / "prompt_lab.png"))
+            take_picture(
+                prompts, shots, "prompt_lab",
+                source("06_prompt_lab.ipynb", PROMPTS, "scripted", LABS),
+            )  # fmt: skip
 
             # 08: a recorded conversation, its fork and replays as a tree; the user replays
             # the rest once more from the page and the comparison shows the new branch
@@ -412,7 +490,10 @@ def test_the_compression_lab_and_the_prompt_lab_in_jupyterlab(lab: Lab, tmp_path
             expect(notice).not_to_have_text(before, timeout=WAIT_MS)
             expect(notice).to_contain_text("replayed", timeout=WAIT_MS)
             branches.locator(".agentkit-branch-comparison", has_text="same_answer").wait_for()
-            branches.screenshot(path=str(shots / "branch_view.png"))
+            take_picture(
+                branches, shots, "branch_view",
+                source("08_branches.ipynb", BRANCHES, "scripted", LABS),
+            )  # fmt: skip
         finally:
             browser.close()
     for name in ("compression_lab", "prompt_lab", "branch_view"):

@@ -35,7 +35,9 @@ from typing import Any
 
 import pytest
 
+from tests._pictures import check_picture, normalise
 from tests._processes import cached_venv, stop_group
+from tests.test_browser import CHROMIUM, screenshot_dir
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
@@ -45,6 +47,12 @@ SCENARIOS = Path(__file__).resolve().parents[1] / "data" / "scenarios"
 PROJECT = "agentkit-phoenix-test"
 API_KEY, SECRET_KEY = "BNKEY5566", "BNSECRET7788"
 REQUEST = f"Add my binance account 'main': api key {API_KEY}, secret {SECRET_KEY}"
+#: where the traces page's picture comes from (docs/screenshots/pictures.json)
+PICTURE = {
+    "command": "agentkit send desk-001 --model scripted:desk_script.json REQUEST",
+    "model": "scripted",
+    "test": "tests/test_phoenix.py::test_agentkits_traces_read_in_phoenix",
+}
 DESK_SCRIPT = {
     "plan": [{
         "goal": "add the binance account",
@@ -172,7 +180,7 @@ def complete(spans: list[dict[str, Any]]) -> bool:
 
 
 @pytest.mark.timeout(1800)  # the first run builds Phoenix's virtualenv (minutes)
-def test_agentkits_traces_read_in_phoenix(phoenix: Phoenix, data_dir: Path) -> None:
+def test_agentkits_traces_read_in_phoenix(phoenix: Phoenix, data_dir: Path, tmp_path: Path) -> None:
     endpoint = phoenix.base
     # scripts beside the agents (a relative spec is read there): short model names in Phoenix
     agents = data_dir / "agents"
@@ -250,9 +258,15 @@ def test_agentkits_traces_read_in_phoenix(phoenix: Phoenix, data_dir: Path) -> N
     stored = json.dumps(spans)
     assert API_KEY not in stored and SECRET_KEY not in stored
 
-    shots = os.environ.get("AGENTKIT_SCREENSHOT_DIR")
-    if shots:
-        screenshot(phoenix, asked["traceId"], plan_call, Path(shots) / "phoenix_planner_turn.png")
+    # the traces page's picture: taken where a browser runs, then recorded or compared as the
+    # trace it shows (its spans, the selected model call's answer; tests/_pictures.py)
+    if CHROMIUM.exists() or os.environ.get("AGENTKIT_REQUIRE_BROWSER"):
+        shots = screenshot_dir(tmp_path / "screenshots")
+        screenshot(phoenix, asked["traceId"], plan_call, shots / "phoenix_planner_turn.png")
+        shown = sorted({f"{span['span_kind']} {span['name']}" for span in planner})
+        answer = plan_call["attributes"]["llm.output_messages.0.message.content"]
+        lines = normalise("\n".join([*shown, f"selected: {answer}"]))
+        check_picture(shots, "phoenix_planner_turn", lines, PICTURE)
 
 
 def screenshot(phoenix: Phoenix, trace_id: str, selected: dict[str, Any], path: Path) -> None:
