@@ -336,10 +336,12 @@ class Agent:
             title = conversation_title(self.runtime.tools.mask.text(input.text))
             conversation_id = self.create_conversation(title).conversation_id
         key = self._key(check_id(conversation_id, "conversation"))
-        async for event in self.runtime.run_turn(key, input):
-            yield event
+        # closed with this stream (a caller that stops at result lets the turn go at once)
+        async with contextlib.aclosing(self.runtime.run_turn(key, input)) as events:
+            async for event in events:
+                yield event
 
-    async def send_message(
+    def send_message(
         self, conversation_id: str | None, text: str
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run one turn on the message *text*; stream its events (``session`` first,
@@ -350,8 +352,7 @@ class Agent:
         A second turn on a conversation that is mid-turn (in this process or another) raises
         :class:`ConversationBusyError` before anything is written.
         """
-        async for event in self.run_turn(conversation_id, UserMessage(text)):
-            yield event
+        return self.run_turn(conversation_id, UserMessage(text))
 
     # -- approvals --------------------------------------------------------------------------
 
@@ -367,7 +368,7 @@ class Agent:
         stored = self.execution_state(conversation_id)
         return list(stored.value.decisions) if stored is not None else []
 
-    async def adecide(
+    def adecide(
         self,
         conversation_id: str,
         approval_id: str,
@@ -392,8 +393,7 @@ class Agent:
         chosen = Decision(
             approval_id, decision, source, dict(args) if args is not None else None, note
         )
-        async for event in self.run_turn(conversation_id, chosen):
-            yield event
+        return self.run_turn(conversation_id, chosen)
 
     def decide(
         self,

@@ -91,7 +91,7 @@ class RecordingTurnTasks(TurnTasks):
         super().__init__()
         self.events = events
 
-    async def stream(
+    async def relay(
         self, agent: Agent, source: AsyncIterator[AgentEvent]
     ) -> AsyncIterator[AgentEvent]:
         recorder = TurnRecorder(self.events, agent.id)

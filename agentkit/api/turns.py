@@ -132,14 +132,14 @@ class TurnTasks:
         (:class:`~agentkit.planning.state.UserMessage`) or a decision on an approval
         (:class:`~agentkit.planning.approvals.Decision`), through ``agent.run_turn``."""
         turn = TurnTask(agent, conversation_id)
-        turn.start(self.stream(agent, agent.run_turn(conversation_id, input)))
+        turn.start(self.relay(agent, agent.run_turn(conversation_id, input)))
         assert turn.task is not None
         self._tasks.add(turn.task)
         turn.task.add_done_callback(self._tasks.discard)
         return turn
 
-    def stream(self, agent: Agent, source: AsyncIterator[AgentEvent]) -> AsyncIterator[AgentEvent]:
-        """The turn's events as its task reads them (a subclass may record them)."""
+    def relay(self, agent: Agent, source: AsyncIterator[AgentEvent]) -> AsyncIterator[AgentEvent]:
+        """What the turn task reads: the turn's events, passed on (a subclass records them)."""
         return source
 
     def __len__(self) -> int:
