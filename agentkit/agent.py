@@ -313,7 +313,7 @@ class Agent:
 
     # -- turns ------------------------------------------------------------------------------
 
-    async def run_turn(
+    def run_turn(
         self, conversation_id: str | None, input: TurnInput
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run one turn on *input* — a :class:`~agentkit.planning.state.UserMessage` or a
@@ -327,17 +327,21 @@ class Agent:
         conversation that is mid-turn (in this process or another) raises
         :class:`ConversationBusyError` before anything is written.
         """
-        input = checked_input(input)
         if conversation_id is None:
-            if not isinstance(input, UserMessage):
-                raise UsageError("a decision names the conversation it decides in")
-            self.runtime.check_model()  # a bad model spec fails before anything is written
-            # the user's own words (agentkit.titles), a key they typed masked
-            title = conversation_title(self.runtime.tools.mask.text(input.text))
-            conversation_id = self.create_conversation(title).conversation_id
-        key = self._key(check_id(conversation_id, "conversation"))
+            return self._first_turn(input)
+        return self.runtime.run_turn(conversation_id, input)
+
+    async def _first_turn(self, input: TurnInput) -> AsyncGenerator[AgentEvent, None]:
+        """The turn of a message that starts a new conversation, titled after it."""
+        input = checked_input(input)  # before the conversation is created
+        if not isinstance(input, UserMessage):
+            raise UsageError("a decision names the conversation it decides in")
+        self.runtime.check_model()  # a bad model spec fails before anything is written
+        # the user's own words (agentkit.titles), a key they typed masked
+        title = conversation_title(self.runtime.tools.mask.text(input.text))
+        conversation_id = self.create_conversation(title).conversation_id
         # closed with this stream (a caller that stops at result lets the turn go at once)
-        async with contextlib.aclosing(self.runtime.run_turn(key, input)) as events:
+        async with contextlib.aclosing(self.runtime.run_turn(conversation_id, input)) as events:
             async for event in events:
                 yield event
 

@@ -203,21 +203,23 @@ class AgentRuntime:
             yield running
 
     async def run_turn(
-        self, key: ConversationKey, input: TurnInput
+        self, conversation_id: str, input: TurnInput
     ) -> AsyncGenerator[AgentEvent, None]:
-        """Run one turn of conversation *key* on *input* — a message, or a decision on the
-        conversation's pending approval — and stream its events (``session`` first,
-        ``result``, then the ``compression`` event of the memory upkeep the turn left
-        running, when it compressed). The one entry every edge's turn takes.
+        """Run one turn of the agent's conversation *conversation_id* on *input* — a message,
+        or a decision on the conversation's pending approval — and stream its events
+        (``session`` first, ``result``, then the ``compression`` event of the memory upkeep
+        the turn left running, when it compressed). The one entry every edge's turn takes.
 
-        Before anything is written: the input is checked (:func:`checked_input`), the
-        conversation must exist, the model is made (a bad spec fails here) and must be
-        allowed to make requests; a decision must name the pending approval of a planner
-        conversation (checked again under the writer lock, and consumed with the step's
-        durable ``running`` point). A busy conversation raises
-        :class:`~agentkit.errors.ConversationBusyError`; a decision first waits for the turn
-        ahead of it (another decision, perhaps) for up to :data:`DECISION_WAIT_SECONDS`.
+        Before anything is written (and not before the stream is read): the conversation id
+        and the input are checked (:func:`checked_input`), the conversation must exist, the
+        model is made (a bad spec fails here) and must be allowed to make requests; a
+        decision must name the pending approval of a planner conversation (checked again
+        under the writer lock, and consumed with the step's durable ``running`` point). A
+        busy conversation raises :class:`~agentkit.errors.ConversationBusyError`; a decision
+        first waits for the turn ahead of it (another decision, perhaps) for up to
+        :data:`DECISION_WAIT_SECONDS`.
         """
+        key = ConversationKey(self.agent_id, conversation_id)
         input = checked_input(input)
         if not self.store.exists(key):
             raise ConversationNotFoundError(key.agent_id, key.conversation_id)
