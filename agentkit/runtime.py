@@ -87,8 +87,9 @@ MAX_MESSAGE_LENGTH = 32_000
 
 
 class Engine(Protocol):
-    """Runs one admitted turn over its context; its final commit carries the answer, the
-    conversation's status and the turn's checkpoint in one durable write."""
+    """Runs one admitted turn over its context, and ends it with the context's one commit
+    (:meth:`TurnContext.commit`: the answer, the conversation's status and the turn's
+    checkpoint in one durable write) and ``result`` (:meth:`TurnContext.result`)."""
 
     def run_turn(self, ctx: TurnContext) -> AsyncIterator[AgentEvent]:
         """The turn's events (``session`` first, ``result`` last)."""
