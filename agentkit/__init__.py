@@ -67,6 +67,12 @@ if TYPE_CHECKING:
         SessionModel,
         create_model,
     )
+    from agentkit.planning.approvals import (
+        Decision,
+    )
+    from agentkit.planning.state import (
+        UserMessage,
+    )
     from agentkit.replays import (
         replay,
     )
@@ -114,6 +120,7 @@ _HOMES: dict[str, str] = {
     "ConversationStats": "agentkit.types",
     "ConversationStore": "agentkit.store",
     "CorruptJournalError": "agentkit.errors",
+    "Decision": "agentkit.planning.approvals",
     "ExecutionState": "agentkit.memory",
     "FileConversationStore": "agentkit.store",
     "ForkOrigin": "agentkit.types",
@@ -140,6 +147,7 @@ _HOMES: dict[str, str] = {
     "TurnNotFoundError": "agentkit.errors",
     "TurnResult": "agentkit.agent",
     "UsageError": "agentkit.errors",
+    "UserMessage": "agentkit.planning.state",
     "VerifyReport": "agentkit.store",
     "VersionConflictError": "agentkit.store",
     "Versioned": "agentkit.memory",
@@ -170,6 +178,7 @@ __all__ = [
     "ConversationStats",
     "ConversationStore",
     "CorruptJournalError",
+    "Decision",
     "ExecutionState",
     "FileConversationStore",
     "ForkOrigin",
@@ -196,6 +205,7 @@ __all__ = [
     "TurnNotFoundError",
     "TurnResult",
     "UsageError",
+    "UserMessage",
     "VerifyReport",
     "VersionConflictError",
     "Versioned",

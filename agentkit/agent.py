@@ -1,17 +1,20 @@
 """``Agent``: an agent folder plus its conversations (seed 16.4, in Python names).
 
-The Agent wires collaborators together; it does not store or render anything itself. It builds
-the agent's :class:`~agentkit.runtime.AgentRuntime` once (store, session pool and running turns,
-memory, traces, tools, model), admits each turn (one per conversation, across processes) and
-hands it to the engine its config names (:data:`ENGINES`). The store is injected
-(``Agent.open(..., store=InMemoryConversationStore())`` in tests), and the data root is an
-argument, so several agents and data roots can live in one process.
+The Agent is a thin facade over the agent's :class:`~agentkit.runtime.AgentRuntime` (store,
+session pool and running turns, memory, traces, tools, model), built once by
+:meth:`Agent.open`; it does not store or render anything itself. Every turn — a message
+(:meth:`Agent.send_message`) or a decision on a pending approval (:meth:`Agent.adecide`) — is
+one typed input through :meth:`Agent.run_turn` to the runtime's one entry
+(:meth:`~agentkit.runtime.AgentRuntime.run_turn`), which admits it (one per conversation,
+across processes) and hands it to the engine its config names (:data:`ENGINES`). The store is
+injected (``Agent.open(..., store=InMemoryConversationStore())`` in tests), and the data root
+is an argument, so several agents and data roots can live in one process.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -20,14 +23,8 @@ from typing import Any, Literal
 from agentkit.agent_folder import AgentFolder, resolve_data_dir
 from agentkit.branches import fork_conversation
 from agentkit.calls.records import CallRecord
-from agentkit.chat import ChatEngine
 from agentkit.config import AgentConfig
-from agentkit.errors import (
-    ApprovalNotFoundError,
-    ConversationBusyError,
-    ConversationNotFoundError,
-    UsageError,
-)
+from agentkit.errors import ConversationBusyError, ConversationNotFoundError, UsageError
 from agentkit.events import AgentEvent, CompressionEvent, ResultEvent, SessionEvent
 from agentkit.ids import check_id, new_conversation_id
 from agentkit.loop import BackgroundLoop
@@ -41,13 +38,11 @@ from agentkit.memory import (
     Versioned,
     chat_window,
 )
-from agentkit.models._requests import check_model_requests
 from agentkit.models.base import ChatModel, SessionBackend
-from agentkit.planning import PlannerEngine, approvals
 from agentkit.planning.approvals import Decision
 from agentkit.planning.replay import TraceNotFoundError, load_call_records
-from agentkit.planning.state import TurnContext
-from agentkit.runtime import AgentRuntime, Engine
+from agentkit.planning.state import TurnInput, UserMessage
+from agentkit.runtime import ENGINES, MAX_MESSAGE_LENGTH, AgentRuntime, checked_input
 from agentkit.sessions import SessionPool
 from agentkit.store import ConfigStore, ConversationKey, ConversationStore
 from agentkit.store.choice import open_stores
@@ -57,16 +52,10 @@ from agentkit.titles import conversation_title
 from agentkit.tools import ToolRegistry
 from agentkit.types import Conversation, ConversationMeta, Message
 
-__all__ = ["ENGINES", "Agent", "TurnResult"]
+__all__ = ["ENGINES", "MAX_MESSAGE_LENGTH", "Agent", "TurnResult"]
 
 DEFAULT_TITLE = "New conversation"
 MAX_TITLE_LENGTH = 200
-MAX_MESSAGE_LENGTH = 32_000
-#: the engines by the name an agent's ``config.json`` gives (``engine``)
-#: how long a decision waits for a turn in progress on its conversation (e.g. the decision
-#: that won), before it is refused as busy
-DECISION_WAIT_SECONDS = 30.0
-ENGINES: Mapping[str, Engine] = {"chat": ChatEngine(), "planner": PlannerEngine()}
 
 
 @dataclass
@@ -108,25 +97,23 @@ async def _until_result(events: AsyncGenerator[AgentEvent, None]) -> TurnResult:
 
 
 class Agent:
-    """One agent: its folder (prompts, config) and its conversations."""
+    """One agent: its folder (prompts, config) and its conversations, over its runtime."""
 
-    def __init__(
-        self,
-        folder: AgentFolder,
-        store: ConversationStore,
-        *,
-        model: ChatModel | SessionBackend | str | None = None,
-        pool: SessionPool | None = None,
-        config_store: ConfigStore | None = None,
-        tools: Iterable[object] = (),
-    ) -> None:
-        self.folder = folder
-        self.store = store
-        self.runtime = AgentRuntime(
-            folder, store, model=model, pool=pool, config_store=config_store, tools=tools
-        )
-        self.pool = self.runtime.pool
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self.runtime = runtime
         self._loop: BackgroundLoop | None = None
+
+    @property
+    def folder(self) -> AgentFolder:
+        return self.runtime.folder
+
+    @property
+    def store(self) -> ConversationStore:
+        return self.runtime.store
+
+    @property
+    def pool(self) -> SessionPool:
+        return self.runtime.pool
 
     @classmethod
     def open(
@@ -160,9 +147,10 @@ class Agent:
             config_store = config_store if config_store is not None else opened.config
         try:
             store.recover(folder.agent_id)
-            agent = cls(
+            runtime = AgentRuntime(
                 folder, store, model=model, pool=pool, config_store=config_store, tools=tools
             )
+            agent = cls(runtime)
             if opened is not None:
                 agent.runtime.close_with(opened.close)
             agent.runtime.load_tools()
@@ -325,48 +313,50 @@ class Agent:
 
     # -- turns ------------------------------------------------------------------------------
 
-    async def send_message(
+    def run_turn(
+        self, conversation_id: str | None, input: TurnInput
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run one turn on *input* — a :class:`~agentkit.planning.state.UserMessage` or a
+        :class:`~agentkit.planning.approvals.Decision` on the conversation's pending
+        approval — and stream its events (``session`` first, ``result`` last; the memory
+        upkeep's ``compression`` event may follow it). The one entry every edge's turn takes
+        (:meth:`AgentRuntime.run_turn`); :meth:`send_message` and :meth:`adecide` build the
+        input for it.
+
+        A message with no conversation id starts a new conversation, titled after it. A
+        conversation that is mid-turn (in this process or another) raises
+        :class:`ConversationBusyError` before anything is written.
+        """
+        if conversation_id is None:
+            return self._first_turn(input)
+        return self.runtime.run_turn(conversation_id, input)
+
+    async def _first_turn(self, input: TurnInput) -> AsyncGenerator[AgentEvent, None]:
+        """The turn of a message that starts a new conversation, titled after it."""
+        input = checked_input(input)  # before the conversation is created
+        if not isinstance(input, UserMessage):
+            raise UsageError("a decision names the conversation it decides in")
+        self.runtime.check_model()  # a bad model spec fails before anything is written
+        # the user's own words (agentkit.titles), a key they typed masked
+        title = conversation_title(self.runtime.tools.mask.text(input.text))
+        conversation_id = self.create_conversation(title).conversation_id
+        # closed with this stream (a caller that stops at result lets the turn go at once)
+        async with contextlib.aclosing(self.runtime.run_turn(conversation_id, input)) as events:
+            async for event in events:
+                yield event
+
+    def send_message(
         self, conversation_id: str | None, text: str
     ) -> AsyncGenerator[AgentEvent, None]:
-        """Run one turn; stream its events (``session`` first, ``result`` last).
+        """Run one turn on the message *text*; stream its events (``session`` first,
+        ``result`` last): :meth:`run_turn` with a
+        :class:`~agentkit.planning.state.UserMessage`.
 
         With no conversation id a new conversation is created, titled after the message.
         A second turn on a conversation that is mid-turn (in this process or another) raises
         :class:`ConversationBusyError` before anything is written.
         """
-        text = text.strip()
-        if not text:
-            raise UsageError("a message needs some text")
-        if len(text) > MAX_MESSAGE_LENGTH:
-            raise UsageError(f"a message has at most {MAX_MESSAGE_LENGTH} characters")
-        model = self.runtime.model  # made now: a bad model spec fails before anything is written
-        if model.real_requests:  # and a real one while agentkit.testing has them off
-            check_model_requests(model.spec)
-        engine = ENGINES[self.config.engine]
-        if conversation_id is None:
-            # the user's own words (agentkit.titles), a key they typed masked
-            title = conversation_title(self.runtime.tools.mask.text(text))
-            conversation_id = self.create_conversation(title).conversation_id
-        key = self._key(conversation_id)
-        if not self.store.exists(key):
-            raise ConversationNotFoundError(self.id, conversation_id)
-        async with self.runtime.admit(key) as running:
-            ctx = self.runtime.context(key, text, running=running)
-            async for event in engine.run_turn(ctx):
-                yield event
-        async for event in self._after_result(key, ctx):
-            yield event
-
-    async def _after_result(
-        self, key: ConversationKey, ctx: TurnContext
-    ) -> AsyncIterator[AgentEvent]:
-        """After ``result``: the ``compression`` event of the memory upkeep the turn left
-        running, when it compressed (every edge sees it in the turn's stream; a caller that
-        stops reading at ``result`` does not wait for it)."""
-        if self.runtime.upkeep.pending(key):
-            compressed = await self.runtime.upkeep.wait(key)
-            if compressed is not None:
-                yield compressed
+        return self.run_turn(conversation_id, UserMessage(text))
 
     # -- approvals --------------------------------------------------------------------------
 
@@ -382,7 +372,7 @@ class Agent:
         stored = self.execution_state(conversation_id)
         return list(stored.value.decisions) if stored is not None else []
 
-    async def adecide(
+    def adecide(
         self,
         conversation_id: str,
         approval_id: str,
@@ -393,8 +383,10 @@ class Agent:
         source: DecisionSource = "python",
     ) -> AsyncGenerator[AgentEvent, None]:
         """Decide on a pending approval and continue the turn; stream its events as
-        :meth:`send_message` does. *args* replaces the planned arguments of that one call
-        (validated against the tool's schema first: an invalid edit raises
+        :meth:`send_message` does: :meth:`run_turn` with a
+        :class:`~agentkit.planning.approvals.Decision`, which the planner reads as that value
+        (never as words). *args* replaces the planned arguments of that one call (validated
+        against the tool's schema first: an invalid edit raises
         :class:`InvalidApprovalArgsError` and runs nothing).
 
         Exactly once, whoever answers first: the decision is checked before anything is
@@ -402,30 +394,10 @@ class Agent:
         perhaps), is checked again under the writer lock and is consumed with the step's
         durable ``running`` point; a second decision raises :class:`ApprovalDecidedError`
         (saying what was decided and when), an unknown id :class:`ApprovalNotFoundError`."""
-        if decision not in ("approve", "reject"):
-            raise UsageError(f"a decision is 'approve' or 'reject', not {decision!r}")
-        check_id(approval_id, "approval")
-        key = self._key(self._existing(conversation_id))
-        if self.config.engine != "planner":  # a chat turn never asks for one
-            raise ApprovalNotFoundError(conversation_id, approval_id)
         chosen = Decision(
             approval_id, decision, source, dict(args) if args is not None else None, note
         )
-        tools = self.runtime.tools
-        approvals.check(self._flow(conversation_id), chosen, tools, conversation_id)  # fail fast
-        model = self.runtime.model
-        if model.real_requests:
-            check_model_requests(model.spec)
-        engine = ENGINES[self.config.engine]
-        text = ("yes" if decision == "approve" else "no") + (f" — {note}" if note else "")
-        # waits for a turn in progress (e.g. the decision that won); the turn checks the
-        # decision again under the writer lock, before it writes anything
-        async with self.runtime.admit(key, wait=DECISION_WAIT_SECONDS) as running:
-            ctx = self.runtime.context(key, text, running=running, decision=chosen)
-            async for event in engine.run_turn(ctx):
-                yield event
-        async for event in self._after_result(key, ctx):
-            yield event
+        return self.run_turn(conversation_id, chosen)
 
     def decide(
         self,
@@ -441,10 +413,6 @@ class Agent:
 
         events = self.adecide(conversation_id, approval_id, decision, args, note, source=source)
         return self.loop.run(_until_result(events))
-
-    def _flow(self, conversation_id: str) -> ExecutionState | None:
-        stored = self.memory.load_execution_state(self.id, conversation_id)
-        return stored.value if stored is not None else None
 
     def turn_running(self, conversation_id: str) -> bool:
         """Whether a turn (or its memory upkeep) of the conversation is running in this

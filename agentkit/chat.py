@@ -10,9 +10,10 @@
 Order of a turn, so that nothing acknowledged is lost: the user message is persisted first;
 the ``session`` event reports the scenario and what was injected (also written to the turn's
 messages.log); the reply streams as ``agent_output`` events; the assistant message, its tool
-calls, token usage and the turn's checkpoint are persisted in one commit; ``result`` ends the
-turn. A backend failure becomes an ``error`` event and status ``failed``, never an exception
-out of the stream. The model call is made through the call tracer, as a planner turn's are
+calls, token usage and the turn's checkpoint are persisted in one commit (the one every engine
+ends with: :meth:`~agentkit.planning.state.TurnContext.commit`); ``result`` ends the turn. A
+backend failure becomes an ``error`` event and status ``failed``, never an exception out of
+the stream. The model call is made through the call tracer, as a planner turn's are
 (:mod:`agentkit.calls.tracer`): a trace record in the turn's ``calls.jsonl`` and a
 ``chat {model}`` span under the turn's ``invoke_agent``.
 """
@@ -21,21 +22,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal
 
 from agentkit.calls.errors import TurnCancelledError
 from agentkit.calls.secrets import StreamMask
 from agentkit.calls.tracer import CallTracer
-from agentkit.errors import AgentkitError, ModelError, StoreError
+from agentkit.errors import ModelError, StoreError
 from agentkit.events import (
     AgentEvent,
     AgentOutputEvent,
     ErrorEvent,
     PermissionEvent,
-    ResultEvent,
     Scenario,
     SessionEvent,
     ThinkingEvent,
@@ -52,16 +50,15 @@ from agentkit.models.base import (
     ThinkingDelta,
     ToolCallRequest,
 )
-from agentkit.planning.state import TurnContext
+from agentkit.planning.state import TurnContext, TurnStatus
 from agentkit.sessions import PoolEntry, SessionPool, TranscriptSession, summarize_history
 from agentkit.sessions.context import HISTORY_LIMIT
+from agentkit.store import off_loop
 from agentkit.telemetry import TurnTrace
 from agentkit.tools import SecretMask
-from agentkit.types import ConversationStatus, Message, ToolCallRecord, Usage
+from agentkit.types import Message, ToolCallRecord, Usage
 
 __all__ = ["ChatEngine"]
-
-TurnStatus = Literal["completed", "failed", "cancelled"]
 
 
 @dataclass
@@ -183,7 +180,7 @@ class _ChatTurn:
             return
         except asyncio.CancelledError:
             await session.cancel()
-            await self._commit(reply, tracer.usage, "idle")
+            await self._commit(reply, tracer.usage, "cancelled")
             raise
         except StoreError:  # the store went away (writing the call's trace): its error, not
             raise  # the model's (the edge says so: HTTP 503 / store_unavailable)
@@ -204,9 +201,9 @@ class _ChatTurn:
                 yield event
             return
         entry.message_count += 1
-        cancelled = reply.final.stop_reason == "cancelled"
-        await self._commit(reply, tracer.usage, "idle" if cancelled else "completed")
-        yield self._result("cancelled" if cancelled else "completed", reply.text, tracer.usage)
+        status: TurnStatus = "cancelled" if reply.final.stop_reason == "cancelled" else "completed"
+        await self._commit(reply, tracer.usage, status)
+        yield ctx.result(status, reply.text, tracer.usage, self.trace)
 
     async def _reply(
         self,
@@ -283,27 +280,6 @@ class _ChatTurn:
             model=ctx.model.spec,
         )
 
-    def _result(self, status: TurnStatus, text: str, usage: Usage) -> ResultEvent:
-        trace, ctx = self.trace, self.ctx
-        if trace is not None:
-            error = None if status != "failed" else "model_error"
-            trace.end(
-                status,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                error_type=error,
-                answer=text,
-            )
-        return ResultEvent(
-            conversation_id=ctx.key.conversation_id,
-            message_id=ctx.message_id,
-            status=status,
-            text=text,
-            usage=usage,
-            latency_ms=round((time.perf_counter() - ctx.started) * 1000, 3),
-            trace_id=trace.trace_id if trace is not None else "",
-        )
-
     def _prompt(
         self, scenario: Scenario, session: SessionModel, history: list[Message]
     ) -> tuple[str, str, int]:
@@ -338,23 +314,14 @@ class _ChatTurn:
         await self.pool.drop(key.agent_id, key.conversation_id)
         return None
 
-    async def _commit(self, reply: _Reply, usage: Usage, status: ConversationStatus) -> None:
-        """The reply, the final status and the turn's checkpoint: one durable commit."""
+    async def _commit(self, reply: _Reply, usage: Usage, status: TurnStatus) -> None:
+        """The reply, the final status and the turn's checkpoint: the turn's one commit
+        (:meth:`TurnContext.commit`, in a store thread)."""
         ctx = self.ctx
-        key, store = ctx.key, ctx.store
-        try:
-            checkpoint = ctx.memory.turn_checkpoint(
-                key.agent_id, key.conversation_id, ctx.message_id
-            )
-        except AgentkitError:  # the memory store is away: the answer still comes first
-            checkpoint = None
-        if reply.text or reply.calls:
-            answer = Message.assistant(
-                reply.text, message_id=ctx.message_id, tool_calls=tuple(reply.calls), usage=usage
-            )
-            meta = await store.aappend(key, answer, status=status, checkpoint=checkpoint)
-        else:
-            meta = await store.aset_status(key, status, checkpoint=checkpoint)
+        key = ctx.key
+        _, meta = await off_loop(
+            ctx.commit, reply.text, status, usage=usage, tool_calls=tuple(reply.calls)
+        )
         entry = self.pool.peek(key.agent_id, key.conversation_id)
         if entry is not None:  # what the session has seen, for the next turn's check
             entry.store_messages = meta.stats.message_count
@@ -368,8 +335,8 @@ class _ChatTurn:
         partial = "".join(reply.pieces)
         note = f"{error}\n(partial reply: {partial})" if partial else str(error)
         self.ctx.note("ERROR", note)
-        await self.ctx.store.aset_status(self.ctx.key, "failed")
-        yield self._result("failed", partial, tracer.usage)
+        await off_loop(self.ctx.commit, "", "failed", usage=tracer.usage)  # nothing kept
+        yield self.ctx.result("failed", partial, tracer.usage, self.trace, "model_error")
 
 
 class ChatEngine:

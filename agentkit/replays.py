@@ -210,6 +210,7 @@ def replay(
     require("eval", "a replay's comparison table", "pandas")  # before the branch is written
     from agentkit.agent import Agent
     from agentkit.branches import fork_conversation
+    from agentkit.runtime import AgentRuntime
 
     source = agent if isinstance(agent, Agent) else Agent.open(agent, data_dir=data_dir)
     owned = source is not agent
@@ -233,10 +234,9 @@ def replay(
             meta = fork_conversation(source.runtime, key, at=at, title=title or f"{base} (replay)")
             branch_id = meta.conversation_id
             runner = Agent(
-                folder,
-                source.store,
-                model=model,
-                config_store=source.runtime.memory.store,
+                AgentRuntime(
+                    folder, source.store, model=model, config_store=source.runtime.memory.store
+                )
             )
             runner.runtime.load_tools()
             try:

@@ -44,6 +44,7 @@ from agentkit.models.base import Completion
 from agentkit.models.function import FunctionModel
 from agentkit.models.request import ModelRequest
 from agentkit.planning import TurnContext, drive
+from agentkit.planning.state import UserMessage
 from agentkit.store import ConversationKey
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,7 +146,7 @@ async def _inline_turn(agent: Agent, cid: str, text: str) -> float:
     """The old path: the same turn, compression before result."""
     runtime, config = agent.runtime, agent.config
     turn = TurnContext(
-        key=ConversationKey(agent.id, cid), text=text, store=runtime.store,
+        key=ConversationKey(agent.id, cid), input=UserMessage(text), store=runtime.store,
         memory=runtime.memory, model=runtime.model, tools=runtime.tools,
         config=config.planner, system_prompt=runtime.system_prompt(),
         agent_dir=runtime.folder.path, max_turns=config.max_turns,

@@ -22,10 +22,10 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from typing import Any, Literal, TypeVar
 
-from agentkit import Agent, AgentkitError
+from agentkit import Agent, AgentkitError, Decision
 from agentkit.events import AgentEvent
 
-__all__ = ["busy", "start_cancel", "start_decision", "start_turn", "then"]
+__all__ = ["busy", "start_cancel", "start_decision", "start_turn", "then", "widget_decision"]
 
 T = TypeVar("T")
 
@@ -47,17 +47,23 @@ def start_turn(
 def start_decision(
     agent: Agent,
     conversation_id: str,
+    decision: Decision,
+    on_event: Callable[[AgentEvent], None],
+) -> Future[list[AgentEvent]]:
+    """Decide on a pending approval by its id (``agent.run_turn`` with the typed *decision*,
+    as ``agent.adecide`` does) and continue the turn; like :func:`start_turn`, errors before
+    the turn come out of the future (already decided, unknown, invalid arguments: nothing was
+    run)."""
+    return agent.loop.submit(_consume(agent.run_turn(conversation_id, decision), on_event))
+
+
+def widget_decision(
     approval_id: str,
     decision: Literal["approve", "reject"],
-    on_event: Callable[[AgentEvent], None],
-    *,
     args: dict[str, Any] | None = None,
-) -> Future[list[AgentEvent]]:
-    """Decide on a pending approval by its id (``agent.adecide``, from the widget) and
-    continue the turn; like :func:`start_turn`, errors before the turn come out of the
-    future (already decided, unknown, invalid arguments: nothing was run)."""
-    stream = agent.adecide(conversation_id, approval_id, decision, args, source="widget")
-    return agent.loop.submit(_consume(stream, on_event))
+) -> Decision:
+    """A widget's decision on the approval *approval_id* (source ``widget``)."""
+    return Decision(approval_id, decision, "widget", args)
 
 
 def start_cancel(agent: Agent, conversation_id: str) -> Future[bool]:

@@ -33,7 +33,7 @@ from agentkit.events import AgentEvent, SessionEvent
 from agentkit.titles import conversation_title
 
 from lab._html import notice_html, pre_html
-from lab._turns import busy, start_cancel, start_decision, start_turn, then
+from lab._turns import busy, start_cancel, start_decision, start_turn, then, widget_decision
 from lab.chat_state import (
     NEW_CONVERSATION,
     TurnView,
@@ -241,11 +241,9 @@ class ChatPanel(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
             self.notice.value = notice_html("A turn is still running: wait for it.", "warn")
             return None
         conversation = self.conversation_id
-        return self._start(
-            "yes" if decision == "approve" else "no",
-            lambda: start_decision(
-                self.agent, conversation, approval_id, decision, self._on_event, args=args
-            ),
+        chosen = widget_decision(approval_id, decision, args)
+        return self._start(  # shown as the history will show it ("yes" / "no")
+            chosen.said, lambda: start_decision(self.agent, conversation, chosen, self._on_event)
         )
 
     def _start(

@@ -9,10 +9,11 @@ Reject, Edit), the view reads the stored pause again: it may have been answered 
 meanwhile. "A turn is running" comes from the agent (:meth:`~agentkit.Agent.turn_running`):
 a turn started elsewhere through the same agent disables the buttons too. Answering a
 question sends the answer as the next message; Approve and Reject decide on the pending
-approval by its id (``Agent.adecide``, source ``widget``), and "Edit arguments" opens a form
-built from the tool's schema (:mod:`lab.approval_form`) whose values replace the planned ones
-for that one call. A decision is single-use: one made elsewhere first (another tab, a typed
-"yes") makes this one "already decided", shown as a notice, and nothing runs twice.
+approval by its id (a typed decision, source ``widget``, as ``Agent.adecide`` makes: never a
+"yes" the planner reads back), and "Edit arguments" opens a form built from the tool's schema
+(:mod:`lab.approval_form`) whose values replace the planned ones for that one call. A decision
+is single-use: one made elsewhere first (another tab, a typed "yes") makes this one "already
+decided", shown as a notice, and nothing runs twice.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from agentkit import Agent, AgentkitError, ExecutionState
 from agentkit.events import AgentEvent
 
 from lab._html import frame_html, message_html, notice_html
-from lab._turns import busy, start_decision, start_turn, then
+from lab._turns import busy, start_decision, start_turn, then, widget_decision
 from lab.approval_form import ApprovalForm
 from lab.chat_state import TurnView, message_problem
 from lab.plan_state import PlanFold
@@ -42,9 +43,6 @@ DecideFunction = Callable[
 ]
 """How the view decides on an approval: ``(approval_id, decision, args)`` (a ChatPanel passes
 its own, so the continuation shows in the chat)."""
-
-APPROVE_TEXT = "yes"
-REJECT_TEXT = "no"
 
 
 class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
@@ -270,13 +268,9 @@ class PlanView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
         self.form_box.children = []
         if self._decide_with is not None:
             return self._follow(self._decide_with(approval.approval_id, decision, args))
-        text = APPROVE_TEXT if decision == "approve" else REJECT_TEXT
-        self._begin_own(text)
-        return self._follow(
-            start_decision(
-                self.agent, conversation, approval.approval_id, decision, self._on_event, args=args
-            )
-        )
+        chosen = widget_decision(approval.approval_id, decision, args)
+        self._begin_own(chosen.said)  # shown as the history will show it ("yes" / "no")
+        return self._follow(start_decision(self.agent, conversation, chosen, self._on_event))
 
     def _respond(
         self, kind: Literal["question", "confirmation"], text: str

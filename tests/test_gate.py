@@ -19,6 +19,7 @@ from agentkit.events import AskUserEvent, StepCompleteEvent
 from agentkit.memory import MemoryRepository
 from agentkit.models.function import tool_call
 from agentkit.planning import TurnContext, gate
+from agentkit.planning.state import UserMessage
 from agentkit.store import ConversationKey, InMemoryConfigStore, InMemoryConversationStore
 from agentkit.tools import Tool, ToolRegistry
 from agentkit.tools.registry import schema_args_model
@@ -60,7 +61,7 @@ class Notes:
     def turn(self, text: str, model: FunctionModel, **config: Any) -> TurnContext:
         return TurnContext(
             key=KEY,
-            text=text,
+            input=UserMessage(text),
             store=self.store,
             memory=MemoryRepository(self.kv),
             model=model,

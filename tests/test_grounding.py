@@ -15,6 +15,7 @@ from agentkit.models.function import tool_call
 from agentkit.planning import TurnContext
 from agentkit.planning.answers import fill_from_answer
 from agentkit.planning.grounding import INTENT, Sources, check, is_fragment, is_placeholder
+from agentkit.planning.state import UserMessage
 from agentkit.tools import Tool, ToolRegistry
 from agentkit.tools.registry import schema_args_model
 
@@ -226,7 +227,7 @@ def _model(args: dict[str, Any], tool: str = "create_exchange_config") -> Functi
 def _turn(env: Env, text: str, model: FunctionModel, strategy: str) -> TurnContext:
     return TurnContext(
         key=KEY,
-        text=text,
+        input=UserMessage(text),
         store=env.store,
         memory=env.memory,
         model=model,
@@ -342,7 +343,7 @@ def test_grounding_all_checks_reads_too_and_side_effect_leaves_them(
     model = FunctionModel(reply)
     turn = TurnContext(
         key=KEY,
-        text="what is the weather like?",
+        input=UserMessage("what is the weather like?"),
         store=env.store,
         memory=env.memory,
         model=model,

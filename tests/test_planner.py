@@ -25,6 +25,7 @@ from agentkit.events import (
 from agentkit.memory import ExecutionState, MemoryRepository, PlanStep, TaskState, Waiting
 from agentkit.models.scripted import ScriptedModel
 from agentkit.planning import TurnContext, capability_signature, drive, intents, render_prompt
+from agentkit.planning.state import UserMessage
 from agentkit.store import ConversationKey, InMemoryConfigStore, InMemoryConversationStore
 from agentkit.store.sqlite_kv import SqliteConfigStore
 from agentkit.tools import ToolRegistry
@@ -53,7 +54,7 @@ class Env:
     def turn(self, text: str, script: dict[str, list[Any]], **options: Any) -> TurnContext:
         return TurnContext(
             key=KEY,
-            text=text,
+            input=UserMessage(text),
             store=self.store,
             memory=self.memory,
             model=ScriptedModel(script),

@@ -15,6 +15,7 @@ from agentkit.events import AgentEvent, AgentOutputEvent, ErrorEvent, ResultEven
 from agentkit.models.base import Purpose
 from agentkit.models.scripted import ScriptedModel
 from agentkit.planning import TurnContext, drive
+from agentkit.planning.state import UserMessage
 
 from .test_planner import CONTINUE, Env, env, of, step
 
@@ -60,7 +61,7 @@ async def run_and_cancel(turn: TurnContext, parking: Parking) -> list[AgentEvent
 def test_cancel_during_the_plan_call_ends_the_turn_cancelled(env: Env) -> None:
     parking = Parking({"plan": [{"goal": "g", "steps": [step("s", "respond")]}]}, "plan")
     turn = TurnContext(
-        key=env.turn("x", {}).key, text="list my traders", store=env.store,
+        key=env.turn("x", {}).key, input=UserMessage("list my traders"), store=env.store,
         memory=env.memory, model=parking.model, tools=env.tools,
     )  # fmt: skip
     events = asyncio.run(run_and_cancel(turn, parking))
@@ -94,7 +95,7 @@ def test_cancel_between_steps_keeps_finished_steps_and_skips_the_rest(env: Env) 
     }
     parking = Parking(script, "replan")  # parks the decision after s1
     turn = TurnContext(
-        key=env.turn("x", {}).key, text="overview", store=env.store,
+        key=env.turn("x", {}).key, input=UserMessage("overview"), store=env.store,
         memory=env.memory, model=parking.model, tools=env.tools,
     )  # fmt: skip
     events = asyncio.run(run_and_cancel(turn, parking))
@@ -116,7 +117,7 @@ def test_cancel_during_the_answer_keeps_what_was_said(env: Env) -> None:
     }
     parking = Parking(script, "respond", pieces=2)
     turn = TurnContext(
-        key=env.turn("x", {}).key, text="count", store=env.store,
+        key=env.turn("x", {}).key, input=UserMessage("count"), store=env.store,
         memory=env.memory, model=parking.model, tools=env.tools,
     )  # fmt: skip
 
@@ -150,8 +151,9 @@ def test_tool_loop_cancel_stops_before_the_next_action(env: Env) -> None:
     }
     parking = Parking(script_json, "act", native_tools=False)  # JSON actions, not native calls
     turn = TurnContext(
-        key=env.turn("x", {}).key, text="traders?", store=env.store, memory=env.memory,
-        model=parking.model, tools=env.tools, config=PlannerConfig(strategy="tool_loop"),
+        key=env.turn("x", {}).key, input=UserMessage("traders?"), store=env.store,
+        memory=env.memory, model=parking.model, tools=env.tools,
+        config=PlannerConfig(strategy="tool_loop"),
     )  # fmt: skip
     events = asyncio.run(run_and_cancel(turn, parking))
     assert not [e for e in of(events, ToolCallEvent) if not e.id.startswith("live-")]

@@ -13,6 +13,7 @@ from agentkit.events import AskUserEvent, ErrorEvent, ResultEvent
 from agentkit.memory import MemoryRepository
 from agentkit.models.scripted import ScriptedModel
 from agentkit.planning import TurnContext
+from agentkit.planning.state import UserMessage
 from agentkit.store import InMemoryConfigStore, InMemoryConversationStore, SqliteConfigStore
 from agentkit.tools import ToolRegistry
 from agentkit_desk import open_desk
@@ -131,7 +132,7 @@ def test_a_secret_a_tool_stores_mid_turn_is_scrubbed_from_that_turns_answer() ->
         "respond": [f"Your token is {token}."],
     }  # fmt: skip
     turn = TurnContext(
-        key=KEY, text="make me a token", store=store, memory=MemoryRepository(kv),
+        key=KEY, input=UserMessage("make me a token"), store=store, memory=MemoryRepository(kv),
         model=ScriptedModel(script), tools=tools,
     )  # fmt: skip
     events = run(turn)

@@ -23,6 +23,7 @@ from agentkit.memory import TaskState
 from agentkit.models.openai import OpenAIModel
 from agentkit.models.scripted import ScriptedModel
 from agentkit.planning import TurnContext
+from agentkit.planning.state import UserMessage
 
 from .fakes.openai_server import Reply, ScriptedOpenAIServer, chunk, usage_chunk
 from .test_planner import KEY, Env, env, of, run, seed_desk, step
@@ -301,7 +302,7 @@ def test_tool_loop_without_native_tools_uses_a_json_action(env: Env) -> None:
     # a backend without native function calling (as the embedded llama model)
     model = FunctionModel(json_only, native_tools=False)
     turn = TurnContext(
-        key=KEY, text="traders?", store=env.store, memory=env.memory, model=model,
+        key=KEY, input=UserMessage("traders?"), store=env.store, memory=env.memory, model=model,
         tools=env.tools, config=TOOL_LOOP,
     )  # fmt: skip
     events = run(turn)
@@ -339,7 +340,7 @@ def test_tool_loop_over_a_real_openai_compatible_server(env: Env) -> None:
         server.enqueue(Reply.text("You have ", "no traders.", usage=(60, 4)))
         model = OpenAIModel("m", base_url=server.base_url, api_key=None)
         turn = TurnContext(
-            key=KEY, text="traders?", store=env.store, memory=env.memory, model=model,
+            key=KEY, input=UserMessage("traders?"), store=env.store, memory=env.memory, model=model,
             tools=env.tools, config=TOOL_LOOP,
         )  # fmt: skip
         events = run(turn)
@@ -434,7 +435,8 @@ async def slow(request: ModelRequest) -> object:
 def test_stage_timeout_scale(env: Env, scale: float, status: str) -> None:
     model = FunctionModel(slow)
     turn = TurnContext(
-        key=KEY, text="hello", store=env.store, memory=env.memory, model=model, tools=env.tools,
+        key=KEY, input=UserMessage("hello"), store=env.store, memory=env.memory, model=model,
+        tools=env.tools,
         config=PlannerConfig(stage_timeout_scale=scale),
         stage_timeouts={"plan": 0.5, "respond": 0.5},
     )  # fmt: skip

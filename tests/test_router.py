@@ -12,6 +12,7 @@ import pytest
 from agentkit.config import PlannerConfig
 from agentkit.events import AgentOutputEvent, AskUserEvent, PlanEvent, ToolCallEvent
 from agentkit.models.scripted_signals import ScoringScriptedModel
+from agentkit.planning.state import UserMessage
 from agentkit.planning.tool_ranking import rank_tools, terms
 from agentkit.testing import scripted_signals
 from agentkit.tools import Tool
@@ -215,7 +216,7 @@ def _scorer(votes: dict[str, float], replies: dict[str, list[Any]]) -> ScoringSc
 def scored_turn(env: Env, text: str, model: ScoringScriptedModel) -> TurnContext:
     return TurnContext(
         key=KEY,
-        text=text,
+        input=UserMessage(text),
         store=env.store,
         memory=env.memory,
         model=model,

@@ -24,6 +24,7 @@ from agentkit.models.scripted import ScriptedModel
 from agentkit.planning import TurnContext
 from agentkit.planning.grounding import Sources
 from agentkit.planning.routes import one_value_one_argument
+from agentkit.planning.state import UserMessage
 from agentkit.planning.tool_semantics import semantic_signal, wordllama_embedder
 from agentkit.store import ConversationKey, InMemoryConfigStore, InMemoryConversationStore
 from agentkit.tools import ToolRegistry, tool
@@ -75,7 +76,7 @@ def _turn(text: str, script: dict[str, list[Any]], **planner: Any) -> TurnContex
     )
     return TurnContext(
         key=KEY,
-        text=text,
+        input=UserMessage(text),
         store=store,
         memory=MemoryRepository(InMemoryConfigStore()),
         model=ScriptedModel(script),

@@ -19,7 +19,7 @@ import pytest
 from agentkit import MissingExtraError
 from agentkit.config import PlannerConfig
 from agentkit.planning import tool_choice
-from agentkit.planning.state import TurnContext
+from agentkit.planning.state import TurnContext, UserMessage
 from agentkit.planning.tool_semantics import semantic_scores, wordllama_embedder
 
 from .conftest import run_cli
@@ -130,7 +130,7 @@ def test_without_the_extra_the_model_s_own_embeddings_stand_in(
     model = _semantic(axes, votes, {"act": [{"action": "answer", "text": "-"}]})
     turn = TurnContext(
         key=KEY,
-        text="remind me what bots run",
+        input=UserMessage("remind me what bots run"),
         store=env.store,
         memory=env.memory,
         model=model,

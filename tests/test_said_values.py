@@ -17,6 +17,7 @@ from agentkit.models.function import tool_call
 from agentkit.planning import TurnContext, act_schema, plan_schema
 from agentkit.planning.grounding import Sources
 from agentkit.planning.schemas import Said, replan_schema, tool_args_schema
+from agentkit.planning.state import UserMessage
 from agentkit.tools import Tool, ToolRegistry
 from agentkit.tools.registry import schema_args_model
 
@@ -200,7 +201,7 @@ def _turn(
 ) -> TurnContext:
     return TurnContext(
         key=KEY,
-        text=text,
+        input=UserMessage(text),
         store=env.store,
         memory=env.memory,
         model=model,
@@ -245,7 +246,7 @@ def test_the_router_fills_arguments_from_what_was_said(env: Env) -> None:
     model = _model(seen)
     turn = TurnContext(
         key=KEY,
-        text=REQUEST,
+        input=UserMessage(REQUEST),
         store=env.store,
         memory=env.memory,
         model=model,

@@ -20,6 +20,7 @@ from agentkit.calls.records import CallRecord
 from agentkit.events import AgentEvent, ErrorEvent, ResultEvent, ToolResultEvent
 from agentkit.models.function import FunctionModel
 from agentkit.models.request import ModelRequest
+from agentkit.runtime import AgentRuntime
 
 from tests._many_tools import many_tools
 
@@ -37,7 +38,7 @@ def desk(tmp_path: Path, scale: float | None = None) -> Agent:
 
 
 def with_tools(base: Agent, model: Any, count: int) -> Agent:
-    return Agent(base.folder, base.store, model=model, tools=many_tools(count))
+    return Agent(AgentRuntime(base.folder, base.store, model=model, tools=many_tools(count)))
 
 
 def turn(agent: Agent, conversation: str | None, text: str) -> list[AgentEvent]:

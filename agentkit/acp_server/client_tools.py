@@ -37,6 +37,7 @@ from acp.schema import HttpMcpServer, McpServerStdio
 from agentkit.agent import Agent
 from agentkit.config import ClientMcpConfig
 from agentkit.errors import UsageError
+from agentkit.runtime import AgentRuntime
 from agentkit.tools import Tool
 from agentkit.tools.mcp import McpToolset
 
@@ -145,11 +146,13 @@ async def open_session_tools(agent: Agent, servers: object, cwd: str) -> Session
         tools = [tool for toolset in toolsets for tool in policy_tools(policy, toolset)]
         _check_names(agent, tools)
         session_agent = Agent(
-            agent.folder,
-            agent.store,
-            model=agent.model,
-            tools=tools,
-            config_store=agent.runtime.memory.store,  # the configured one, not agentkit.db
+            AgentRuntime(
+                agent.folder,
+                agent.store,
+                model=agent.model,
+                tools=tools,
+                config_store=agent.runtime.memory.store,  # the configured one, not agentkit.db
+            )
         )
         await asyncio.to_thread(session_agent.runtime.load_tools)
     except BaseException:

@@ -9,11 +9,13 @@ A prompt is one or more agentkit turns on the same conversation, through the pub
    while resuming emit no event of their own).
 2. If the turn paused for consent (an ``ask_user`` event of kind ``confirmation``), the
    pending step is shown as a tool call and the client is asked with
-   ``session/request_permission``. Allow → the next turn is ``"yes"`` (the planner's
-   confirmation rule: the tool runs, exactly once, and the plan goes on inside this same
-   prompt); reject → ``"no"`` (it never runs). No answer (an error, a ``cancelled`` outcome,
-   an unknown option, ``session/cancel``) → nothing runs and the question stays pending, shown
-   as the agent's message, so the user can still answer it in the chat.
+   ``session/request_permission``. Allow → the next turn is a decision that approves the
+   pending approval by its id (``agent.adecide``, source ``acp``: the planner reads the typed
+   decision, never a "yes"; the tool runs, exactly once, and the plan goes on inside this same
+   prompt); reject → a decision that rejects it (it never runs). No answer (an error, a
+   ``cancelled`` outcome, an unknown option, ``session/cancel``) → nothing runs and the
+   question stays pending, shown as the agent's message, so the user can still answer it in
+   the chat.
 3. A question (``ask_user``) ends the prompt with ``end_turn`` and the question as the agent's
    message; the next prompt is its answer.
 
@@ -159,32 +161,28 @@ class PromptTurn:
         for _ in range(MAX_CONSENTS):
             if self.cancelled or (outcome.result and outcome.result.status == "cancelled"):
                 return "cancelled"
-            if outcome.consent is None:
+            consent = outcome.consent
+            if consent is None:
                 return "end_turn"
-            answer = await self._ask_permission(outcome)
+            # a consent is decided by its approval's id (a pause without one, older than
+            # approval ids, is answered in the chat)
+            answer = await self._ask_permission(outcome) if consent.approval_id else None
             if answer is None:
                 await self._show_question(outcome)
                 return "cancelled" if self.cancelled else "end_turn"
-            outcome = await self._follow_up(outcome, "approve" if answer == ALLOW else "reject")
+            decision: Literal["approve", "reject"] = "approve" if answer == ALLOW else "reject"
+            outcome = await self._follow_up(consent.approval_id, decision)
             await self._close_consent("Not run.")  # still open: the allowed tool never ran
         if outcome.consent is not None:
             await self._show_question(outcome)
         return "cancelled" if self.cancelled else "end_turn"
 
     async def _follow_up(
-        self, paused: _Outcome, decision: Literal["approve", "reject"]
+        self, approval_id: str, decision: Literal["approve", "reject"]
     ) -> _Outcome:
         """The turn that carries the client's permission answer to the planner: a decision
         on the pending approval by its id (the same path as Python's and HTTP's)."""
-        consent = paused.consent
-        if consent is not None and consent.approval_id:
-            stream = self.agent.adecide(
-                self.session_id, consent.approval_id, decision, source="acp"
-            )
-        else:  # no id to decide on: the seed's text path
-            stream = self.agent.send_message(
-                self.session_id, "yes" if decision == "approve" else "no"
-            )
+        stream = self.agent.adecide(self.session_id, approval_id, decision, source="acp")
         try:
             first = await anext(aiter(stream))
         except (AgentkitError, StopAsyncIteration) as error:

@@ -18,6 +18,7 @@ from agentkit.errors import ModelSpecError
 from agentkit.ids import check_id
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.models.spec import create_model, parse_model_spec, resolve_model_spec
+from agentkit.runtime import AgentRuntime
 from agentkit.sessions import SessionPool
 from agentkit.store import ConversationKey
 from agentkit.store.choice import open_stores
@@ -96,11 +97,13 @@ class ServedAgents:
                 folder = AgentFolder.load(self.data_dir, agent_id)
                 self.store.recover(folder.agent_id)
                 agent = Agent(
-                    folder,
-                    self.store,
-                    model=self._model_for(folder),
-                    pool=self.pool,
-                    config_store=self._stores.config,
+                    AgentRuntime(
+                        folder,
+                        self.store,
+                        model=self._model_for(folder),
+                        pool=self.pool,
+                        config_store=self._stores.config,
+                    )
                 )
                 # its toolsets load now (an MCP server starts): a bad one fails here, not mid-turn
                 await asyncio.to_thread(agent.runtime.load_tools)

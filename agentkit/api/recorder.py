@@ -21,7 +21,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from agentkit.agent import Agent
-from agentkit.api.turns import TurnTask, TurnTasks
+from agentkit.api.turns import TurnTasks
 from agentkit.events import AgentEvent, ResultEvent, SessionEvent
 from agentkit.store import ConversationKey
 from agentkit.store.turn_events import END, StoredEvent, TurnEvents
@@ -91,17 +91,7 @@ class RecordingTurnTasks(TurnTasks):
         super().__init__()
         self.events = events
 
-    def start(
-        self,
-        agent: Agent,
-        conversation_id: str | None,
-        text: str,
-        events: AsyncIterator[AgentEvent] | None = None,
-    ) -> TurnTask:
-        source = events if events is not None else agent.send_message(conversation_id, text)
-        return super().start(agent, conversation_id, text, self._recorded(agent, source))
-
-    async def _recorded(
+    async def relay(
         self, agent: Agent, source: AsyncIterator[AgentEvent]
     ) -> AsyncIterator[AgentEvent]:
         recorder = TurnRecorder(self.events, agent.id)

@@ -41,6 +41,8 @@ from agentkit.api.schemas import (
 from agentkit.api.turns import TurnTask, TurnTasks
 from agentkit.errors import AgentkitError, ConversationNotFoundError
 from agentkit.events import AgentEvent, SessionEvent
+from agentkit.planning.approvals import Decision
+from agentkit.planning.state import UserMessage
 from agentkit.store import ConversationKey, off_loop
 from agentkit.types import ConversationMeta
 
@@ -375,7 +377,7 @@ _SSE_DOC = (
 async def chat(agent_id: AgentId, body: ChatRequest, served: Served, turns: Turns) -> SseResponse:
     """Send a message and stream the turn; it is admitted or refused before the stream starts."""
     agent = await served.get(agent_id)
-    return await _streamed(turns.start(agent, body.conversation_id, body.message))
+    return await _streamed(turns.start(agent, body.conversation_id, UserMessage(body.message)))
 
 
 @router.get(
@@ -426,10 +428,8 @@ async def decide_approval(
 ) -> SseResponse:
     """Decide on a pending approval and stream the continuation."""
     agent = await served.get(agent_id)
-    events = agent.adecide(
-        conversation_id, approval_id, body.decision, body.args, body.note, source="http"
-    )
-    return await _streamed(turns.start(agent, conversation_id, "", events))
+    decision = Decision(approval_id, body.decision, "http", body.args, body.note)
+    return await _streamed(turns.start(agent, conversation_id, decision))
 
 
 async def _streamed(turn: TurnTask) -> SseResponse:

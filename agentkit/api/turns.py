@@ -1,7 +1,8 @@
 """Turns that outlive their HTTP response.
 
-A chat turn runs in its own asyncio task, which consumes ``agent.send_message`` to the end and
-so persists the reply whatever happens to the client. The SSE response only *observes* the
+A turn runs in its own asyncio task, which consumes ``agent.run_turn`` (a message, or a
+decision on an approval: one typed input) to the end and so persists the reply whatever
+happens to the client. The SSE response only *observes* the
 turn through a buffer; when the client goes away the observer stops and the task carries on.
 (Persisting inside the response generator loses the reply on disconnect: 0 of 20 turns
 survived in the reliability study, 20 of 20 with a detached task.)
@@ -23,6 +24,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from agentkit.agent import Agent
 from agentkit.api.errors import status_for
 from agentkit.events import AgentEvent, AgentOutputEvent, ErrorEvent, SessionEvent, ThinkingEvent
+from agentkit.planning.state import TurnInput
 
 __all__ = ["TurnTask", "TurnTasks"]
 
@@ -49,7 +51,7 @@ class TurnTask:
         self.task: asyncio.Task[None] | None = None
 
     def start(self, events: AsyncIterator[AgentEvent]) -> None:
-        """Run the turn whose events are *events* (``send_message``, ``adecide``)."""
+        """Run the turn whose events are *events* (``agent.run_turn``'s)."""
         self.task = asyncio.create_task(self._run(events), name=f"turn {self.agent.id}")
 
     async def _run(self, events: AsyncIterator[AgentEvent]) -> None:
@@ -125,21 +127,20 @@ class TurnTasks:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def start(
-        self,
-        agent: Agent,
-        conversation_id: str | None,
-        text: str,
-        events: AsyncIterator[AgentEvent] | None = None,
-    ) -> TurnTask:
-        """A turn task of *agent*: the message *text*, or the turn *events* stands for (a
-        decision on an approval)."""
+    def start(self, agent: Agent, conversation_id: str | None, input: TurnInput) -> TurnTask:
+        """A turn task of *agent* on *input*: a message
+        (:class:`~agentkit.planning.state.UserMessage`) or a decision on an approval
+        (:class:`~agentkit.planning.approvals.Decision`), through ``agent.run_turn``."""
         turn = TurnTask(agent, conversation_id)
-        turn.start(events if events is not None else agent.send_message(conversation_id, text))
+        turn.start(self.relay(agent, agent.run_turn(conversation_id, input)))
         assert turn.task is not None
         self._tasks.add(turn.task)
         turn.task.add_done_callback(self._tasks.discard)
         return turn
+
+    def relay(self, agent: Agent, source: AsyncIterator[AgentEvent]) -> AsyncIterator[AgentEvent]:
+        """What the turn task reads: the turn's events, passed on (a subclass records them)."""
+        return source
 
     def __len__(self) -> int:
         return len(self._tasks)

@@ -2,8 +2,11 @@
 
 A consent request is a :class:`~agentkit.memory.PendingApproval` in the paused flow (tool,
 masked arguments, step, question, the tool's schema). A :class:`Decision` — approve (the call
-as planned, or with edited arguments) or reject — comes from any edge: the user's "yes"/"no"
-(the seed's text path, :func:`from_text`), Python, HTTP, ACP, a widget or eval. Every one is
+as planned, or with edited arguments) or reject — is a turn's input of its own (beside a
+message: :data:`~agentkit.planning.state.TurnInput`), from Python, HTTP, ACP, a widget or eval;
+the planner reads it as that value, never as words. The only decision read from text is the
+user's own typed reply to the consent question ("yes" / "no", the seed's path:
+:func:`from_text`). Every one is
 checked here (:func:`check`: the approval exists and is still pending, edited arguments
 validate) before anything is written, and again under the conversation's writer lock, and
 is consumed atomically with the step's durable ``running`` point (the flow's saved state
@@ -16,7 +19,7 @@ reply or any other message never decides anything.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -41,6 +44,16 @@ class Decision:
     #: the arguments to run the call with instead of the planned ones (approve only)
     args: dict[str, Any] | None = None
     note: str = ""
+    kind: Literal["decision"] = field(default="decision", init=False)
+
+    @property
+    def said(self) -> str:
+        """The decision as the conversation shows it (the user's line in its history, a
+        widget's bubble): "yes" or "no", with the note. Made for display only: nothing reads
+        it back as a decision."""
+        return ("yes" if self.decision == "approve" else "no") + (
+            f" — {self.note}" if self.note else ""
+        )
 
     def record(self, approval: PendingApproval, decision: str | None = None) -> ApprovalDecision:
         """The decision as the flow keeps it (edited arguments masked)."""

@@ -58,7 +58,7 @@ class PromptContext:
             task_state=rendered,
             previous="(none)",
             conversation=intake.conversation,
-            request=ctx.text,
+            request=ctx.said,  # a decision: its display line, as the history shows it
             task_rendered=rendered,
         )
 

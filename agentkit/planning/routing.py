@@ -70,6 +70,12 @@ class Route(Stage):
         if state is not None and state.capability_signature != turn.signature:
             ctx.note("RESET", "capability signature changed: stale execution state discarded")
             flow.discard()
+            if ctx.decision is not None:  # a decision is no request: nothing left to decide
+                yield End(
+                    "The agent's tools changed since this was asked, so the pending call was "
+                    "dropped; nothing was run. Ask again if it is still needed."
+                )
+                return
             state = None
         if state is not None:
             lost = flow.interrupted(state, ctx.tools, turn.intake.history)
@@ -100,12 +106,14 @@ class Route(Stage):
 
 
 def _decide(turn: Turn, state: ExecutionState) -> Confirmed | End | None:
-    """A pending approval meets this turn: its decision (given, or the user's "yes"/"no"),
-    its expiry, or a new request that cancels it. The stage that runs the approved call,
-    the end (an answer), or None (route the text as a new request)."""
+    """A pending approval meets this turn: its decision (the turn's input, or the user's
+    typed "yes"/"no" reply), its expiry, or a new request that cancels it. The stage that
+    runs the approved call, the end (an answer), or None (route the text as a new request)."""
     ctx, flow = turn.ctx, turn.flow
     approval = state.pending_approval
-    decision = ctx.decision if ctx.decision is not None else approvals.from_text(state, ctx.text)
+    decision = ctx.decision  # a decision is read as the value it is, never as words
+    if decision is None:
+        decision = approvals.from_text(state, ctx.text)
     if approval is not None and approvals.is_expired(approval, ctx.config.approval_ttl_seconds):
         expired = Decision(approval.approval_id, "reject", "ttl", note="expired")
         what = flow.cancel_pending(state.decided(expired.record(approval, "expired")))

@@ -3,13 +3,23 @@
 
 Every turn — chat or planner, whichever edge started it — gets one :class:`TurnContext`,
 built once by the agent's runtime when the turn is admitted
-(:meth:`agentkit.runtime.AgentRuntime.context`): the conversation, the message and its id, the
-decision it carries, and what the agent shares (store, memory, model, tools, config,
-telemetry, the session pool, background upkeep). Nothing copies it into another record:
-engines and stages read it where it is. The planner then reads, once, what its stages share —
-the recent history and TaskState (and, through the flow recorder, the ExecutionState) — into
-an :class:`Intake`. The turn's graph (:mod:`agentkit.planning.graph`) holds both, plus the
-owners of what a turn changes.
+(:meth:`agentkit.runtime.AgentRuntime.context`): the conversation, the turn's input and its
+id, and what the agent shares (store, memory, model, tools, config, telemetry, the session
+pool, background upkeep). Nothing copies it into another record: engines and stages read it
+where it is. The planner then reads, once, what its stages share — the recent history and
+TaskState (and, through the flow recorder, the ExecutionState) — into an :class:`Intake`. The
+turn's graph (:mod:`agentkit.planning.graph`) holds both, plus the owners of what a turn
+changes.
+
+A turn's input is one typed value (:data:`TurnInput`): a :class:`UserMessage`, or a
+:class:`~agentkit.planning.approvals.Decision` on the conversation's pending approval. A
+decision has no words: :attr:`TurnContext.text` is empty for it, and the line the
+conversation's history shows for it (:attr:`TurnContext.said`, "yes" / "no") is made from
+the decision for display and never read back.
+
+Both engines end a turn the same way: :meth:`TurnContext.commit` writes the answer, the
+conversation's status and the turn's checkpoint in one durable commit, and
+:meth:`TurnContext.result` ends the turn's trace and makes its ``result`` event.
 """
 
 from __future__ import annotations
@@ -25,19 +35,20 @@ from agentkit.calls.cancel import CancelScope
 from agentkit.calls.errors import TurnCancelledError, TurnFailedError
 from agentkit.calls.records import CallRecord
 from agentkit.config import CompressionConfig, PlannerConfig
-from agentkit.events import PlannedStep
+from agentkit.errors import AgentkitError
+from agentkit.events import PlannedStep, ResultEvent
 from agentkit.ids import new_message_id
 from agentkit.memory import ChatHistory, ExecutionState, MemoryRepository, PlanStep, TaskState
 from agentkit.memory.repository import Versioned
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.planning.approvals import Decision
 from agentkit.planning.background import Admit, BackgroundUpkeep
-from agentkit.planning.recording import skip_pending
+from agentkit.planning.recording import FlowRecorder, skip_pending
 from agentkit.sessions import RunningTurn, SessionPool
 from agentkit.store import ConversationKey, ConversationStore
 from agentkit.telemetry import Telemetry, TurnTrace, provider_name
 from agentkit.tools import SecretMask, ToolRegistry
-from agentkit.types import Message
+from agentkit.types import ConversationMeta, Message, ToolCallRecord, Usage
 
 __all__ = [
     "OBSERVATION_MAX_CHARS",
@@ -49,7 +60,9 @@ __all__ = [
     "TurnCancelledError",
     "TurnContext",
     "TurnFailedError",
+    "TurnInput",
     "TurnStatus",
+    "UserMessage",
     "capability_signature",
     "cut",
     "intake_limit",
@@ -84,6 +97,18 @@ def capability_signature(tools: ToolRegistry, strategy: str = "plan_replan") -> 
     return f"{tools.schema_signature()}:{PLANNER_VERSION}:{strategy}"
 
 
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """A turn's input: a message the user wrote."""
+
+    text: str
+    kind: Literal["message"] = field(default="message", init=False)
+
+
+#: what a turn is given to act on: a message, or a decision on a pending approval
+TurnInput = UserMessage | Decision
+
+
 @dataclass(frozen=True, kw_only=True)
 class TurnContext:
     """What one turn is given (see the module docstring). Built by the agent's runtime for
@@ -91,8 +116,8 @@ class TurnContext:
     directly and runs it with :func:`agentkit.planning.turn.drive`."""
 
     key: ConversationKey
-    #: the user's message (for a decision: the text it stands for, "yes" / "no")
-    text: str
+    #: what the turn acts on: the user's message, or a decision on the pending approval
+    input: TurnInput
     store: ConversationStore
     memory: MemoryRepository
     model: ChatModel | SessionBackend
@@ -100,8 +125,6 @@ class TurnContext:
     config: PlannerConfig = field(default_factory=PlannerConfig)
     #: the turn's id: its user message, its answer and its folder share it
     message_id: str = field(default_factory=new_message_id)
-    #: a decision on the conversation's pending approval (None: the text is the message)
-    decision: Decision | None = None
     system_prompt: str = ""
     #: where prompt overrides live
     agent_dir: Path | None = None
@@ -132,6 +155,22 @@ class TurnContext:
     def __post_init__(self) -> None:
         object.__setattr__(self, "mask", self.tools.mask.for_turn())
 
+    @property
+    def text(self) -> str:
+        """The user's words: the message; empty for a decision (which has none)."""
+        return self.input.text if isinstance(self.input, UserMessage) else ""
+
+    @property
+    def decision(self) -> Decision | None:
+        """The decision the turn carries (None: its input is a message)."""
+        return self.input if isinstance(self.input, Decision) else None
+
+    @property
+    def said(self) -> str:
+        """The user's line of the turn as shown (history, prompts, the trace): the message,
+        or the decision's display line (:attr:`Decision.said`), never read back."""
+        return self.input.text if isinstance(self.input, UserMessage) else self.input.said
+
     def scrub(self, text: str) -> str:
         """*text* with every secret the turn knows masked."""
         return self.mask.text(text)
@@ -160,13 +199,73 @@ class TurnContext:
             provider=provider_name(self.model.spec),
             model=self.model.spec,
             secrets=self.mask,
-            request=self.text,
+            request=self.said,
         )
 
     @property
     def question(self) -> Message:
-        """The user message that opens the turn."""
-        return Message.user(self.mask.text(self.text), message_id=self.message_id)
+        """The user message that opens the turn (a decision's: its display line)."""
+        return Message.user(self.mask.text(self.said), message_id=self.message_id)
+
+    def commit(
+        self,
+        answer: str,
+        status: TurnStatus,
+        *,
+        usage: Usage,
+        tool_calls: tuple[ToolCallRecord, ...] = (),
+        flow: FlowRecorder | None = None,
+    ) -> tuple[Message | None, ConversationMeta]:
+        """The turn's end, whichever engine ran it, in one durable commit before ``result``:
+        the assistant message (when there is an answer or a tool call; secrets masked), the
+        conversation's status (``idle`` after a cancel) and the turn's checkpoint — the memory
+        as the turn leaves it, *flow*'s staged ExecutionState written first (so that state
+        needs no fsync of its own). Blocking: an engine runs it in a store thread. Returns
+        the assistant message and the conversation's metadata after the commit."""
+        key, store = self.key, self.store
+        stored = "idle" if status == "cancelled" else status
+        try:
+            if flow is not None:
+                flow.flush()
+            checkpoint = self.memory.turn_checkpoint(
+                key.agent_id, key.conversation_id, self.message_id
+            )
+        except AgentkitError:  # the memory store is away: the answer still comes first
+            checkpoint = None
+        if not answer and not tool_calls:
+            return None, store.set_status(key, stored, checkpoint=checkpoint)
+        reply = Message.assistant(
+            self.mask.text(answer), message_id=self.message_id, tool_calls=tool_calls, usage=usage
+        )
+        return reply, store.append(key, reply, status=stored, checkpoint=checkpoint)
+
+    def result(
+        self,
+        status: TurnStatus,
+        answer: str,
+        usage: Usage,
+        trace: TurnTrace | None,
+        error_type: str | None = None,
+    ) -> ResultEvent:
+        """The turn's last event, once its answer is durable (:meth:`commit`); its trace
+        ends here."""
+        if trace is not None:
+            trace.end(
+                status,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                error_type=error_type,
+                answer=answer,
+            )
+        return ResultEvent(
+            conversation_id=self.key.conversation_id,
+            message_id=self.message_id,
+            status=status,
+            text=answer,
+            usage=usage,
+            latency_ms=round((time.perf_counter() - self.started) * 1000, 3),
+            trace_id=trace.trace_id if trace is not None else "",
+        )
 
 
 @dataclass(frozen=True)

@@ -461,7 +461,7 @@ class Respond(Stage):
             yield End(told)
             return
         values = turn.prompt.values(
-            state, request=ctx.text, instruction=step.instruction or step.title
+            state, request=ctx.said, instruction=step.instruction or step.title
         )
         prompt = render_prompt("respond", ctx.agent_dir, **values)
         masked = ctx.mask.stream()

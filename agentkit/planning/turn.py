@@ -9,8 +9,9 @@ approval is refused before the turn's first event). Then the user message is per
 (:mod:`agentkit.planning.graph`) — routing (:mod:`agentkit.planning.routing`), the strategy
 (:mod:`agentkit.planning.strategies`), the steps (:mod:`agentkit.planning.steps`) — and is the
 only loop over them, the only place the answer is set, and the keeper of the loop's counter.
-At the end: the assistant message, the status and the turn's checkpoint in one durable commit,
-memory upkeep (:mod:`agentkit.planning.upkeep`: in the background when the runtime has one),
+At the end: the assistant message, the status and the turn's checkpoint in one durable commit
+(the one every engine ends with: :meth:`~agentkit.planning.state.TurnContext.commit`), memory
+upkeep (:mod:`agentkit.planning.upkeep`: in the background when the runtime has one),
 and ``result`` as the last event.
 
 No exception escapes :func:`drive` once ``session`` was sent: failures become an ``error``
@@ -21,7 +22,6 @@ event, status failed and a ``result``. Every model call is made by the turn's ca
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal
@@ -29,8 +29,7 @@ from typing import Literal
 from agentkit.calls.errors import TurnCancelledError, TurnFailedError
 from agentkit.calls.records import CallRecord
 from agentkit.calls.tracer import CallTracer
-from agentkit.errors import AgentkitError
-from agentkit.events import AgentEvent, ErrorEvent, ResultEvent, SessionEvent
+from agentkit.events import AgentEvent, ErrorEvent, SessionEvent
 from agentkit.planning import approvals, upkeep
 from agentkit.planning.context import PromptContext
 from agentkit.planning.graph import End, Stage, Strategy, Turn
@@ -102,24 +101,7 @@ async def drive(ctx: TurnContext) -> AsyncIterator[AgentEvent]:
             if compressed is not None:
                 yield compressed
     turn.tracer.close()
-    usage = turn.tracer.usage
-    if turn.trace is not None:
-        turn.trace.end(
-            status,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            error_type=finished.error_type,
-            answer=answer,
-        )
-    yield ResultEvent(
-        conversation_id=key.conversation_id,
-        message_id=ctx.message_id,
-        status=status,
-        text=answer,
-        usage=usage,
-        latency_ms=round((time.perf_counter() - ctx.started) * 1000, 3),
-        trace_id=turn.trace.trace_id if turn.trace is not None else "",
-    )
+    yield ctx.result(status, answer, turn.tracer.usage, turn.trace, finished.error_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,28 +250,13 @@ def _cancelled(turn: Turn) -> ErrorEvent:
 
 
 def _persist(turn: Turn, answer: str, status: TurnStatus) -> Message | None:
-    """The turn's end in one durable commit before ``result``: the assistant message (if there
-    is an answer), the conversation's status and the turn's checkpoint, which holds the
-    ExecutionState the turn ends in (so that state needs no fsync of its own). Returns the
+    """The turn's end: its one durable commit (:meth:`TurnContext.commit`, with the flow's
+    staged ExecutionState) and, after a ``/clear``, where the chat window starts. Returns the
     assistant message."""
     ctx = turn.ctx
-    key, store = ctx.key, ctx.store
-    stored = "idle" if status == "cancelled" else status
-    try:
-        turn.flow.flush()
-        checkpoint = ctx.memory.turn_checkpoint(key.agent_id, key.conversation_id, ctx.message_id)
-    except AgentkitError:  # the answer comes first; the agent writes a checkpoint after it
-        checkpoint = None
-    reply = None
-    if answer:
-        reply = Message.assistant(
-            ctx.mask.text(answer), message_id=ctx.message_id, usage=turn.tracer.usage
-        )
-        meta = store.append(key, reply, status=stored, checkpoint=checkpoint)
-    else:
-        meta = store.set_status(key, stored, checkpoint=checkpoint)
+    reply, meta = ctx.commit(answer, status, usage=turn.tracer.usage, flow=turn.flow)
     if status == "completed" and ctx.text.strip().lower() == "/clear":
         # the window starts after the command's reply (TaskState was cleared by the command)
         reset = ResetRecord(message_id=ctx.message_id, at=utc_now(), start=meta.stats.message_count)
-        store.add_record(key, reset)
+        ctx.store.add_record(ctx.key, reset)
     return reply
