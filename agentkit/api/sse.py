@@ -108,7 +108,14 @@ class _Stream:
                     return
                 if waited >= PING_SECONDS and not self.sending:
                     waited = 0.0
-                    await send({"type": "http.response.body", "body": _ping(), "more_body": True})
+                    try:
+                        async with asyncio.timeout(SEND_TIMEOUT):
+                            await send(
+                                {"type": "http.response.body", "body": _ping(), "more_body": True}
+                            )
+                    except TimeoutError:
+                        self.stop("frozen")
+                        return
                 continue
             if message["type"] == "http.disconnect":
                 self.stop("client gone")
