@@ -80,14 +80,24 @@ async def turn_frames(turn: TurnTask) -> AsyncIterator[bytes]:
 
 
 async def _frames(first: AgentEvent, turn: TurnTask) -> AsyncIterator[bytes]:
+    """The frames of *first* and of every later event; events that are there together
+    (a model's text pieces that came at once) are one write: the same bytes, fewer sends."""
     message_id = first.message_id if isinstance(first, SessionEvent) else "turn"
-    number = 1
+    number = 0
+
+    def framed(events: list[AgentEvent]) -> bytes:
+        nonlocal number
+        chunks = []
+        for event in events:
+            number += 1
+            chunks.append(sse.frame(event.type, event_json(event), f"{message_id}:{number}"))
+        return b"".join(chunks)
+
     try:
-        yield sse.frame(first.type, event_json(first), f"{message_id}:1")
+        yield framed([first, *turn.drain()])
         async with contextlib.aclosing(turn.observe()) as events:
             async for event in events:
-                number += 1
-                yield sse.frame(event.type, event_json(event), f"{message_id}:{number}")
+                yield framed([event, *turn.drain()])
     finally:
         turn.detached = True  # closed early when the client left; the turn runs on
 
