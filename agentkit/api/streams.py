@@ -6,7 +6,7 @@ reaches FastAPI: :class:`PlainStreams` stands in front of the app's middleware, 
 request through the same guard (:func:`~agentkit.api.security.guarded`: Host, Origin,
 token, body cap and depth, CORS), opens the stream and writes its frames to the ASGI server
 itself (:mod:`agentkit.api.sse`). That leaves out, per request, FastAPI's middleware stack,
-its dependency resolution (two thread hops), its body handling and sse-starlette's task
+its dependency resolution, its body handling and sse-starlette's task
 group of four; what a turn costs the server is then mostly the turn.
 
 Only what is certainly valid goes this way: ids that full-match the id rule, a body that is
