@@ -97,6 +97,8 @@ def parse_host_header(value: str) -> tuple[str, int | None] | None:
 
 def json_depth_exceeds(body: bytes, limit: int) -> bool:
     """True when brackets outside JSON strings nest deeper than *limit* (a JSON bomb)."""
+    if body.count(b"[") + body.count(b"{") <= limit:  # too few to nest that deep anywhere
+        return False
     depth = 0
     for match in _BRACKET_RE.finditer(_STRING_RE.sub(b'""', body)):
         if match.group() in (b"[", b"{"):
