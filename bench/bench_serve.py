@@ -26,6 +26,11 @@ not pass/fail: ``python bench/bench_serve.py``; rows are appended to bench/resul
 A short smoke of the file store alone (no PostgreSQL started), e.g. 5 clients for a window
 of 2 s: ``BENCH_SERVE_STORES=files BENCH_SERVE_KINDS=scripted BENCH_SERVE_CLIENTS=5
 BENCH_SERVE_ROUNDS=1 BENCH_SERVE_WINDOW=2 BENCH_SERVE_WARMUP=1 python bench/bench_serve.py``.
+Before and after a change, on the same machine and in the same run (the figures the issue
+asks for): ``git archive OLD agentkit | tar -x -C /tmp/before`` and
+``BENCH_SERVE_BASELINE=/tmp/before BENCH_SERVE_STORES=files BENCH_SERVE_KINDS=scripted``; each
+window's load average is printed and recorded beside it (``BENCH_SERVE_STRACE=0`` skips the
+fsync count).
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ STORES = os.environ.get("BENCH_SERVE_STORES", "files,postgres").split(",")
 KINDS = os.environ.get("BENCH_SERVE_KINDS", "scripted,slow100ms").split(",")
 #: worker processes of the second file setup (``agentkit serve --workers N``)
 WORKERS = int(os.environ.get("BENCH_SERVE_WORKERS", "2"))
+#: whether the file setups' fsyncs per turn are counted under strace first (when installed)
+STRACE = os.environ.get("BENCH_SERVE_STRACE", "1") == "1"
 #: another checkout's root (e.g. ``git worktree add /tmp/before <commit>``): its server is
 #: measured too, interleaved with this one's, on the file store
 BASELINE = os.environ.get("BENCH_SERVE_BASELINE", "")
@@ -180,6 +187,8 @@ class Setup:
     client_cpu: list[float] = field(default_factory=list)
     postgres: PostgresServer | None = None
     errors: int = 0
+    #: the machine's 1-minute load average as each window began (others' work included)
+    load: list[float] = field(default_factory=list)
     #: clients → fsync calls per turn by file kind (strace)
     fsyncs: dict[int, dict[str, float]] = field(default_factory=dict)
 
@@ -278,6 +287,7 @@ async def run_window(
             time.process_time() - before[2],
         )
 
+    load = os.getloadavg()[0]
     window = asyncio.create_task(cpu_window())
     try:
         await asyncio.gather(*(client_loop(i) for i in range(clients_n)))
@@ -288,6 +298,7 @@ async def run_window(
     if attached is not None:  # strace or py-spy stopped the server: no figure
         return counted
     turns = max(counted, 1)
+    setup.load.append(load)
     setup.server_cpu.append(measured[0] * 1000 / turns)
     setup.postgres_cpu.append(measured[1] * 1000 / turns)
     setup.client_cpu.append(measured[2] * 1000 / turns)
@@ -369,7 +380,7 @@ def bench(
     try:
         for setup in setups:
             prepare(setup)
-        if kind == "scripted" and shutil.which("strace"):
+        if kind == "scripted" and STRACE and shutil.which("strace"):
             count_fsyncs(kind, setups)
         if kind == "scripted":
             print(f"  [{kind}] profile of {setups[0].name}, {CLIENTS} clients:")
@@ -383,7 +394,8 @@ def bench(
                     f"  [{kind}] round {round_ + 1} {setup.name:<22} "
                     f"{setup.turns_per_s[-1]:7.1f} turns/s  p50 {setup.p50[-1]:6.1f} ms  "
                     f"p95 {setup.p95[-1]:6.1f} ms  CPU/turn: serve {setup.server_cpu[-1]:5.1f} "
-                    f"pg {setup.postgres_cpu[-1]:5.1f} clients {setup.client_cpu[-1]:5.1f} ms",
+                    f"pg {setup.postgres_cpu[-1]:5.1f} clients {setup.client_cpu[-1]:5.1f} ms  "
+                    f"load {setup.load[-1]:4.1f}",
                     flush=True,
                 )
     finally:
@@ -481,6 +493,7 @@ _AREAS = (
     ("h11/", "HTTP framework (starlette, uvicorn, h11/httptools)"),
     ("httptools", "HTTP framework (starlette, uvicorn, h11/httptools)"),
     ("sse_starlette", "HTTP framework (starlette, uvicorn, h11/httptools)"),
+    ("fastapi/", "HTTP framework (starlette, uvicorn, h11/httptools)"),
     ("anyio/", "anyio"),
     ("asyncio/", "asyncio (tasks, events, transports)"),
     ("pydantic", "pydantic"),
@@ -538,11 +551,13 @@ def main() -> None:
             p50, p95 = statistics.median(setup.p50), statistics.median(setup.p95)
             cpu = [statistics.median(v) for v in (setup.server_cpu, setup.postgres_cpu)]
             clients = statistics.median(setup.client_cpu)
+            load = statistics.median(setup.load)
             print(
                 f"  {kind:<10} {setup.name:<22} {tps:7.1f} turns/s  p50 {p50:6.1f} ms  "
                 f"p95 {p95:6.1f} ms  errors {setup.errors}  CPU/turn serve {cpu[0]:.1f} "
-                f"+ pg {cpu[1]:.1f} ms (clients {clients:.1f} ms)"
+                f"+ pg {cpu[1]:.1f} ms (clients {clients:.1f} ms)  load {load:.1f}"
             )
+            rows += [(f"{slug}_load_average", load)]
             rows += [(f"{slug}_serve_cpu_ms_per_turn", cpu[0])]
             rows += [(f"{slug}_pg_cpu_ms_per_turn", cpu[1])]
             rows += [(f"{slug}_turns_per_s", tps), (f"{slug}_p50_ms", p50)]
@@ -553,6 +568,12 @@ def main() -> None:
                 for what in ("journal", "sqlite", "other"):
                     rows += [(f"{slug}_{clients_n}_clients_{what}_fsyncs_per_turn", counts[what])]
         tps = {setup.name: statistics.median(setup.turns_per_s) for setup in setups}
+        cpu_of = {setup.name: statistics.median(setup.server_cpu) for setup in setups}
+        if FILE_ONE in cpu_of and cpu_of.get(BASELINE_NAME):
+            ratio = cpu_of[FILE_ONE] / cpu_of[BASELINE_NAME]
+            shown = "file, server CPU per turn, this code / baseline"
+            print(f"  {kind:<10} ratio: {shown} = {ratio:.2f}")
+            rows += [(f"{kind}_file_cpu_over_baseline", ratio)]
         ratios = [  # (row, shown, numerator, denominator)
             ("file_over_baseline", "file, this code / baseline", FILE_ONE, BASELINE_NAME),
             ("file_workers_over_file", f"file, {WORKERS} workers / 1 process", FILE_WORKERS,

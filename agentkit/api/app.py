@@ -4,6 +4,11 @@ Nothing lives at module level: each call builds its own agents, session pool, tu
 and guard policy, so tests and embedders can run several apps side by side. The lifespan
 closes what the app opened: on shutdown the running turns are awaited (they persist their
 replies), then sessions, models and memory stores are closed.
+
+Every request passes the guard first (:func:`~agentkit.api.security.guarded`). The turn
+streams are then served plain, in front of FastAPI's middleware stack
+(:class:`~agentkit.api.streams.PlainStreams`); every other request, and every request to
+them that is not certainly valid, is FastAPI's.
 """
 
 from __future__ import annotations
@@ -16,11 +21,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp
 
 import agentkit
 from agentkit.agent_folder import resolve_data_dir
-from agentkit.api import streams
 from agentkit.api.agents import ServedAgents
 from agentkit.api.errors import install_error_handlers
 from agentkit.api.openapi import build_openapi
@@ -30,13 +34,23 @@ from agentkit.api.security import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_JSON_DEPTH,
     GuardPolicy,
-    RequestGuard,
+    guarded,
 )
+from agentkit.api.streams import PlainStreams
 from agentkit.models.base import ChatModel, SessionBackend
 
 __all__ = ["DEFAULT_PORT", "create_app"]
 
 DEFAULT_PORT = 8765
+
+
+class _App(FastAPI):
+    """FastAPI's app, with the turn streams served plain in front of its middleware."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        state = self.state
+        stack = super().build_middleware_stack()
+        return PlainStreams(stack, state.served, state.turns, state.policy)
 
 
 def create_app(
@@ -93,7 +107,7 @@ def create_app(
                 await listener
             await served.aclose()
 
-    app = FastAPI(
+    app = _App(
         title="agentkit",
         version=agentkit.__version__,
         summary="Chat with agentkit agents; turns stream as server-sent events.",
@@ -107,13 +121,5 @@ def create_app(
     app.state.policy = policy
     install_error_handlers(app)
     app.include_router(router)
-    app.include_router(streams.router)
-    if policy.cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=list(policy.cors_origins),
-            allow_methods=["GET", "POST", "DELETE"],
-            allow_headers=["authorization", "content-type"],
-        )
-    app.add_middleware(RequestGuard, policy=policy)  # outermost: runs before anything else
+    app.add_middleware(guarded, policy=policy)  # outermost: runs before anything else
     return app

@@ -45,6 +45,7 @@ __all__ = [
     "ErrorDetail",
     "error_response",
     "install_error_handlers",
+    "response_for",
     "status_for",
 ]
 
@@ -174,19 +175,27 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Make every failure, expected or not, an :class:`ErrorBody` response."""
-
-    async def on_agentkit(_request: Request, error: Exception) -> JSONResponse:
-        assert isinstance(error, AgentkitError)
+def response_for(error: Exception) -> JSONResponse:
+    """The response an exception raised by a route becomes (an agentkit error through the
+    table, an :class:`ApiError` as it says, anything else a logged 500)."""
+    if isinstance(error, AgentkitError):
         status, code = status_for(error)
         if status >= 500:
             log.error("%s: %s", code, error)
         return error_response(status, code, _message_for(error, status))
-
-    async def on_api(_request: Request, error: Exception) -> JSONResponse:
-        assert isinstance(error, ApiError)
+    if isinstance(error, ApiError):
         return error_response(error.status, error.code, error.message, error.headers)
+    log.exception("unexpected error", exc_info=error)
+    return error_response(
+        500, "internal_error", "the server failed unexpectedly; its log has the details"
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Make every failure, expected or not, an :class:`ErrorBody` response."""
+
+    async def on_error(_request: Request, error: Exception) -> JSONResponse:
+        return response_for(error)
 
     async def on_validation(_request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, RequestValidationError)
@@ -206,14 +215,8 @@ def install_error_handlers(app: FastAPI) -> None:
             headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(request))}
         return error_response(status, _HTTP_CODES.get(status, "http_error"), message, headers)
 
-    async def on_unexpected(_request: Request, error: Exception) -> JSONResponse:
-        log.exception("unexpected error", exc_info=error)
-        return error_response(
-            500, "internal_error", "the server failed unexpectedly; its log has the details"
-        )
-
-    app.add_exception_handler(AgentkitError, on_agentkit)
-    app.add_exception_handler(ApiError, on_api)
+    app.add_exception_handler(AgentkitError, on_error)
+    app.add_exception_handler(ApiError, on_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
-    app.add_exception_handler(Exception, on_unexpected)
+    app.add_exception_handler(Exception, on_error)

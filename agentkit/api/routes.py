@@ -1,21 +1,22 @@
-"""The routes of seed §16.5, plus create, cancel and health.
+"""The routes of seed §16.5, plus create, cancel, health and a turn's events.
 
 Handlers hold no state: what a server serves lives in ``app.state`` (built by ``create_app``)
 and reaches a handler through a dependency. Handlers raise agentkit's own errors; the one
 table in :mod:`agentkit.api.errors` turns them into responses. Every status code a route can
 answer, including the guard's (400, 401, 403, 413), is declared for ``/openapi.json``.
+
+The streaming routes (chat, a decision on an approval, a turn's events) answer
+``text/event-stream`` (:mod:`agentkit.api.sse`). Chat and the events route are mostly served
+plain, before FastAPI (:mod:`agentkit.api.streams`); their handlers here answer what the
+plain front hands on, with the same functions.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path, Request
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 
 import agentkit
 from agentkit.api.agents import ServedAgents
@@ -38,32 +39,17 @@ from agentkit.api.schemas import (
     ForkRequest,
     Health,
 )
-from agentkit.api.turns import TurnTask, TurnTasks
+from agentkit.api.sse import SseResponse
+from agentkit.api.streams import chat_frames, resume_after, turn_event_frames, turn_frames
+from agentkit.api.turns import TurnTasks
 from agentkit.errors import AgentkitError, ConversationNotFoundError
-from agentkit.events import AgentEvent, SessionEvent
 from agentkit.planning.approvals import Decision
-from agentkit.planning.state import UserMessage
 from agentkit.store import ConversationKey, off_loop
 from agentkit.types import ConversationMeta
 
-__all__ = ["SseResponse", "router"]
+__all__ = ["router"]
 
 router = APIRouter(prefix="/api")
-
-#: seconds a frozen client may block one SSE write before the stream is dropped (the turn
-#: itself is unaffected); and the keep-alive comment interval
-SSE_SEND_TIMEOUT = 60.0
-SSE_PING_SECONDS = 15
-#: on server shutdown, streams go on this long (uvicorn waits 30 s for connections) so a
-#: client still receives a turn that ends meanwhile; the turn itself is awaited regardless
-SSE_SHUTDOWN_GRACE = 25.0
-
-
-class SseResponse(EventSourceResponse):
-    """sse-starlette's response, with its media type visible to the OpenAPI generator."""
-
-    media_type = "text/event-stream"
-
 
 _DESCRIPTIONS = {
     400: "Foreign Host header, malformed or too deeply nested JSON body",
@@ -116,13 +102,13 @@ _CONVERSATION_LINKS = {
 }
 
 
-def served_agents(request: Request) -> ServedAgents:
+async def served_agents(request: Request) -> ServedAgents:
     served = request.app.state.served
     assert isinstance(served, ServedAgents)
     return served
 
 
-def turn_tasks(request: Request) -> TurnTasks:
+async def turn_tasks(request: Request) -> TurnTasks:
     turns = request.app.state.turns
     assert isinstance(turns, TurnTasks)
     return turns
@@ -376,8 +362,7 @@ _SSE_DOC = (
 )
 async def chat(agent_id: AgentId, body: ChatRequest, served: Served, turns: Turns) -> SseResponse:
     """Send a message and stream the turn; it is admitted or refused before the stream starts."""
-    agent = await served.get(agent_id)
-    return await _streamed(turns.start(agent, body.conversation_id, UserMessage(body.message)))
+    return SseResponse(await chat_frames(served, turns, agent_id, body))
 
 
 @router.get(
@@ -429,43 +414,52 @@ async def decide_approval(
     """Decide on a pending approval and stream the continuation."""
     agent = await served.get(agent_id)
     decision = Decision(approval_id, body.decision, "http", body.args, body.note)
-    return await _streamed(turns.start(agent, conversation_id, decision))
+    return SseResponse(await turn_frames(turns.start(agent, conversation_id, decision)))
 
 
-async def _streamed(turn: TurnTask) -> SseResponse:
-    """The turn's events as SSE, once its first event is there (an error before it — busy,
-    unknown, already decided — is the HTTP error instead)."""
-    try:
-        first = await turn.first_event()
-    except asyncio.CancelledError:
-        turn.detached = True  # the client left before the first event; the turn goes on
-        raise
+MessageId = Annotated[
+    str,
+    Path(
+        alias="messageId",
+        pattern=ID_REGEX,
+        max_length=64,
+        description="The turn's message id (the session event's messageId)",
+        examples=["msg-mx2kyk8wn46cav5eu5"],
+    ),
+]
+
+
+@router.get(
+    "/agent/{agentId}/conversations/{convId}/turns/{messageId}/events",
+    operation_id="turnEvents",
+    response_class=SseResponse,
+    description="The turn's events as chat streamed them (same `event`, `data` and `id`), "
+    "from any replica: those after `Last-Event-ID` (an id of this turn; any other is "
+    "ignored) or `after`, then the live turn until its `result`. Only the last turn of each "
+    "conversation is kept.",
+    responses={
+        200: {
+            "description": "The turn's events as a server-sent event stream",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        **_responses(404, 422, 500, 503, streaming=True),
+    },
+)
+async def turn_events(
+    *,
+    agent_id: AgentId,
+    conversation_id: ConversationId,
+    message_id: MessageId,
+    served: Served,
+    last_event_id: Annotated[
+        str | None, Header(alias="Last-Event-ID", description="resume after this event id")
+    ] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=999_999_999, description="resume after event number N")
+    ] = None,
+) -> SseResponse:
+    """Replay and tail one turn's events."""
+    start = resume_after(last_event_id, after, message_id)
     return SseResponse(
-        _frames(first, turn),
-        ping=SSE_PING_SECONDS,
-        send_timeout=SSE_SEND_TIMEOUT,
-        shutdown_grace_period=SSE_SHUTDOWN_GRACE,
-        headers={"Cache-Control": "no-store"},
+        await turn_event_frames(served, agent_id, conversation_id, message_id, start)
     )
-
-
-async def _frames(first: AgentEvent, turn: TurnTask) -> AsyncIterator[ServerSentEvent]:
-    message_id = first.message_id if isinstance(first, SessionEvent) else "turn"
-    number = 0
-
-    def frame(event: AgentEvent) -> ServerSentEvent:
-        nonlocal number
-        number += 1
-        return ServerSentEvent(
-            data=json.dumps(event.to_json_dict(), ensure_ascii=False),
-            event=event.type,
-            id=f"{message_id}:{number}",
-        )
-
-    try:
-        yield frame(first)
-        async with contextlib.aclosing(turn.observe()) as events:
-            async for event in events:
-                yield frame(event)
-    finally:
-        turn.detached = True  # closed early when the client left; the turn runs on

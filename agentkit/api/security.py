@@ -5,7 +5,9 @@ name); a browser ``Origin`` must be this server or a configured CORS origin; a b
 when one is configured, must match (``hmac.compare_digest``, constant time); the body is
 read here, whole, and refused past ``max_body_bytes`` (``Content-Length`` and chunked bodies
 alike) or when its JSON nests deeper than ``max_json_depth`` — before FastAPI or pydantic
-parse a byte of it. A refused request writes nothing.
+parse a byte of it. A refused request writes nothing. Then, when the server has CORS
+origins, Starlette's CORS middleware. :func:`guarded` puts both in front of an app: the
+FastAPI app's routes, and the plain turn streams (:mod:`agentkit.api.streams`), alike.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
+from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentkit.api.errors import error_response
@@ -30,6 +33,7 @@ __all__ = [
     "GuardPolicy",
     "RequestGuard",
     "check_token",
+    "guarded",
     "is_loopback",
     "json_depth_exceeds",
     "parse_host_header",
@@ -93,6 +97,8 @@ def parse_host_header(value: str) -> tuple[str, int | None] | None:
 
 def json_depth_exceeds(body: bytes, limit: int) -> bool:
     """True when brackets outside JSON strings nest deeper than *limit* (a JSON bomb)."""
+    if body.count(b"[") + body.count(b"{") <= limit:  # too few to nest that deep anywhere
+        return False
     depth = 0
     for match in _BRACKET_RE.finditer(_STRING_RE.sub(b'""', body)):
         if match.group() in (b"[", b"{"):
@@ -289,3 +295,16 @@ class RequestGuard:
             {"Connection": "close"},
         )
         await response(scope, receive, send)
+
+
+def guarded(app: ASGIApp, policy: GuardPolicy) -> ASGIApp:
+    """*app* behind the :class:`RequestGuard` (outermost) and, when *policy* names CORS
+    origins, the CORS middleware (no origins: no CORS header is ever sent)."""
+    if policy.cors_origins:
+        app = CORSMiddleware(
+            app,
+            allow_origins=list(policy.cors_origins),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["authorization", "content-type"],
+        )
+    return RequestGuard(app, policy)

@@ -104,6 +104,12 @@ class TurnTask:
             await self._changed.wait()
         return self._events.popleft()
 
+    def drain(self) -> list[AgentEvent]:
+        """The events buffered now, taken (an observer that writes them in one piece)."""
+        events = list(self._events)
+        self._events.clear()
+        return events
+
     async def observe(self) -> AsyncGenerator[AgentEvent, None]:
         """The remaining events, as they come; stops early only if the observer is closed."""
         try:
