@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -457,7 +456,7 @@ async def _frames(first: AgentEvent, turn: TurnTask) -> AsyncIterator[ServerSent
         nonlocal number
         number += 1
         return ServerSentEvent(
-            data=json.dumps(event.to_json_dict(), ensure_ascii=False),
+            data=event.to_json(),
             event=event.type,
             id=f"{message_id}:{number}",
         )
