@@ -52,8 +52,28 @@ Scenario = Literal["A", "B", "C"]
 
 _NO_USAGE = Usage()
 
-#: how one field's value becomes JSON (None: it already is: a str, int, bool or literal)
-_Convert = Callable[[Any], Any] | None
+
+def _refuse(value: object) -> object:
+    raise TypeError(f"{type(value).__name__} is not JSON")  # to_json_dict left none
+
+
+def _make_dumps() -> Callable[[object], str]:
+    """``json.dumps(value, ensure_ascii=False)`` without its cost per call (a new encoder
+    each time): the C encoder made once (no circular-reference check: the events' JSON forms
+    are trees)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    basestring = getattr(json.encoder, "c_encode_basestring", None)
+    if make is None or basestring is None:  # no C accelerator: the stdlib's own path
+        return json.JSONEncoder(ensure_ascii=False).encode
+    encode = make(None, _refuse, basestring, None, ": ", ", ", False, False, True)
+
+    def dumps(value: object) -> str:
+        return "".join(encode(value, 0))
+
+    return dumps
+
+
+_dumps = _make_dumps()
 
 
 class _Event:
@@ -65,8 +85,8 @@ class _Event:
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid"
     )
-    #: (attribute, JSON key, conversion) of every field in order (set by :func:`_wire`)
-    _WIRE: ClassVar[tuple[tuple[str, str, _Convert], ...]] = ()
+    #: (attribute, JSON key, conversion or None) of every field in order (set by :func:`_wire`)
+    _WIRE: ClassVar[tuple[tuple[str, str, Callable[[Any], Any] | None], ...]] = ()
 
     def to_json_dict(self) -> dict[str, Any]:
         """The JSON form: camelCase keys in field order, defaults present (a new dict)."""
@@ -78,12 +98,11 @@ class _Event:
 
     def to_json(self) -> str:
         """The JSON text of :meth:`to_json_dict` (``json.dumps``, non-ASCII kept), made once."""
-        try:
-            return self._json
-        except AttributeError:
-            text = json.dumps(self.to_json_dict(), ensure_ascii=False)
+        text: str | None = getattr(self, "_json", None)
+        if text is None:
+            text = _dumps(self.to_json_dict())
             object.__setattr__(self, "_json", text)  # a cache, not a field: still frozen
-            return text
+        return text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -280,13 +299,14 @@ def _steps(steps: list[PlannedStep]) -> list[dict[str, Any]]:
     return [step.to_json_dict() for step in steps]
 
 
-def _convert(kind: object) -> _Convert:
-    """How a value of the field type *kind* becomes JSON (an unknown type stops the import:
-    a new field's JSON form is decided here, and pinned by tests/test_events_wire.py)."""
-    if kind in (str, int, bool) or get_origin(kind) is Literal:
+def _convert(kind: object) -> Callable[[Any], Any] | None:
+    """How a value of the field type *kind* becomes JSON, as pydantic wrote it (None: it is
+    JSON as it is). An unknown type stops the import: a new field's JSON form is decided here,
+    and pinned by tests/test_events_wire.py."""
+    if kind is str or get_origin(kind) is Literal:
         return None
-    if kind is float:
-        return float  # an int given for a float field is written 3.0, as pydantic did
+    if kind in (int, float, bool):  # an int given for a float is written 3.0, True for an int 1
+        return cast("Callable[[Any], Any]", kind)
     if kind is Usage:
         return Usage.json_dict
     origin, args = get_origin(kind), get_args(kind)
