@@ -127,6 +127,18 @@ class Usage(_Value):
             data.pop("cachedTokens", None)
         return data
 
+    def json_dict(self) -> dict[str, int]:
+        """What ``model_dump(mode="json", by_alias=True)`` gives (inside events and messages),
+        written out: a turn's result and each stored reply carry one."""
+        data = {
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "calls": self.calls,
+        }
+        if self.cached_tokens:
+            data["cachedTokens"] = self.cached_tokens
+        return data
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
@@ -193,7 +205,7 @@ class Message(_Value):
         if self.tool_calls:
             data["toolCalls"] = [call.to_json_dict() for call in self.tool_calls]
         if self.usage is not None:
-            data["usage"] = self.usage.model_dump(mode="json", by_alias=True)
+            data["usage"] = self.usage.json_dict()
         return data
 
 

@@ -112,13 +112,14 @@ def events_table() -> str:
     from typing import get_args
 
     from agentkit.events import AgentEvent
+    from pydantic import TypeAdapter
 
     union = get_args(AgentEvent)[0]
     lines: list[str] = []
-    for model in get_args(union):
-        schema = model.model_json_schema(by_alias=True)
+    for model in get_args(union):  # dataclasses: the schema's description is the docstring
+        schema = TypeAdapter(model).json_schema(by_alias=True)
         kind = schema.get("properties", {}).get("type", {}).get("default", model.__name__)
-        doc = (model.__doc__ or "").strip().split("\n\n")[0]
+        doc = schema.get("description", "").strip().split("\n\n")[0]
         lines += [f"### `{kind}`", "", _cell(doc), ""]
         lines += ["| field | type | default | description |", "|---|---|---|---|"]
         lines += [row for row in _fields(schema) if not row.startswith("| `type` ")]

@@ -27,6 +27,7 @@ from typing import TypeVar
 
 import pytest
 from agentkit.errors import StoreError
+from agentkit.events import AgentOutputEvent
 from agentkit.layout import TURN_EVENTS_FILE
 from agentkit.store import ConversationKey
 from agentkit.store.choice import FILES, OpenedStores, open_stores
@@ -111,6 +112,14 @@ def test_events_read_back_in_order_after_any_position(pair: Pair) -> None:
     assert [e.seq for e in pair.reader.read(KEY, "msg-1", after=2)] == [3, 4]
     assert pair.reader.read(KEY, "msg-1", after=4) == []
     assert pair.reader.read(KEY, "msg-other") == []
+
+
+def test_an_event_text_with_unicode_line_breaks_reads_back_whole(pair: Pair) -> None:
+    """``to_json`` keeps non-ASCII as is: U+2028, U+2029 and NEL are no line ends here."""
+    data = AgentOutputEvent(text="a\u2028b\u2029c\x85d\x1ce").to_json()
+    said = StoredEvent(2, "agent_output", data)
+    pair.writer.append(KEY, "msg-1", [stored(1, "session"), said, stored(3)])
+    assert pair.reader.read(KEY, "msg-1") == [stored(1, "session"), said, stored(3)]
 
 
 def test_a_new_turn_forgets_the_conversations_earlier_one(pair: Pair) -> None:

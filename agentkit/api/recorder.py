@@ -16,7 +16,6 @@ watched, the history is what it leaves.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 
@@ -52,8 +51,7 @@ class TurnRecorder:
         if self.key is None:
             return
         self.seq += 1
-        data = json.dumps(event.to_json_dict(), ensure_ascii=False)
-        self._pending.append(StoredEvent(self.seq, event.type, data))
+        self._pending.append(StoredEvent(self.seq, event.type, event.to_json()))
         self._ended = isinstance(event, ResultEvent)
         self._kick()
 

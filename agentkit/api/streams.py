@@ -63,7 +63,7 @@ _JSON = re.compile(r"\s*application/json\s*(;.*)?", re.IGNORECASE | re.DOTALL)
 
 def event_json(event: AgentEvent) -> str:
     """An event's JSON as the wire carries it (the events reference page)."""
-    return json.dumps(event.to_json_dict(), ensure_ascii=False)
+    return event.to_json()
 
 
 # -- a turn's frames ------------------------------------------------------------------------

@@ -47,7 +47,7 @@ async def _turn(
     calls: dict[str, str] = {}
     async for event in agent.send_message(conversation_id, text):
         if as_json:
-            typer.echo(json.dumps(event.to_json_dict(), ensure_ascii=False))
+            typer.echo(event.to_json())
         elif isinstance(event, ToolCallEvent):
             calls[event.id] = json.dumps(event.arguments, ensure_ascii=False, sort_keys=True)
         elif isinstance(event, ToolResultEvent) and not quiet:

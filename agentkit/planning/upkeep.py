@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agentkit.calls.cancel import CancelScope
 from agentkit.calls.tracer import CallTracer
@@ -231,7 +231,7 @@ def queue(
             event = await off_loop(commit, ctx, intake, prepared)  # in a store thread
         finally:
             tracer.close()
-        return None if event is None else event.model_copy(update={"usage": tracer.usage})
+        return None if event is None else replace(event, usage=tracer.usage)
 
     background.start(ctx.key, work, admit, wait_seconds=ctx.compression.wait_seconds)
     return True

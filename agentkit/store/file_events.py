@@ -109,8 +109,10 @@ class _Tail:
         if not self.offset:
             self.first = data[: data.index(b"\n") + 1]
         self.offset += end
-        for line in data[:end].decode("utf-8", "replace").splitlines():
-            parts = line.split("\t", 3)
+        # split at b"\n" only: an event's JSON keeps U+2028, U+2029 and NEL as they are, and
+        # str.splitlines would end a line at each
+        for raw in data[: end - 1].split(b"\n"):
+            parts = raw.decode("utf-8", "replace").split("\t", 3)
             if len(parts) != 4 or not parts[1].isdigit():
                 continue  # not a line this module wrote: skipped
             self.events.append((parts[0], StoredEvent(int(parts[1]), parts[2], parts[3])))

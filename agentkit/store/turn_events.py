@@ -50,7 +50,7 @@ CancelHandler = Callable[[ConversationKey], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class StoredEvent:
-    """Event *seq* of a turn: its ``type`` and its JSON (``event.to_json_dict()``)."""
+    """Event *seq* of a turn: its ``type`` and its JSON (``event.to_json()``, made once)."""
 
     seq: int
     type: str

@@ -237,7 +237,7 @@ def secret_leak(transcript: Transcript, context: ScanContext) -> list[Finding]:
     found: list[Finding] = []
     reported: set[str] = set()
     for at in read_run(transcript).moments():
-        text = json.dumps(at.event.to_json_dict(), ensure_ascii=False)
+        text = at.event.to_json()
         for secret in secrets:
             if secret in text:
                 reported.add(secret)
