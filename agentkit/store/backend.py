@@ -52,6 +52,7 @@ __all__ = [
     "Scanned",
     "enter_lease",
     "held_lease",
+    "leases_held",
     "leave_lease",
 ]
 
@@ -123,6 +124,12 @@ def held_lease(backend: object, key: ConversationKey) -> Lease | None:
     if lease is None or not lease.held or lease.pid != pid():
         return None
     return lease
+
+
+def leases_held() -> int:
+    """How many leases the running turn holds (of any backend; none outside a turn)."""
+    me = pid()
+    return sum(1 for lease in _LEASES.get().values() if lease.held and lease.pid == me)
 
 
 def enter_lease(backend: object, lease: Lease) -> None:
