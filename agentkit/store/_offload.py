@@ -5,32 +5,37 @@ the event loop that wait stops every other turn of the process. :func:`off_loop`
 call in a thread of the stores' pool with a copy of the calling turn's context, so the
 turn's leases (:class:`~agentkit.store.backend.Lease`, found through the context) go with
 it, while the loop serves other turns. But when nobody else waits, the pool only costs: two
-hand-offs between threads (the call sent, the loop woken with its result) took about 2 ms of
-a 10 ms turn, more than the fsync they made room for. So a turn's store call runs inline
-when the turn is alone, and goes to the pool only under contention.
+hand-offs between threads per call (the call sent, the loop woken with its result), each a
+wake-up the scheduler may delay on a busy machine, for a wait the turn sits out anyway. So a
+turn's store call runs inline when the turn is alone, and goes to the pool only under
+contention.
 
-**When is a turn alone** (:func:`alone`; the signal is two counters of this process and the
-caller's context, read without a lock or a system call):
+**When a turn is alone** (:func:`alone`: two counters of this process and the caller's
+context, read without a lock or a system call), all of these hold:
 
 * the caller is a turn: its context holds a conversation's writer lease (every turn holds
   its conversation's from admission to its end:
-  :meth:`~agentkit.store.conversation_store.ConversationStore.ahold`), and
-* every lease held in this process now is the caller's own: no other turn is admitted (one
-  waiting for its model, its tool or its own write), no background upkeep runs, no write of
-  another thread holds a brief lease; and
-* no store call of anyone is in the pool now.
+  :meth:`~agentkit.store.conversation_store.ConversationStore.ahold`);
+* every lease held in this process now is the caller's own: no other turn is admitted
+  (waiting for its model, its tool or its own write), no background upkeep runs, no writer
+  in another thread holds a brief lease;
+* no store call of anyone is in the pool now;
+* the turn's store is local (the file store, memory): a call lasts as long as the disk
+  takes. A PostgreSQL turn's calls always go to the pool: their time is the network's, and
+  a connection lost without a word could hold the loop for seconds, which that store
+  promises never to do.
 
 Otherwise the call goes to the pool, as every call did before. The signal errs towards the
 pool (a turn that merely waits for its model counts as waiting), and what it cannot see is
 bounded: a request not admitted yet (a new connection, a read of a stored stream) waits for
-at most the one write in progress — one fsync, or one commit's round trip — after which its
-turn's lease counts. A call made outside a turn (a route listing conversations, creating
-one, a turn taking its lease) always goes to the pool: its length is not bounded by one
-write. Other processes (``serve --workers N``, replicas) are not counted: each has its own
-loop, and the disk or the database orders their writes as before.
+at most the one write in progress (one fsync), after which its turn's lease counts. A call
+made outside a turn (a route listing conversations, creating one, a turn taking its lease)
+always goes to the pool: its length is not bounded by one write. Other processes (``serve
+--workers N``) are not counted: each has its own loop, and the disk orders their writes as
+before.
 
 Nothing else changes with where a call runs: it runs in a copy of the caller's context
-either way, returns once the write is acknowledged (durable when asked), and the durability
+either way and returns once the write is acknowledged (durable when asked); the durability
 points, the writer lease and its fencing are the store's, not this module's.
 
 A write once sent to the pool is never abandoned: if the awaiting task is cancelled
@@ -52,7 +57,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from agentkit.store._process import pid
-from agentkit.store.backend import Lease, leases_held
+from agentkit.store.backend import Lease, turn_leases
 
 __all__ = ["alone", "lease_entered", "lease_left", "off_loop"]
 
@@ -106,10 +111,12 @@ def lease_left(lease: Lease) -> None:
 
 
 def alone() -> bool:
-    """Is the calling turn alone in this process (see the module docstring)? False outside
-    a turn."""
-    mine = leases_held()
-    return mine > 0 and _traffic.calls == 0 and _traffic.leases <= mine
+    """Is the calling turn alone in this process, on a local store (see the module
+    docstring)? False outside a turn."""
+    if _traffic.calls:
+        return False
+    mine = turn_leases()
+    return bool(mine) and _traffic.leases <= len(mine) and not any(m.remote for m in mine)
 
 
 def _executor() -> ThreadPoolExecutor:
