@@ -194,9 +194,9 @@ class ConversationStore:
         self, key: ConversationKey, timeout: float | None = None
     ) -> AsyncIterator[None]:
         """:meth:`hold` for a coroutine: on a remote backend (PostgreSQL: a round trip) the
-        lease is taken in a store thread and let go through
-        :func:`~agentkit.store._offload.off_loop` (inline when the turn is alone), so it
-        never stops other turns; a local one's (a ``flock``) is taken at once."""
+        lease is taken and let go in a store thread
+        (:func:`~agentkit.store._offload.off_loop`, which never runs a remote call inline),
+        so it never stops the event loop; a local one's (a ``flock``) is taken at once."""
         if self._held(key) is not None:
             yield
             return
@@ -220,9 +220,8 @@ class ConversationStore:
                 self._leave(hold)
 
     async def _away(self, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """*call* through :func:`~agentkit.store._offload.off_loop` when the backend is
-        remote (a round trip); a local one's lease and reads (a lock, the page cache) are
-        answered at once, on the loop."""
+        """*call* in a store thread when the backend is remote (a round trip); a local one's
+        lease and reads (a lock, the page cache) are answered at once, on the loop."""
         if self.backend.remote:
             return await off_loop(call, *args, **kwargs)
         return call(*args, **kwargs)
