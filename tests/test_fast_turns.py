@@ -5,8 +5,10 @@
 * a note made inside a turn (this thread holds the conversation's lock) rides along with the
   turn's next commit instead of a write of its own; outside a turn it is written at once;
 * a turn that runs no side-effecting tool makes exactly two journal fsyncs and one
-  (non-durable) ``system_config`` write of its ExecutionState, the state it ends in, which
-  also travels in the turn's checkpoint, in the same commit as its answer;
+  (non-durable) ``system_config`` write of its ExecutionState, the state it ends in, written
+  at the turn's end (between the two fsyncs, right before the answer's commit) and travelling
+  in the turn's checkpoint, in the same commit as its answer; every state before it is staged
+  in memory, where this process's readers see it;
 * after a power loss that drops the last (non-durable) ExecutionState write, the next turn
   restores the state from the checkpoint instead of reporting an interrupted turn; a state
   written after the checkpoint (memory cleared, a new flow) is never overwritten;
@@ -214,8 +216,11 @@ def test_a_turn_without_side_effects_makes_two_journal_fsyncs_and_one_execution_
     state_writes: list[str] = []
     real_fsync, real_set = os.fsync, SqliteConfigStore.set
 
+    order: list[str] = []  # fsyncs and ExecutionState writes, in the order they came
+
     def counted_fsync(fd: int) -> None:
         fsyncs.append(fd)
+        order.append("fsync")
         real_fsync(fd)
 
     def counted_set(self: SqliteConfigStore, key: str, value: Any, **kw: Any) -> Any:
@@ -223,6 +228,7 @@ def test_a_turn_without_side_effects_makes_two_journal_fsyncs_and_one_execution_
             durable_sets.append(key)
         if key.startswith("execution_state:"):
             state_writes.append(value["status"])
+            order.append(f"state {value['status']}")
         return real_set(self, key, value, **kw)
 
     with Agent.open("launcher", data_dir=root, model=ScriptedModel(script)) as agent:
@@ -237,8 +243,10 @@ def test_a_turn_without_side_effects_makes_two_journal_fsyncs_and_one_execution_
         stored = agent.execution_state(conversation)
     assert len(fsyncs) == 2, fsyncs
     assert durable_sets == []
-    # planning, the plan, the step running: kept in the turn; only the end state is written
+    # planning, the plan, the step running, the end: staged in the turn; the end state is
+    # written once, at the turn's end, just before the answer's commit
     assert state_writes == ["completed"]
+    assert order == ["fsync", "state completed", "fsync"]
     # one checkpoint per turn (the agent did not write a second one), holding the end state
     assert len(checkpoints) == 2
     assert stored is not None and stored.value.status == "completed"
@@ -401,3 +409,28 @@ def test_a_refused_write_drops_the_staged_state(tmp_path: Path) -> None:
             ours.save_execution_state("a-1", "c-1", state, expected_version=0)
         loaded = ours.load_execution_state("a-1", "c-1")
     assert loaded is not None and loaded.value.goal == "theirs" and loaded.version == 1
+
+
+def test_a_reader_during_the_turn_sees_the_staged_end_state_before_it_is_written(
+    tmp_path: Path,
+) -> None:
+    """The state a turn ends in is staged when its last step completes and written once, at
+    the turn's end: a reader in this process (the plan view, pending approvals) sees it at
+    once; the store gets it with the answer's commit."""
+    root, conversation = make_root(tmp_path)
+    script = {"plan": [{"goal": "g", "steps": [{"id": "r1", "type": "respond", "title": "t"}]}],
+              "respond": ["Hello there."]}  # fmt: skip
+    seen: list[tuple[str, int]] = []
+    with Agent.open("launcher", data_dir=root, model=ScriptedModel(script)) as agent:
+
+        async def turn() -> None:
+            async for event in agent.send_message(conversation, "hello"):
+                if event.type == "step_complete":  # the last step done: the flow is over
+                    read = agent.execution_state(conversation)
+                    assert read is not None
+                    seen.append((read.value.status, read.version))
+
+        agent.loop.run(turn())
+        stored = agent.execution_state(conversation)
+    assert seen == [("completed", 0)]  # the live state, not written yet
+    assert stored is not None and (stored.value.status, stored.version) == ("completed", 1)

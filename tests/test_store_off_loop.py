@@ -1,19 +1,24 @@
-"""A turn's durable writes run off the event loop, its lease follows the turn, and durable
-SQLite writes that arrive together share one commit.
+"""A turn's durable writes run off the event loop when another turn waits and inline when it
+is alone, its lease follows the turn, and durable SQLite writes that arrive together share
+one commit.
 
 The store here holds one conversation's durable writes on a gate (a real file store
-underneath): while the first turn's write waits at the gate, a turn on another conversation
-of the same process runs to its end, and a turn on the held conversation is refused as busy.
-Nothing is timed: each step waits on an event.
+underneath). With another turn of the process admitted (a bystander holding its
+conversation's lease), the first turn's write goes to a store thread: while it waits at the
+gate, a turn on another conversation runs to its end, and a turn on the held conversation is
+refused as busy. A turn alone in its process writes inline, on the loop's thread. Nothing is
+timed: each step waits on an event.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -65,18 +70,44 @@ def reply(request: ModelRequest) -> str:
     return "noted"
 
 
+@asynccontextmanager
+async def bystander(store: ConversationStore, key: ConversationKey) -> AsyncIterator[None]:
+    """Another turn of this process, admitted for the block (its conversation's lease held
+    in a task of its own, as a turn waiting for its model holds it)."""
+    taken, done = asyncio.Event(), asyncio.Event()
+
+    async def turn() -> None:
+        async with store.ahold(key, timeout=0):
+            taken.set()
+            await done.wait()
+
+    task = asyncio.create_task(turn())
+    await taken.wait()
+    try:
+        yield
+    finally:
+        done.set()
+        await task
+
+
 def test_a_held_write_stops_neither_the_loop_nor_another_conversation(data_dir: Path) -> None:
     journal = GatedJournal(data_dir)
     store = ConversationStore(journal)
     agent = Agent.open(AGENT, data_dir=data_dir, store=store, model=FunctionModel(reply))
     held = agent.create_conversation("held").conversation_id
     free = agent.create_conversation("free").conversation_id
+    waiting = agent.create_conversation("waiting").conversation_id
     journal.gated = held
 
     async def drain(conversation: str, text: str) -> list[str]:
         return [event.type async for event in agent.send_message(conversation, text)]
 
     async def scenario() -> None:
+        async with bystander(store, ConversationKey(AGENT, waiting)):
+            await contended()
+        await agent.aclose()
+
+    async def contended() -> None:
         first = asyncio.create_task(drain(held, "first"))
         # the first turn's durable write has started and waits at the gate, in a thread
         assert await asyncio.to_thread(journal.entered.wait, NEVER)
@@ -92,7 +123,6 @@ def test_a_held_write_stops_neither_the_loop_nor_another_conversation(data_dir: 
         journal.gate.set()
         kinds = await first
         assert kinds[-1] == "result"
-        await agent.aclose()
 
     asyncio.run(scenario())
     assert [m.content for m in agent.load_conversation_history(held)] == ["first", "noted"]
@@ -136,6 +166,68 @@ def test_the_lease_is_the_turns_not_the_threads(data_dir: Path) -> None:
     assert store.verify().ok
 
 
+def test_a_turn_alone_writes_inline_and_durably(data_dir: Path) -> None:
+    """Nobody else waits on the loop: the turn's durable writes run on the loop's thread (no
+    hand-off to a store thread), and are acknowledged durable all the same."""
+    journal = GatedJournal(data_dir)
+    journal.gate.set()  # nothing held: the gate only records where the writes ran
+    store = ConversationStore(journal)
+    agent = Agent.open(AGENT, data_dir=data_dir, store=store, model=FunctionModel(reply))
+    alone = agent.create_conversation("alone").conversation_id
+    journal.gated = alone
+
+    async def scenario() -> list[str]:
+        kinds = [event.type async for event in agent.send_message(alone, "hello")]
+        await agent.aclose()
+        return kinds
+
+    assert asyncio.run(scenario())[-1] == "result"
+    assert journal.threads == {threading.current_thread().name}  # the loop's: inline
+    again = ConversationStore(FileJournal(data_dir))  # as another process reads it
+    key = ConversationKey(AGENT, alone)
+    assert [m.content for m in again.messages(key)] == ["hello", "noted"]
+    assert again.meta(key).status == "completed"
+    assert again.verify().ok
+
+
+def test_where_a_store_call_runs(data_dir: Path) -> None:
+    """Inline only for a turn alone in its process: not outside a turn, not beside another
+    turn's lease, not while another store call is in a store thread."""
+    store = ConversationStore(FileJournal(data_dir))
+    mine, other = ConversationKey(AGENT, "mine"), ConversationKey(AGENT, "other")
+    store.create(mine, "mine")
+    store.create(other, "other")
+    loop_thread = threading.current_thread().name
+
+    async def where() -> str:
+        return await off_loop(lambda: threading.current_thread().name)
+
+    async def scenario() -> None:
+        assert (await where()).startswith("agentkit-store")  # outside a turn: a store thread
+        async with store.ahold(mine, timeout=0):
+            assert await where() == loop_thread  # alone: inline
+            async with bystander(store, other):
+                assert (await where()).startswith("agentkit-store")  # another turn waits
+            assert await where() == loop_thread
+            gate = threading.Event()
+            entered = threading.Event()
+
+            def held() -> None:
+                entered.set()
+                assert gate.wait(NEVER)
+
+            # someone's call outside the turn (a route's listing): in the pool, held there
+            in_flight = asyncio.create_task(off_loop(held), context=contextvars.Context())
+            assert await asyncio.to_thread(entered.wait, NEVER)
+            assert (await where()).startswith("agentkit-store")  # a call is in the pool
+            gate.set()
+            await in_flight
+            assert await where() == loop_thread
+        assert (await where()).startswith("agentkit-store")  # let go: outside a turn again
+
+    asyncio.run(scenario())
+
+
 def test_a_cancelled_turn_waits_for_its_write_in_flight(data_dir: Path) -> None:
     """Cancelling the task that awaits a durable write does not abandon it: the write lands
     (acknowledged in the journal) before the lease is let go."""
@@ -145,19 +237,22 @@ def test_a_cancelled_turn_waits_for_its_write_in_flight(data_dir: Path) -> None:
     store.create(key, "two")
     journal.gated = key.conversation_id
 
+    store.create(ConversationKey(AGENT, "other"), "other")
+
     async def scenario() -> None:
         async def turn() -> None:
             async with store.ahold(key, timeout=0):
                 await store.aappend(key, Message.user("kept"), status="running")
 
-        task = asyncio.create_task(turn())
-        assert await asyncio.to_thread(journal.entered.wait, NEVER)
-        task.cancel()
-        await asyncio.sleep(0)  # the cancellation is delivered while the write is held
-        assert not task.done()
-        journal.gate.set()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        async with bystander(store, ConversationKey(AGENT, "other")):  # the write: in a thread
+            task = asyncio.create_task(turn())
+            assert await asyncio.to_thread(journal.entered.wait, NEVER)
+            task.cancel()
+            await asyncio.sleep(0)  # the cancellation is delivered while the write is held
+            assert not task.done()
+            journal.gate.set()
+            with pytest.raises(asyncio.CancelledError):
+                await task
 
     asyncio.run(scenario())
     assert [m.content for m in store.messages(key)] == ["kept"]

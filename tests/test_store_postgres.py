@@ -343,3 +343,30 @@ def test_a_turn_beyond_max_turns_is_refused_at_once(postgres_url: str) -> None: 
         with store.hold(other):  # the connection came back
             store.append(other, message(2))
         assert len(store.messages(other)) == 2
+
+
+def test_a_turn_alone_still_sends_its_calls_to_a_store_thread(
+    store: PostgresConversationStore,
+) -> None:
+    """Inline store calls are for local stores only: a PostgreSQL call is a round trip whose
+    time the network decides, so even a turn alone in its process never makes it on the loop
+    (agentkit.store._offload)."""
+    import asyncio
+
+    from agentkit.store import off_loop
+
+    key = ConversationKey("a-1", "alone")
+    store.create(key, "alone")
+    loop_thread = threading.current_thread().name
+
+    async def scenario() -> list[str]:
+        async with store.ahold(key, timeout=0):
+            where = await off_loop(lambda: threading.current_thread().name)
+            await store.aappend(key, Message.user("kept"), status="running")
+            await store.aset_status(key, "completed")
+        return [where]
+
+    (where,) = asyncio.run(scenario())
+    assert where != loop_thread and where.startswith("agentkit-store")
+    assert [m.content for m in store.messages(key)] == ["kept"]
+    assert store.verify().ok

@@ -12,6 +12,12 @@ Invariants:
 * a stored value is validated on load; one that does not validate raises
   :class:`CorruptStateError` naming the key;
 * a TaskState is normalised before it is written; an ExecutionState gets ``updated_at`` = now;
+* while a turn runs, the planner stages its ExecutionState here between durability points
+  (:meth:`MemoryRepository.stage_execution_state`, written at the next one or at the turn's
+  end): :meth:`MemoryRepository.load_execution_state` returns the staged state, so this
+  process's readers (the plan view, pending approvals over HTTP and ACP, ``Agent.
+  execution_state``) see the live one; another process (a worker, a replica) sees the one
+  last written, the state at the turn's last durability point;
 * the ExecutionState never holds a secret: the planner masks secret-named step arguments and
   keeps the real values in the ``step_secrets`` record only until the flow ends (so
   ``agentkit state``, the workbench and an exported state show nothing to leak).
@@ -234,5 +240,6 @@ class MemoryRepository:
     def clear(self, agent_id: str, conversation_id: str) -> None:
         """``/clear``: forget every record of the conversation (unconditionally)."""
         self.store.delete(self.task_state_key(agent_id, conversation_id))
+        self._staged.pop(self.execution_state_key(agent_id, conversation_id), None)
         self.store.delete(self.execution_state_key(agent_id, conversation_id))
         self.store.delete(self.step_secrets_key(agent_id, conversation_id))

@@ -8,10 +8,12 @@ instead of running with the masks.
 
 Durability points (see agentkit.store): a side-effecting step's state is durable before and
 after its tool, and so is a state the turn pauses in (a question, a consent request). The
-state a turn ends in becomes durable with the turn's checkpoint, in the same journal commit as
-the answer (the turn's end; :meth:`FlowRecorder.load` restores it after a power loss). Other
-states of a flow still in progress are staged, not written, and written with the next save
-that is (:meth:`FlowRecorder.flush`).
+state a turn ends in is written once, at the turn's end (:meth:`FlowRecorder.flush`, in the
+end's store call), and becomes durable with the turn's checkpoint, in the same journal commit
+as the answer (:meth:`FlowRecorder.load` restores it after a power loss). Every other state
+is staged in memory, not written (:meth:`MemoryRepository.stage_execution_state
+<agentkit.memory.MemoryRepository.stage_execution_state>`: this process's readers see it),
+and written with the next save that is a durability point, or at the turn's end.
 """
 
 from __future__ import annotations
@@ -113,12 +115,16 @@ class FlowRecorder:
                 mask_secrets(state.model_dump(mode="json"), known)
             )
         self.stored_ids = {step.id for step in state.steps}
-        if not durable and state.is_active:
+        if not durable:  # staged: written at the next durability point or the turn's end
             self.state = memory.stage_execution_state(
                 key.agent_id, key.conversation_id, state, version=self.version
             )
             self.unsaved = True
             return self.state
+        return self._write(state, durable=True)
+
+    def _write(self, state: ExecutionState, *, durable: bool) -> ExecutionState:
+        key, memory = self.key, self.memory
         saved = memory.save_execution_state(
             key.agent_id, key.conversation_id, state, expected_version=self.version,
             durable=durable,
@@ -179,14 +185,10 @@ class FlowRecorder:
         return state.model_copy(update={"steps": steps})
 
     def flush(self) -> None:
-        """Write the ExecutionState :meth:`save` staged, if any (not durable)."""
+        """Write the ExecutionState :meth:`save` staged, if any (not durable: the turn's end
+        commit, right after, holds it in its checkpoint)."""
         if self.unsaved and self.state is not None:
-            key = self.key
-            saved = self.memory.save_execution_state(
-                key.agent_id, key.conversation_id, self.state, expected_version=self.version,
-                durable=False,
-            )  # fmt: skip
-            self.state, self.version, self.unsaved = saved.value, saved.version, False
+            self._write(self.state, durable=False)
 
     def tool_args(self, step: PlanStep) -> dict[str, Any]:
         """The arguments to run *step* with: the real ones when the stored copy is masked."""

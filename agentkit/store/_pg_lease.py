@@ -95,6 +95,7 @@ class PostgresLease(Lease):
     the next write), the lock's id, and for a brief lease the transaction it runs in."""
 
     __slots__ = ("brief", "connection", "lock_id", "stack", "wrote")
+    remote = True
 
     def __init__(
         self,

@@ -36,7 +36,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal, Self
+from typing import ClassVar, Literal, Self
 
 from agentkit.errors import StoreError, UsageError
 from agentkit.store._process import pid
@@ -53,6 +53,7 @@ __all__ = [
     "enter_lease",
     "held_lease",
     "leave_lease",
+    "turn_leases",
 ]
 
 RecordKind = Literal["created", "message", "status", "annotation", "checkpoint", "forked", "record"]
@@ -81,6 +82,10 @@ class Lease:
     """
 
     __slots__ = ("epoch", "held", "key", "meta", "pid", "records")
+
+    #: a server's lease (PostgreSQL): every call of its holder is a round trip, whose time
+    #: the network decides (:func:`~agentkit.store._offload.off_loop` never runs one inline)
+    remote: ClassVar[bool] = False
 
     def __init__(
         self, key: ConversationKey, meta: ConversationMeta, records: int, epoch: int
@@ -123,6 +128,12 @@ def held_lease(backend: object, key: ConversationKey) -> Lease | None:
     if lease is None or not lease.held or lease.pid != pid():
         return None
     return lease
+
+
+def turn_leases() -> list[Lease]:
+    """The leases the running turn holds (of any backend; none outside a turn)."""
+    me = pid()
+    return [lease for lease in _LEASES.get().values() if lease.held and lease.pid == me]
 
 
 def enter_lease(backend: object, lease: Lease) -> None:

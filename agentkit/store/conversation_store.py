@@ -10,7 +10,8 @@ is written once, here, over :class:`~agentkit.store.backend.JournalBackend`:
   not written at once: they ride along with the next commit, or are written when the lease
   is let go. The hold is the turn's — kept in its context (a ``ContextVar``), not in a
   thread — so a turn's writes can run in a store thread (:meth:`~ConversationStore.aappend`,
-  :func:`~agentkit.store._offload.off_loop`) and still find it, while another turn on the
+  :func:`~agentkit.store._offload.off_loop`: there when another turn of the process holds a
+  lease too, inline when the turn is alone) and still find it, while another turn on the
   same event loop never mistakes it for its own.
 * **Records are numbered and folded here**: a commit continues from the lease's metadata and
   record count (:meth:`Views.resume <agentkit.store._records.Views.resume>`), numbers its
@@ -39,7 +40,7 @@ from typing import Final, ParamSpec, TypeVar, get_args
 from agentkit.errors import ConversationBusyError, ConversationNotFoundError, StoreError, UsageError
 from agentkit.ids import check_id
 from agentkit.store._checkpoint import TurnCheckpoint
-from agentkit.store._offload import off_loop
+from agentkit.store._offload import lease_entered, lease_left, off_loop
 from agentkit.store._process import pid
 from agentkit.store._records import (
     LABEL_PATTERN,
@@ -165,9 +166,11 @@ class ConversationStore:
         hold = _Hold(lease)
         _HOLDS.set({**_HOLDS.get(), (id(self), lease.key): hold})
         enter_lease(self.backend, lease)
+        lease_entered(lease)  # counted: another turn's store calls go to the pool meanwhile
         return hold
 
     def _leave(self, hold: _Hold) -> None:
+        lease_left(hold.lease)
         leave_lease(self.backend, hold.lease)
         current = _HOLDS.get()
         slot = (id(self), hold.lease.key)
@@ -192,8 +195,8 @@ class ConversationStore:
     ) -> AsyncIterator[None]:
         """:meth:`hold` for a coroutine: on a remote backend (PostgreSQL: a round trip) the
         lease is taken and let go in a store thread
-        (:func:`~agentkit.store._offload.off_loop`), so it never stops the event loop; a
-        local one's (a ``flock``) is taken at once."""
+        (:func:`~agentkit.store._offload.off_loop`, which never runs a remote call inline),
+        so it never stops the event loop; a local one's (a ``flock``) is taken at once."""
         if self._held(key) is not None:
             yield
             return
@@ -383,8 +386,10 @@ class ConversationStore:
         status: ConversationStatus | None = None,
         checkpoint: TurnCheckpoint | None = None,
     ) -> ConversationMeta:
-        """:meth:`append` in a store thread: the event loop serves other turns while this
-        one's write waits for the disk; acknowledged (returned) once durable, as ever."""
+        """:meth:`append` in a store thread when another turn waits (the event loop serves it
+        while this one's write waits for the disk), inline when this turn is alone
+        (:func:`~agentkit.store._offload.off_loop`); acknowledged (returned) once durable,
+        as ever."""
         return await off_loop(self.append, key, message, status=status, checkpoint=checkpoint)
 
     async def aset_status(
@@ -394,7 +399,7 @@ class ConversationStore:
         *,
         checkpoint: TurnCheckpoint | None = None,
     ) -> ConversationMeta:
-        """:meth:`set_status` in a store thread (see :meth:`aappend`)."""
+        """:meth:`set_status` off the loop when another turn waits (see :meth:`aappend`)."""
         return await off_loop(self.set_status, key, status, checkpoint=checkpoint)
 
     def set_status(
