@@ -416,6 +416,32 @@ def test_damaged_views_are_reported_and_rebuilt(tmp_path: Path, damage: str) -> 
     assert not list(directory.parent.glob(".*.creating-*"))
 
 
+def test_a_kill_during_the_events_cache_write_leaves_verify_clean_and_the_next_turn_sweeps_it(
+    tmp_path: Path,
+) -> None:
+    """kill -9 between the turn events cache's temp write and its rename (serve --workers):
+    the cache is never fsynced nor part of the conversation, so its temp file is no problem
+    for verify; the conversation's next turn removes it. Any other temp file still is one."""
+    from agentkit.store.file_events import FileTurnEvents
+    from agentkit.store.turn_events import StoredEvent
+
+    root = tmp_path / "data"
+    _build(root)
+    directory = _dir(root)
+    (directory / ".turn-events.log.0badf00d.tmp").write_bytes(b"msg-1\t1\tsession\t{}")
+    store = FileConversationStore(root)
+    assert not store.verify().problems
+    events = FileTurnEvents(store)
+    try:
+        events.append(KEY, "msg-2", [StoredEvent(1, "session", "{}")])
+    finally:
+        events.close()
+    assert not list(directory.glob(".turn-events.log.*.tmp"))
+    assert (directory / "turn-events.log").read_bytes() == b"msg-2\t1\tsession\t{}\n"
+    _stray_temp(directory)
+    assert {p.kind for p in store.verify().problems} == {"temp-file"}
+
+
 def test_a_create_or_delete_still_running_in_another_process_is_no_leftover(
     tmp_path: Path,
 ) -> None:

@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 from agentkit.errors import CorruptJournalError
-from agentkit.layout import HISTORY_FILE, JOURNAL_FILE, META_FILE, TURN_LOG_FILE
+from agentkit.layout import HISTORY_FILE, JOURNAL_FILE, META_FILE, TURN_EVENTS_FILE, TURN_LOG_FILE
 from agentkit.store._fsio import atomic_write, fsync_dir, is_temp_name
 from agentkit.store._journal import read_tail_frames, scan_frames
 from agentkit.store._lazy import LazyMessages
@@ -434,11 +434,18 @@ def _history_findings(
     return "earlier-format", f"{HISTORY_FILE} {_EARLIER}: format {written}, now {VIEW_FORMAT}"
 
 
+def is_turn_events_temp(name: str) -> bool:
+    """A temp file :func:`atomic_write` made for the turn events cache (``turn-events.log``)."""
+    return is_temp_name(name) and name.startswith(f".{TURN_EVENTS_FILE}.")
+
+
 def check_folder(
     key: ConversationKey, directory: Path, views: Views, good_end: int
 ) -> list[Problem]:
     """What the folder's views get wrong against *views*, the fold of its journal's first
-    *good_end* bytes (the caller holds its lock): temp files, ``meta.json`` and its
+    *good_end* bytes (the caller holds its lock): temp files (not the live turn's events
+    cache's: that file is never fsynced nor part of the conversation, and its next turn
+    sweeps a temp file a crash left; :mod:`agentkit.store.file_events`), ``meta.json`` and its
     checkpoint, ``history.json``, turn logs, turn folders no record names. Views are read by
     what they say (the module docstring): one an earlier release wrote is an
     ``earlier-format`` note, not a problem. Reads only."""
@@ -451,7 +458,7 @@ def check_folder(
         found.extend(
             problem("temp-file", str(entry.relative_to(directory)))
             for entry in folder.iterdir()
-            if is_temp_name(entry.name)
+            if is_temp_name(entry.name) and not is_turn_events_temp(entry.name)
         )
     history = render_history(views.messages)
     try:

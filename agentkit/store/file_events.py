@@ -45,6 +45,7 @@ from pathlib import Path
 from agentkit.errors import StoreError
 from agentkit.layout import TURN_EVENTS_FILE
 from agentkit.store._fsio import atomic_write, write_all
+from agentkit.store._views import is_turn_events_temp
 from agentkit.store.files import FileConversationStore
 from agentkit.store.turn_events import StoredEvent, TurnEvents
 from agentkit.store.values import ConversationKey
@@ -152,6 +153,7 @@ class FileTurnEvents(TurnEvents):
         path = self._path(key)
         if events[0].seq == 1:  # a new turn: a new file, the conversation's earlier turn gone
             atomic_write(Path(path), data, sync=False)
+            _sweep_temps(os.path.dirname(path))
         else:
             fd = os.open(path, _APPEND)  # no O_CREAT: a turn's file exists from its first event
             try:
@@ -282,3 +284,13 @@ class FileTurnEvents(TurnEvents):
         self._sender.close()
         with contextlib.suppress(OSError):  # another process's socket is in it: kept
             os.rmdir(self.directory)
+
+
+def _sweep_temps(directory: str) -> None:
+    """Remove the events cache's temp files a killed process left in *directory* (the
+    turn's lease is held: no other writer of this conversation's cache is running)."""
+    with os.scandir(directory) as entries:
+        stale = [entry.path for entry in entries if is_turn_events_temp(entry.name)]
+    for path in stale:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
