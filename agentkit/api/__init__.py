@@ -1,6 +1,6 @@
 """The HTTP API (seed §16.5): FastAPI routes, SSE streaming of turns, a request guard.
 
-This subpackage imports FastAPI, uvicorn and sse-starlette (the ``serve`` extra: without it,
+This subpackage imports FastAPI and uvicorn (the ``serve`` extra: without it,
 importing it raises :class:`~agentkit.errors.MissingExtraError`); ``import agentkit`` never
 imports it. ``create_app(data_dir, …)`` builds an app from its collaborators; ``serve(…)``
 runs one under uvicorn (``agentkit serve``).
@@ -10,7 +10,6 @@ from agentkit._extras import missing
 
 try:
     import fastapi  # noqa: F401
-    import sse_starlette  # noqa: F401
     import uvicorn  # noqa: F401
 except ImportError as _missing:
     raise missing("serve", "the HTTP API (agentkit serve)", _missing) from _missing
