@@ -87,6 +87,7 @@ test-browser: $(STAMP) ## The real-browser tests (JupyterLab, Phoenix, the docs 
 
 bench: $(STAMP) ## Benchmarks (figures, not pass/fail); results appended under bench/results/
 	$(BIN)/python bench/bench_store.py
+	$(BIN)/python bench/bench_events.py
 	@# the serve bench's profiler and fsync counter: installed here only, never by setup or test
 	$(BIN)/python -m pip install --quiet 'py-spy==0.4.3'
 	command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace) || true
