@@ -42,8 +42,9 @@ ALLOWED = (
     "agentkit/sessions/transcript.py",
 )
 #: receivers whose methods of those names are no model's: the tracer's call itself, the
-#: secret mask's stream, an ExecutionState's ``complete``, a run scorer, a telemetry trace
-NOT_MODELS = re.compile(r"^(call|self\.mask|ctx\.mask|(.+\.)?scorer|trace|state(\..+)?)$")
+#: secret mask's stream, an ExecutionState's ``complete``, a run scorer, a telemetry trace,
+#: the HTTP layer's SSE writer (``agentkit.api.sse``)
+NOT_MODELS = re.compile(r"^(call|self\.mask|ctx\.mask|(.+\.)?scorer|trace|state(\..+)?|sse)$")
 SESSIONS = re.compile(r"session", re.IGNORECASE)
 #: single places that read no language model: WordLlama's static embedding table (a lookup
 #: and a mean, the router's local embedder option)
