@@ -93,7 +93,7 @@ async def drive(ctx: TurnContext) -> AsyncIterator[AgentEvent]:
             yield item
     assert finished is not None
     answer, status = finished.end.answer, finished.end.status  # the one place it is set
-    reply = await off_loop(_persist, turn, answer, status)  # in a store thread
+    reply = await off_loop(_persist, turn, answer, status)  # inline when alone, else pooled
     if status == "completed" and not _fast_path(ctx.text):
         added = (question,) if reply is None else (question, reply)
         if not upkeep.queue(ctx, intake, turn.trace, added):  # no background: in the turn

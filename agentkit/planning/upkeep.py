@@ -192,7 +192,7 @@ async def upkeep(
     """:func:`prepare` then :func:`commit`, in the turn (a turn no Agent runs; its calls
     count in the turn's usage); the ``compression`` event if the window was compressed."""
     prepared = await prepare(ctx, intake, tracer, turn_messages)
-    return await off_loop(commit, ctx, intake, prepared)  # durable writes: in a store thread
+    return await off_loop(commit, ctx, intake, prepared)  # durable writes (off_loop decides where)
 
 
 def needed(ctx: TurnContext, intake: Intake, turn_messages: Sequence[Message]) -> bool:
@@ -228,7 +228,7 @@ def queue(
     async def work() -> CompressionEvent | None:
         try:
             prepared = await prepare(ctx, intake, tracer, turn_messages)
-            event = await off_loop(commit, ctx, intake, prepared)  # in a store thread
+            event = await off_loop(commit, ctx, intake, prepared)  # off_loop decides where
         finally:
             tracer.close()
         return None if event is None else replace(event, usage=tracer.usage)
