@@ -23,6 +23,10 @@ case "$(uname -m)" in
   *)
     FLAGS="-DGGML_NATIVE=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_BACKEND_DL=OFF" ;;
 esac
+# OpenMP stays on: with the worker's OMP_WAIT_POLICY=PASSIVE (agentkit/models/llama_process.py)
+# a thread waiting at a barrier sleeps, where ggml's own pool (GGML_OPENMP=OFF) always spins;
+# on two busy cores that read prompts 2-3x faster for a third of the CPU per token, and was no
+# slower on quiet ones (bench/bench_llama_build.py --neighbour, bench/results/llama_neighbour.csv).
 FLAGS="$FLAGS -DLLAVA_BUILD=OFF -DGGML_OPENMP=ON"
 KEY=$(printf '%s %s %s' "$VERSION" "$(uname -m)" "$FLAGS" | sha256sum | cut -c1-16)
 CACHE_ROOT=${AGENTKIT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentkit/wheels}

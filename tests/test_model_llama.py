@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from agentkit.errors import ModelError, ModelSpecError
 from agentkit.models.base import ChatMessage, Completion, TextDelta
 from agentkit.models.llama import LlamaModel, default_gguf_path
+from agentkit.models.llama_process import LlamaWorker
 from agentkit.models.spec import create_model
 
 #: a real backend (a model process, server or agent CLI) under test
@@ -32,6 +34,31 @@ def test_the_default_gguf_ships_in_the_package() -> None:
     assert create_model("llama").spec == "llama"
     with pytest.raises(ModelSpecError, match="no such GGUF"):
         create_model("llama:/nowhere/model.gguf")
+
+
+@pytest.mark.parametrize("users_choice", [None, "ACTIVE"])
+def test_the_worker_alone_runs_with_openmp_threads_asleep_unless_the_user_chose(
+    monkeypatch: pytest.MonkeyPatch, users_choice: str | None
+) -> None:
+    """The worker process is started with OMP_WAIT_POLICY=PASSIVE (an OpenMP build's idle
+    threads sleep instead of spinning on shared cores); a value the user set wins, and the
+    caller's own environment is left as it was."""
+    if users_choice is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", users_choice)
+    worker = LlamaWorker(default_gguf_path(), n_ctx=256, seed=7, backend="llama")
+    try:
+        assert worker.call({"op": "count", "texts": ["hello"]})["counts"][0] > 0
+        assert worker.pid is not None
+        environ = Path(f"/proc/{worker.pid}/environ").read_bytes().split(b"\0")
+    finally:
+        worker.close()
+    expected = users_choice or "PASSIVE"
+    assert [v for v in environ if v.startswith(b"OMP_WAIT_POLICY=")] == [
+        f"OMP_WAIT_POLICY={expected}".encode()
+    ]
+    assert os.environ.get("OMP_WAIT_POLICY") == users_choice  # the caller's is untouched
 
 
 def test_a_short_chat_reply_streams(model: LlamaModel) -> None:
