@@ -209,16 +209,7 @@ class RequestGuard:
             )
             await response(scope, receive, send)
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replayed_receive(body, receive), send)
 
     def _refusal(self, scope: Scope, headers: Headers) -> ASGIApp | None:
         policy = self.policy
@@ -308,3 +299,17 @@ def guarded(app: ASGIApp, policy: GuardPolicy) -> ASGIApp:
             allow_headers=["authorization", "content-type"],
         )
     return RequestGuard(app, policy)
+
+
+def replayed_receive(body: bytes, receive: Receive) -> Receive:
+    """*receive* with *body*, already read, given again first."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

@@ -32,13 +32,13 @@ import json
 import re
 from collections.abc import AsyncIterator
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentkit.api import sse
 from agentkit.api.agents import ServedAgents
 from agentkit.api.errors import response_for
 from agentkit.api.schemas import ChatRequest
-from agentkit.api.security import GuardPolicy, guarded
+from agentkit.api.security import GuardPolicy, guarded, replayed_receive
 from agentkit.api.turns import TurnTask, TurnTasks
 from agentkit.errors import ConversationNotFoundError, TurnNotFoundError
 from agentkit.events import AgentEvent, SessionEvent
@@ -204,7 +204,7 @@ class PlainStreams:
             body = await _body(receive)
             request = _chat_request(scope, body)
             if request is None:
-                await self.app(scope, _replay(body, receive), send)
+                await self.app(scope, replayed_receive(body, receive), send)
                 return
             opening = chat_frames(self.served, self.turns, route[1], request)
         else:
@@ -232,20 +232,6 @@ async def _body(receive: Receive) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """*receive* with *body*, already read, given again first."""
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 def _chat_request(scope: Scope, body: bytes) -> ChatRequest | None:
