@@ -143,9 +143,12 @@ class RunWorld:
 
     def materialise(self) -> None:
         """Write the agent's files and the point's config.json into the data root."""
+        made: set[Path] = set()
         for relative, content in self.task.agent_files:
             path = self.folder / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.parent not in made:  # a file-system create each: once per folder
+                path.parent.mkdir(parents=True, exist_ok=True)
+                made.add(path.parent)
             path.write_bytes(content)
         self.files.config.write_text(
             json.dumps(self.task.config, ensure_ascii=False, indent=2), encoding="utf-8"
