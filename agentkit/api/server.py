@@ -13,10 +13,19 @@ every process), the approvals and their decisions (decided once, under that lock
 running turns' events (``Last-Event-ID``) and cancels — in each conversation's folder, with
 wake-ups over the data root's Unix sockets (:mod:`agentkit.store.file_events`), or in
 PostgreSQL with ``LISTEN``/``NOTIFY`` (:mod:`agentkit.store.postgres_events`).
+
+A server process settles its heap once its app is built (:func:`settle_heap`): what start-up
+made (modules, schemas, the agents' configs: ~75,000 objects) moves out of the collector's
+sight, and the youngest generation is collected every :data:`GC_GEN0` allocations instead of
+Python's 700. Measured (bench_serve's 50 SSE clients on a scripted model, two 10 s windows, 3
+interleaved pairs): the collector's CPU 1.9-2.2 s → 0.82-0.86 s of the server's ~20 s, full
+collections 11-12 → 2 (each a ~100 ms pause of every turn in flight). Cycles are still
+collected, only less often.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -30,10 +39,22 @@ from agentkit.errors import UsageError
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.store.choice import resolve_store_spec
 
-__all__ = ["WORKER_ENV", "serve", "worker_app"]
+__all__ = ["GC_GEN0", "WORKER_ENV", "serve", "settle_heap", "worker_app"]
 
 #: the settings a worker process builds its app from (JSON, set by :func:`serve`)
 WORKER_ENV = "AGENTKIT_SERVE_WORKER"
+
+#: allocations between two collections of the youngest generation in a server process
+GC_GEN0 = 10_000
+
+
+def settle_heap() -> None:
+    """Freeze what exists now and collect the young generation less often (see the module
+    docstring); for a process that serves from here on."""
+    gc.collect()
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0, gen1, gen2)
 
 
 def serve(
@@ -92,6 +113,7 @@ def serve(
         server_header=False,
         timeout_graceful_shutdown=30,
     )
+    settle_heap()
     uvicorn.Server(config).run()
 
 
@@ -144,7 +166,7 @@ def worker_app() -> FastAPI:
     if not raw:
         raise UsageError(f"{WORKER_ENV} is not set: this factory serves `agentkit serve` workers")
     settings = json.loads(raw)
-    return create_app(
+    app = create_app(
         settings["data_dir"],
         model=settings["model"],
         token=settings["token"],
@@ -155,3 +177,5 @@ def worker_app() -> FastAPI:
         store=settings["store"],
         workers=settings["workers"],
     )
+    settle_heap()
+    return app
