@@ -398,6 +398,7 @@ class ModelCall:
         else:
             events = self.model.request(self._request(stream=True))
         cancel = self.tracer.cancel
+        await _next_loop_turn()
         try:
             async with asyncio.timeout_at(self._deadline):
                 while True:
@@ -437,6 +438,7 @@ class ModelCall:
     async def _run(self, awaitable: Awaitable[T]) -> T:
         """*awaitable* under the stage's time, interruptible by a cancel; a failure is
         remembered for the record even when the caller handles it."""
+        await _next_loop_turn()
         try:
             async with asyncio.timeout_at(self._deadline):
                 return await self.tracer.cancel.run(awaitable)
@@ -459,3 +461,15 @@ class ModelCall:
 
 def _no_limit(purpose: str) -> float | None:
     return None
+
+
+async def _next_loop_turn() -> None:
+    """Let what the loop already has queued run before a model call begins.
+
+    A call is awaited in its turn's own task (:class:`~agentkit.calls.cancel.CancelScope`), so
+    a model that blocks (a synchronous model function runs on the loop) would otherwise start
+    before callbacks queued ahead of it: after a turn's ``result`` the memory upkeep's first call
+    would run before ``Agent.send`` hands the result to its (blocked) caller, who may be what
+    the model waits for. One yield per call, not per streamed piece: the pieces of one reply
+    still reach the stream together."""
+    await asyncio.sleep(0)
