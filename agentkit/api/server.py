@@ -17,10 +17,11 @@ PostgreSQL with ``LISTEN``/``NOTIFY`` (:mod:`agentkit.store.postgres_events`).
 A server process settles its heap once its app is built (:func:`settle_heap`): what start-up
 made (modules, schemas, the agents' configs: ~75,000 objects) moves out of the collector's
 sight, and the youngest generation is collected every :data:`GC_GEN0` allocations instead of
-Python's 700. Measured (bench_serve's 50 SSE clients on a scripted model, two 10 s windows, 3
-interleaved pairs): the collector's CPU 1.9-2.2 s → 0.82-0.86 s of the server's ~20 s, full
-collections 11-12 → 2 (each a ~100 ms pause of every turn in flight). Cycles are still
-collected, only less often.
+Python's 700 (``AGENTKIT_GC_GEN0`` sets another count; ``0`` leaves the collector alone).
+Measured (bench_serve's 50 SSE clients on a scripted model, two 10 s windows, 3 interleaved
+pairs): the collector's CPU 1.9-2.2 s → 0.82-0.86 s of the server's ~20 s, full collections
+11-12 → 2 (each a ~100 ms pause of every turn in flight). Cycles are still collected, only
+less often.
 """
 
 from __future__ import annotations
@@ -39,22 +40,35 @@ from agentkit.errors import UsageError
 from agentkit.models.base import ChatModel, SessionBackend
 from agentkit.store.choice import resolve_store_spec
 
-__all__ = ["GC_GEN0", "WORKER_ENV", "serve", "settle_heap", "worker_app"]
+__all__ = ["GC_GEN0", "GC_GEN0_ENV", "WORKER_ENV", "serve", "settle_heap", "worker_app"]
 
 #: the settings a worker process builds its app from (JSON, set by :func:`serve`)
 WORKER_ENV = "AGENTKIT_SERVE_WORKER"
 
 #: allocations between two collections of the youngest generation in a server process
 GC_GEN0 = 10_000
+#: the environment variable that sets it for ``agentkit serve`` (``0``: Python's collector
+#: left exactly as it is, nothing frozen)
+GC_GEN0_ENV = "AGENTKIT_GC_GEN0"
 
 
 def settle_heap() -> None:
-    """Freeze what exists now and collect the young generation less often (see the module
-    docstring); for a process that serves from here on."""
+    """Freeze what exists now and collect the young generation every :data:`GC_GEN0` (or
+    ``$AGENTKIT_GC_GEN0``) allocations (see the module docstring); for a process that serves
+    from here on."""
+    raw = os.environ.get(GC_GEN0_ENV, "").strip()
+    try:
+        gen0 = int(raw) if raw else GC_GEN0
+    except ValueError:
+        raise UsageError(f"{GC_GEN0_ENV} is a whole number of allocations, not {raw!r}") from None
+    if gen0 < 0:
+        raise UsageError(f"{GC_GEN0_ENV} is 0 (leave the collector alone) or more, not {gen0}")
+    if gen0 == 0:
+        return
     gc.collect()
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(GC_GEN0, gen1, gen2)
+    gc.set_threshold(gen0, gen1, gen2)
 
 
 def serve(
